@@ -1,0 +1,106 @@
+//! Linux CPU list syntax (`0-3,8,10-11`), as used by sysfs `cpulist` files and in topology JSON.
+
+use std::fmt::Write;
+
+/// Parses a Linux CPU list (`"0-3,8,10-11"`, empty for none) into sorted, deduplicated ids.
+pub fn parse_cpulist(text: &str) -> Result<Vec<u32>, String> {
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.trim().is_empty()) {
+        let part = part.trim();
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (parse_id(lo, part)?, parse_id(hi, part)?),
+            None => {
+                let id = parse_id(part, part)?;
+                (id, id)
+            }
+        };
+        if lo > hi {
+            return Err(format!("range `{part}` runs backwards"));
+        }
+        cpus.extend(lo..=hi);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+fn parse_id(text: &str, part: &str) -> Result<u32, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("`{part}` is not a CPU id or range like `0-3`"))
+}
+
+/// Formats CPU ids as a compact Linux CPU list (`[0,1,2,3,8]` → `"0-3,8"`).
+pub fn format_cpulist(cpus: &[u32]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if start == end {
+            write!(out, "{start}").unwrap();
+        } else {
+            write!(out, "{start}-{end}").unwrap();
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Serde adapter: CPU ids are written as a cpulist string and read from a string or an array.
+pub mod serde_cpulist {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(cpus: &[u32], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::format_cpulist(cpus))
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Text(String),
+        Ids(Vec<u32>),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::Error> {
+        match Either::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a CPU list like \"0-3,8\" or an array of CPU ids")
+        })? {
+            Either::Text(text) => super::parse_cpulist(&text).map_err(serde::de::Error::custom),
+            Either::Ids(mut ids) => {
+                ids.sort_unstable();
+                ids.dedup();
+                Ok(ids)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ranges_singles_and_empty() {
+        assert_eq!(parse_cpulist("0-3,8,10-11\n").unwrap(), vec![0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(parse_cpulist("").unwrap(), Vec::<u32>::new());
+        assert!(parse_cpulist("3-1").is_err());
+        assert!(parse_cpulist("a").is_err());
+    }
+
+    #[test]
+    fn formats_compactly() {
+        assert_eq!(format_cpulist(&[8, 0, 1, 2, 3, 10, 11]), "0-3,8,10-11");
+        assert_eq!(format_cpulist(&[]), "");
+    }
+}
