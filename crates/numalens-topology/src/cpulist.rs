@@ -92,7 +92,10 @@ mod tests {
 
     #[test]
     fn parses_ranges_singles_and_empty() {
-        assert_eq!(parse_cpulist("0-3,8,10-11\n").unwrap(), vec![0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(
+            parse_cpulist("0-3,8,10-11\n").unwrap(),
+            vec![0, 1, 2, 3, 8, 10, 11]
+        );
         assert_eq!(parse_cpulist("").unwrap(), Vec::<u32>::new());
         assert!(parse_cpulist("3-1").is_err());
         assert!(parse_cpulist("a").is_err());
