@@ -152,18 +152,18 @@ fn cpus(out: &mut String, t: &Topology, s: Style) {
         })
         .max()
         .unwrap_or(1);
+    let llc = if llcs.is_empty() {
+        "last-level cache not known".to_string()
+    } else {
+        plural(llcs.len(), "last-level cache", "last-level caches")
+    };
     let _ = writeln!(
         out,
-        "  {} logical CPUs: {} packages, {} cores, {smt} thread{} per core, {}",
-        t.cpus.len(),
-        packages.len(),
-        cores.len(),
-        if smt == 1 { "" } else { "s" },
-        if llcs.is_empty() {
-            "last-level cache not known".to_string()
-        } else {
-            format!("{} last-level caches", llcs.len())
-        },
+        "  {}: {}, {}, {} per core, {llc}",
+        plural(t.cpus.len(), "logical CPU", "logical CPUs"),
+        plural(packages.len(), "package", "packages"),
+        plural(cores.len(), "core", "cores"),
+        plural(smt, "thread", "threads"),
     );
     let missing = t.cpu_count().saturating_sub(t.cpus.len());
     if missing > 0 {
@@ -330,6 +330,10 @@ fn routes(out: &mut String, t: &Topology, s: Style) {
             ),
         );
     }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 fn section(out: &mut String, s: Style, title: &str) {
