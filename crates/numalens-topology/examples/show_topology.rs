@@ -1,4 +1,5 @@
-//! Prints a preset (`show_topology NAME`) or this machine (`show_topology`) as text, or as JSON
+//! Prints a preset (`show_topology NAME`), a topology file (`show_topology FILE.json`) or this
+//! machine (`show_topology`) as text, or as JSON
 //! with `--json`. The `numalens topology` command is the user-facing version of this.
 
 use std::process::ExitCode;
@@ -8,6 +9,9 @@ fn main() -> ExitCode {
     let json = args.iter().any(|a| a == "--json");
     let name = args.iter().find(|a| !a.starts_with("--"));
     let topology = match name {
+        Some(path) if path.ends_with(".json") => {
+            numalens_topology::load_json_file(std::path::Path::new(path))
+        }
         Some(name) => numalens_topology::presets::preset(name),
         None => numalens_topology::host(),
     };
