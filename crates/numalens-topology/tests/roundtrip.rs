@@ -177,7 +177,7 @@ fn cpus_of(nodes: &[Node], seed: u8) -> Vec<Cpu> {
             node,
             package: node / 2,
             core: id / 2,
-            llc: (seed % 2 == 0).then_some(id),
+            llc: seed.is_multiple_of(2).then_some(id),
         })
         .collect();
     cpus.sort_by_key(|c| c.id);
