@@ -29,7 +29,8 @@ pub struct Topology {
     pub cpu_ghz: Option<Quantity>,
     /// NUMA nodes sorted by id. Nodes without CPUs (memory-only: CXL, HBM, PMEM) are allowed.
     pub nodes: Vec<Node>,
-    /// Logical CPUs with their place in the package/core/SMT hierarchy, sorted by id.
+    /// Logical CPUs with their place in the package/core/SMT hierarchy, sorted by id. May omit
+    /// CPUs whose place is unknown (offline ones); every entry must agree with `nodes[].cpus`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpus: Vec<Cpu>,
     /// ACPI SLIT distances (10 = local), `distances.values[i][j]` from node position i to j.
