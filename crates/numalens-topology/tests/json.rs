@@ -262,3 +262,14 @@ fn loads_files_and_names_missing_ones() {
         "{e}"
     );
 }
+
+#[test]
+fn the_example_in_the_docs_is_valid() {
+    let doc = include_str!("../../../docs/TOPOLOGY.md");
+    let start = doc.find("```json\n").expect("docs have a JSON example") + "```json\n".len();
+    let end = start + doc[start..].find("```").unwrap();
+    let t = from_json_str(&doc[start..end], "docs/TOPOLOGY.md").unwrap();
+    assert_eq!(t.node_ids(), vec![0, 1, 2]);
+    assert_eq!(t.hops(1, 2), Some(2));
+    assert_eq!(t.hops(2, 1), Some(2));
+}
