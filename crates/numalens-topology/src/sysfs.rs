@@ -198,12 +198,14 @@ fn assign_nodes(raw: Vec<RawCpu>, nodes: &[Node]) -> Vec<Cpu> {
         .filter_map(|c| {
             // A CPU that no node lists has no NUMA home we could report: leave it out.
             let node = nodes.iter().find(|n| n.cpus.contains(&c.id))?.id;
+            // The LLC is named by a CPU id; one that no node lists would not validate.
+            let llc = c.llc.filter(|l| nodes.iter().any(|n| n.cpus.contains(l)));
             Some(Cpu {
                 id: c.id,
                 node,
                 package: c.package,
                 core: c.core,
-                llc: c.llc,
+                llc,
             })
         })
         .collect()
