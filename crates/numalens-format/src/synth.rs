@@ -1,0 +1,132 @@
+//! Synthetic sample streams shaped like real recordings, for benchmarks and format tests.
+//!
+//! The shape follows what sampled access streams of OpenMP-style programs look like: a few threads
+//! pinned to CPUs spread over nodes, each mostly streaming through its own block of a large array
+//! (sampled every `period` accesses, so consecutive samples of a thread are a few cache lines to a
+//! few pages apart), with a share of accesses to a hot shared region and a few random ones;
+//! timestamps increase by tens to hundreds of nanoseconds; a handful of instruction addresses.
+
+use crate::tables::{DataSource, Sample, SampleKind};
+
+/// Parameters of a synthetic stream.
+#[derive(Debug, Clone)]
+pub struct SynthConfig {
+    pub seed: u64,
+    pub threads: u32,
+    pub nodes: u32,
+    /// Bytes of each thread's private block.
+    pub block_bytes: u64,
+    /// Bytes of the shared hot region.
+    pub shared_bytes: u64,
+    /// Accesses each sample stands for.
+    pub period: u32,
+}
+
+impl Default for SynthConfig {
+    fn default() -> Self {
+        SynthConfig {
+            seed: 1,
+            threads: 8,
+            nodes: 4,
+            block_bytes: 256 << 20,
+            shared_bytes: 16 << 20,
+            period: 1000,
+        }
+    }
+}
+
+/// Object ids used by the stream: `0` is the shared region, `1 + t` the block of thread `t`.
+pub const SHARED_OBJECT: u64 = 0;
+
+/// Base address of the shared region; the private blocks follow it.
+pub const BASE_ADDRESS: u64 = 0x7f3a_0000_0000;
+
+/// An endless, deterministic stream of samples.
+pub struct SynthSamples {
+    config: SynthConfig,
+    rng: SplitMix64,
+    time_ns: u64,
+    cursors: Vec<u64>,
+}
+
+impl SynthSamples {
+    pub fn new(config: SynthConfig) -> Self {
+        let cursors = vec![0; config.threads as usize];
+        SynthSamples {
+            rng: SplitMix64(config.seed),
+            config,
+            time_ns: 0,
+            cursors,
+        }
+    }
+
+    fn block_start(&self, thread: u32) -> u64 {
+        BASE_ADDRESS + self.config.shared_bytes + thread as u64 * self.config.block_bytes
+    }
+
+    fn next_address(&mut self, thread: u32) -> (u64, u64) {
+        let roll = self.rng.below(100);
+        let line = 64;
+        if roll < 80 {
+            // Streaming through the private block: the next sampled access is a few lines on.
+            let step = line * (1 + self.rng.below(16));
+            let cursor = (self.cursors[thread as usize] + step) % self.config.block_bytes;
+            self.cursors[thread as usize] = cursor;
+            let address = self.block_start(thread) + cursor + self.rng.below(8) * 8;
+            (address, 1 + thread as u64)
+        } else if roll < 95 {
+            let offset = self.rng.below(self.config.shared_bytes / line) * line;
+            (BASE_ADDRESS + offset, SHARED_OBJECT)
+        } else {
+            let offset = self.rng.below(self.config.block_bytes / line) * line;
+            (self.block_start(thread) + offset, 1 + thread as u64)
+        }
+    }
+}
+
+impl Iterator for SynthSamples {
+    type Item = Sample;
+
+    fn next(&mut self) -> Option<Sample> {
+        self.time_ns += 20 + self.rng.below(300);
+        let thread = self.rng.below(self.config.threads as u64) as u32;
+        let (address, object) = self.next_address(thread);
+        let node = thread % self.config.nodes.max(1);
+        let store = self.rng.below(100) < 30;
+        Some(Sample {
+            time_ns: self.time_ns,
+            pid: 4242,
+            tid: 4242 + thread,
+            cpu: Some(thread),
+            address,
+            kind: if store {
+                SampleKind::Store
+            } else {
+                SampleKind::Load
+            },
+            weight: self.config.period,
+            object_id: Some(object),
+            node: Some(if object == SHARED_OBJECT { 0 } else { node }),
+            data_source: DataSource::Unknown,
+            latency: None,
+            ip: Some(0x40_1000 + 16 * (thread as u64 % 4) + self.rng.below(4) * 4),
+        })
+    }
+}
+
+/// SplitMix64: a tiny, fast, deterministic generator; synthetic data needs nothing stronger.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n.max(1) as u128) >> 64) as u64
+    }
+}

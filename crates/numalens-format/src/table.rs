@@ -1,0 +1,140 @@
+//! A table of the profile: a Rust row type, its Arrow schema and its Parquet encodings, declared
+//! once with [`table!`] so that the writer, the reader and the docs cannot disagree.
+
+use std::path::Path;
+
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::SchemaRef;
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
+use parquet::schema::types::ColumnPath;
+
+use crate::error::Result;
+
+/// Rows per Parquet row group. Bounds the writer's memory (one encoded row group is buffered) and
+/// is the unit of parallel reading.
+pub const ROW_GROUP_ROWS: usize = 1 << 20;
+
+/// How a column is encoded in Parquet; chosen per column for size and decoding speed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnEncoding {
+    /// Dictionary + RLE/bit-packing: for columns with few distinct values (tid, kind, node).
+    Dict,
+    /// DELTA_BINARY_PACKED: for increasing or clustered integers (time, addresses).
+    Delta,
+    /// Plain values, no dictionary: for columns with mostly distinct values.
+    Plain,
+    /// BYTE_STREAM_SPLIT + zstd: byte planes of wide values compress separately.
+    Split,
+}
+
+/// One column: name and encoding.
+#[derive(Debug, Clone, Copy)]
+pub struct ColumnSpec {
+    pub name: &'static str,
+    pub encoding: ColumnEncoding,
+    /// Column documentation (from the field's doc comment), used by `docs/FORMAT.md` checks.
+    pub doc: &'static str,
+}
+
+/// A row type of one profile table.
+pub trait Row: Sized {
+    /// Table name; the file is `TABLE.parquet` inside the profile directory.
+    const TABLE: &'static str;
+    const COLUMNS: &'static [ColumnSpec];
+    fn schema() -> SchemaRef;
+    /// Column arrays for a slice of rows, in `COLUMNS` order.
+    fn to_arrays(rows: &[Self]) -> Vec<ArrayRef>;
+    /// Rows of a batch that holds every column of the table (extra columns are ignored).
+    fn from_batch(batch: &RecordBatch, path: &Path) -> Result<Vec<Self>>;
+}
+
+/// Parquet writer settings for a table: zstd level 1 (fast, and it halves what the encodings
+/// leave), per-column encodings, row-group size and chunk-level statistics (enough for time-range
+/// pruning without the cost of per-page statistics).
+pub fn writer_properties<R: Row>() -> WriterProperties {
+    let zstd = ZstdLevel::try_new(1).expect("level 1 is valid");
+    let mut props = WriterProperties::builder()
+        .set_writer_version(WriterVersion::PARQUET_2_0)
+        .set_compression(Compression::ZSTD(zstd))
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_created_by(format!("numalens {}", crate::meta::TOOL_VERSION));
+    for column in R::COLUMNS {
+        let path = ColumnPath::from(column.name);
+        props = match column.encoding {
+            ColumnEncoding::Dict => props.set_column_dictionary_enabled(path, true),
+            ColumnEncoding::Delta => props
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED),
+            ColumnEncoding::Split => props
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_encoding(path, Encoding::BYTE_STREAM_SPLIT),
+            ColumnEncoding::Plain => props
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_encoding(path, Encoding::PLAIN),
+        };
+    }
+    props.build()
+}
+
+/// Declares a table row struct, its columns (with encodings) and its Arrow mapping.
+macro_rules! table {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident in $table:literal {
+            $( #[doc = $doc:literal] pub $field:ident : $ty:ty => $enc:ident, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $name { $( #[doc = $doc] pub $field: $ty, )* }
+
+        impl $crate::table::Row for $name {
+            const TABLE: &'static str = $table;
+            const COLUMNS: &'static [$crate::table::ColumnSpec] = &[$(
+                $crate::table::ColumnSpec {
+                    name: stringify!($field),
+                    encoding: $crate::table::ColumnEncoding::$enc,
+                    doc: $doc,
+                },
+            )*];
+
+            fn schema() -> arrow_schema::SchemaRef {
+                use $crate::columns::ColumnValue;
+                std::sync::Arc::new(arrow_schema::Schema::new(vec![$(
+                    arrow_schema::Field::new(
+                        stringify!($field),
+                        <$ty as ColumnValue>::data_type(),
+                        <$ty as ColumnValue>::nullable(),
+                    ),
+                )*]))
+            }
+
+            fn to_arrays(rows: &[Self]) -> Vec<arrow_array::ArrayRef> {
+                use $crate::columns::ColumnValue;
+                vec![$( <$ty as ColumnValue>::build(rows.iter().map(|r| &r.$field)), )*]
+            }
+
+            fn from_batch(
+                batch: &arrow_array::RecordBatch,
+                path: &std::path::Path,
+            ) -> $crate::error::Result<Vec<Self>> {
+                use $crate::columns::ColumnValue;
+                $(
+                    let $field = batch.column_by_name(stringify!($field)).ok_or_else(|| {
+                        $crate::columns::column_error(path, stringify!($field), "is missing")
+                    })?;
+                    let mut $field =
+                        <$ty as ColumnValue>::extract($field, path, stringify!($field))?.into_iter();
+                )*
+                let mut rows = Vec::with_capacity(batch.num_rows());
+                for _ in 0..batch.num_rows() {
+                    rows.push($name { $( $field: $field.next().expect("column has a value per row"), )* });
+                }
+                Ok(rows)
+            }
+        }
+    };
+}
+pub(crate) use table;
