@@ -226,6 +226,13 @@ impl Guest {
 pub fn init_script(spec: &GuestSpec, token: &str) -> String {
     let mut s = String::from(INIT_HEAD);
     s.push_str(&format!("TOKEN={token}\n"));
+    // Scenarios check that the settings they were written for are in effect.
+    s.push_str(&format!(
+        "export NLVM_THP={} NLVM_NUMA_BALANCING={} NLVM_NODES={}\n",
+        spec.thp.sysfs_value(),
+        spec.numa_balancing,
+        spec.nodes.len()
+    ));
     s.push_str(&format!(
         "set_knob /sys/kernel/mm/transparent_hugepage/enabled {}\n",
         spec.thp.sysfs_value()
