@@ -3,7 +3,7 @@
 //! `$OUT/results.txt`), plus the guest-level checks. Exit status 0 when everything passed.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
@@ -21,9 +21,6 @@ struct Args {
     /// Topology JSON file, as `numalens topology --json` prints it.
     #[arg(long)]
     topology: Option<PathBuf>,
-    /// numalens binary used to expand --preset (default: next to this program).
-    #[arg(long)]
-    numalens: Option<PathBuf>,
     #[arg(long, value_parser = ["always", "madvise", "never"], default_value = "never")]
     thp: String,
     /// kernel.numa_balancing: 0, 1 or 2.
@@ -82,7 +79,10 @@ fn label(args: &Args, spec: Option<&GuestSpec>) -> String {
             .clone()
             .unwrap_or_else(|| "topology".to_string())
     });
-    format!("{name}/thp-{}/nb-{}", args.thp, args.numa_balancing)
+    let nb = spec
+        .map(|s| s.numa_balancing)
+        .unwrap_or(args.numa_balancing);
+    format!("{name}/thp-{}/nb-{nb}", args.thp)
 }
 
 fn run(args: &Args) -> Result<bool, String> {
@@ -159,26 +159,10 @@ fn load_topology(args: &Args) -> Result<TopologyView, String> {
         .preset
         .as_deref()
         .ok_or("give --preset NAME or --topology FILE")?;
-    let numalens = match &args.numalens {
-        Some(p) => p.clone(),
-        None => sibling("numalens")?,
-    };
-    let out = Command::new(&numalens)
-        .args(["topology", "--preset", preset, "--json"])
-        .output()
-        .map_err(|e| format!("running {}: {e}", numalens.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "unknown or unusable topology preset {preset:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    TopologyView::from_json(&String::from_utf8_lossy(&out.stdout)).map_err(|e| e.to_string())
-}
-
-fn sibling(name: &str) -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    Ok(exe.with_file_name(name))
+    // The preset error already lists the known presets.
+    let topology = numalens_topology::presets::preset(preset)
+        .map_err(|e| format!("unknown topology preset {preset:?}: {e}"))?;
+    Ok(TopologyView::from_topology(&topology))
 }
 
 fn save_files(outcome: &GuestOutcome) -> Result<(), String> {
