@@ -8,6 +8,7 @@
 //! [`ProfileWriter`] streams rows into Parquet row groups with bounded memory; [`Profile`] reads
 //! them back, whole or as projected batches. A reader rejects a newer major format version.
 
+mod cluster;
 mod columns;
 pub mod error;
 pub mod meta;

@@ -131,8 +131,7 @@ impl Profile {
                 .collect();
             workers
                 .into_iter()
-                .map(|w| w.join().expect("batch callbacks do not panic"))
-                .collect::<Result<()>>()
+                .try_for_each(|w| w.join().expect("batch callbacks do not panic"))
         })
     }
 

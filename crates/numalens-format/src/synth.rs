@@ -130,3 +130,71 @@ impl SplitMix64 {
         ((self.next() as u128 * n.max(1) as u128) >> 64) as u64
     }
 }
+
+/// Writes a complete, consistent example profile: `samples` from [`SynthSamples`], plus the
+/// `threads` and `objects` they refer to. `meta` says `backend.name = "synthetic"`.
+pub fn write_example_profile(
+    dir: &std::path::Path,
+    config: SynthConfig,
+    samples: u64,
+    mut meta: crate::Meta,
+) -> crate::Result<crate::Meta> {
+    use crate::tables::{Object, ObjectKind, Thread};
+    meta.backend.name = "synthetic".into();
+    for (key, value) in [
+        ("seed", config.seed),
+        ("threads", config.threads as u64),
+        ("period", config.period as u64),
+    ] {
+        meta.backend.settings.insert(key.into(), value.into());
+    }
+    let mut writer = crate::ProfileWriter::create(dir, meta)?;
+    let pid = 4242;
+    writer.push_object(Object {
+        object_id: SHARED_OBJECT,
+        pid,
+        kind: ObjectKind::Heap,
+        name: "shared".into(),
+        start: BASE_ADDRESS,
+        size: config.shared_bytes,
+        alloc_ns: 0,
+        free_ns: None,
+        alloc_tid: Some(pid),
+        site_key: None,
+    })?;
+    for t in 0..config.threads {
+        writer.push_thread(Thread {
+            pid,
+            tid: pid + t,
+            logical_id: t,
+            name: Some(format!("worker-{t}")),
+            start_routine: None,
+            create_ns: 0,
+            exit_ns: None,
+            parent_tid: (t > 0).then_some(pid),
+        })?;
+        writer.push_object(Object {
+            object_id: 1 + t as u64,
+            pid,
+            kind: ObjectKind::Heap,
+            name: format!("block[{t}]"),
+            start: BASE_ADDRESS + config.shared_bytes + t as u64 * config.block_bytes,
+            size: config.block_bytes,
+            alloc_ns: 0,
+            free_ns: None,
+            alloc_tid: Some(pid),
+            site_key: None,
+        })?;
+    }
+    for sample in SynthSamples::new(config).take(samples as usize) {
+        writer.push_sample(sample)?;
+    }
+    writer.finish(crate::Completeness {
+        complete: true,
+        exit: Some(crate::ProgramExit {
+            code: Some(0),
+            signal: None,
+        }),
+        reasons: vec![],
+    })
+}

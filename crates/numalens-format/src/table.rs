@@ -43,8 +43,13 @@ pub trait Row: Sized {
     const TABLE: &'static str;
     const COLUMNS: &'static [ColumnSpec];
     fn schema() -> SchemaRef;
-    /// Column arrays for a slice of rows, in `COLUMNS` order.
-    fn to_arrays(rows: &[Self]) -> Vec<ArrayRef>;
+    /// Column arrays for rows, in `COLUMNS` order.
+    fn to_arrays(rows: &[&Self]) -> Vec<ArrayRef>;
+    /// Rows with equal keys are stored next to each other within a write batch (keeping their
+    /// order), which lets per-thread columns compress to almost nothing; `None` keeps row order.
+    fn cluster_key(&self) -> Option<u64> {
+        None
+    }
     /// Rows of a batch that holds every column of the table (extra columns are ignored).
     fn from_batch(batch: &RecordBatch, path: &Path) -> Result<Vec<Self>>;
 }
@@ -64,8 +69,10 @@ pub fn writer_properties<R: Row>() -> WriterProperties {
         let path = ColumnPath::from(column.name);
         props = match column.encoding {
             ColumnEncoding::Dict => props.set_column_dictionary_enabled(path, true),
+            // zstd gains nothing on bit-packed deltas and costs write time.
             ColumnEncoding::Delta => props
                 .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_compression(path.clone(), Compression::UNCOMPRESSED)
                 .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED),
             ColumnEncoding::Split => props
                 .set_column_dictionary_enabled(path.clone(), false)
@@ -82,7 +89,7 @@ pub fn writer_properties<R: Row>() -> WriterProperties {
 macro_rules! table {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident in $table:literal {
+        pub struct $name:ident in $table:literal $(, cluster $row:ident => $key:block)? {
             $( #[doc = $doc:literal] pub $field:ident : $ty:ty => $enc:ident, )*
         }
     ) => {
@@ -100,6 +107,13 @@ macro_rules! table {
                 },
             )*];
 
+            $(
+                fn cluster_key(&self) -> Option<u64> {
+                    let $row = self;
+                    Some($key)
+                }
+            )?
+
             fn schema() -> arrow_schema::SchemaRef {
                 use $crate::columns::ColumnValue;
                 std::sync::Arc::new(arrow_schema::Schema::new(vec![$(
@@ -111,7 +125,7 @@ macro_rules! table {
                 )*]))
             }
 
-            fn to_arrays(rows: &[Self]) -> Vec<arrow_array::ArrayRef> {
+            fn to_arrays(rows: &[&Self]) -> Vec<arrow_array::ArrayRef> {
                 use $crate::columns::ColumnValue;
                 vec![$( <$ty as ColumnValue>::build(rows.iter().map(|r| &r.$field)), )*]
             }

@@ -47,7 +47,7 @@ label_enum! {
 
 table! {
     /// One sampled memory access (or page fault).
-    pub struct Sample in "samples" {
+    pub struct Sample in "samples", cluster s => { ((s.pid as u64) << 32) | s.tid as u64 } {
         /// Time in ns since the profile's clock origin (`meta.json` `clock`); non-decreasing within a thread.
         pub time_ns: u64 => Delta,
         /// Process id.

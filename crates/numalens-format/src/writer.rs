@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use arrow_array::RecordBatch;
 use parquet::arrow::ArrowWriter;
 
+use crate::cluster::clustered;
 use crate::error::{FormatError, Result};
 use crate::meta::{Completeness, Meta, TableInfo, unix_now_ns};
 use crate::table::{Row, writer_properties};
@@ -59,7 +60,7 @@ impl<R: Row> TableWriter<R> {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        let batch = RecordBatch::try_new(R::schema(), R::to_arrays(&self.buffer))
+        let batch = RecordBatch::try_new(R::schema(), R::to_arrays(&clustered(&self.buffer)))
             .map_err(|e| FormatError::table(&self.path, e.to_string()))?;
         self.writer
             .write(&batch)
