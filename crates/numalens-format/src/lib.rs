@@ -10,6 +10,7 @@
 
 mod cluster;
 mod columns;
+mod doc;
 pub mod error;
 pub mod meta;
 mod reader;
@@ -19,6 +20,7 @@ pub mod tables;
 mod writer;
 
 pub use columns::{ColumnValue, Label};
+pub use doc::column_reference;
 pub use error::{FormatError, Result};
 pub use meta::{
     Backend, Clock, Completeness, FORMAT_MAJOR, FORMAT_MINOR, Host, Meta, NumaBalancing, Overhead,

@@ -1,0 +1,153 @@
+//! The `numalens` binary, run as a user runs it: outputs, exit statuses and error messages.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn numalens(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_numalens"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run numalens")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn host_topology_as_table_and_json() {
+    let out = numalens(&["topology"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("Nodes") && table.contains("Distances"),
+        "{table}"
+    );
+    assert!(
+        !table.contains('\u{1b}'),
+        "no colour when not on a terminal"
+    );
+
+    let out = numalens(&["topology", "--json"]);
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!json["nodes"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn preset_list_names_every_preset() {
+    let out = numalens(&["topology", "--preset", "list"]);
+    assert!(out.status.success());
+    let list = text(&out.stdout);
+    for name in [
+        "machine-a",
+        "machine-b",
+        "machine-c",
+        "opteron-4n-marathe",
+        "altix-4",
+        "sandybridge-2s",
+        "epyc-genoa-2s",
+        "epyc-genoa-2s-nps4",
+        "xeon-spr-2s-snc4",
+        "cxl-tier",
+    ] {
+        assert!(
+            list.lines().any(|l| l.starts_with(name)),
+            "{name} missing from:\n{list}"
+        );
+    }
+}
+
+#[test]
+fn unknown_preset_is_a_usage_error_listing_the_known_ones() {
+    let out = numalens(&["topology", "--preset", "machine-z"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("machine-z") && err.contains("machine-a") && err.contains("cxl-tier"),
+        "{err}"
+    );
+}
+
+#[test]
+fn preset_json_round_trips_through_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = numalens(&["topology", "--preset", "machine-c", "--json"]);
+    assert!(out.status.success());
+    let file = dir.path().join("c.json");
+    std::fs::write(&file, &out.stdout).unwrap();
+    let again = numalens(&["topology", "--topology", file.to_str().unwrap(), "--json"]);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(text(&out.stdout), text(&again.stdout));
+    let table = numalens(&["topology", "--topology", file.to_str().unwrap()]);
+    assert!(text(&table.stdout).contains("machine-c"));
+}
+
+#[test]
+fn malformed_topology_file_names_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = numalens(&["topology", "--preset", "machine-a", "--json"]);
+    let mut doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["nodes"][1]["cpus"] = serde_json::json!(true);
+    let file = dir.path().join("bad.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let out = numalens(&["topology", "--topology", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("nodes[1].cpus") && err.contains("bad.json"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_topology_file_is_reported() {
+    let out = numalens(&["topology", "--topology", "/nonexistent/t.json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("/nonexistent/t.json"));
+}
+
+#[test]
+fn bad_command_lines_exit_2() {
+    assert_eq!(numalens(&["frobnicate"]).status.code(), Some(2));
+    let both = numalens(&["topology", "--preset", "machine-a", "--topology", "x.json"]);
+    assert_eq!(both.status.code(), Some(2));
+}
+
+#[test]
+fn demo_writes_a_readable_profile_and_can_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("demo.numalens");
+    let p = profile.to_str().unwrap();
+    for _ in 0..2 {
+        let out = numalens(&[
+            "demo",
+            "-o",
+            p,
+            "--samples",
+            "5000",
+            "--preset",
+            "machine-b",
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("samples"));
+    }
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(profile.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["tables"]["samples"]["rows"], 5000);
+    assert_eq!(meta["topology"]["name"], "machine-b");
+    assert_eq!(meta["completeness"]["complete"], true);
+}
+
+#[test]
+fn demo_refuses_to_replace_something_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("precious");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("data.txt"), "keep me").unwrap();
+    let out = numalens(&["demo", "-o", other.to_str().unwrap(), "--samples", "10"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("choose another --output"));
+    assert!(Path::new(&other.join("data.txt")).exists());
+}
