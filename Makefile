@@ -1,0 +1,33 @@
+# Entry points. `make test` is what CI runs (.ci/run); it installs what it needs itself.
+
+CARGO ?= cargo
+PYTHON ?= python3
+
+.PHONY: test check unit python-test vm-test demo bench python-deps
+
+## Everything: formatting, lints, unit and integration tests, Python readers, multi-node guests.
+test: check unit python-test vm-test
+
+check:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit:
+	$(CARGO) test --workspace
+
+python-deps:
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+
+python-test: python-deps
+	$(CARGO) build -p numalens
+	$(PYTHON) -m pytest -q tests/python
+
+## Multi-node tests in QEMU guests (installs qemu, a Debian kernel, busybox when missing).
+vm-test:
+	tests/vm/run-all
+
+demo:
+	$(CARGO) run --release -- demo
+
+bench:
+	bench/format
