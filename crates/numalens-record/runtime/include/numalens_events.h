@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/**
+ * @file numalens_events.h
+ * @brief The event log written by libnumalens: the one definition of its binary layout.
+ *
+ * Each traced process writes one file, `events-<pid>.bin`, in the directory named by the
+ * environment variable NUMALENS_DIR. The file is a header followed by fixed-size records, all
+ * little-endian. Records are written in chunks (a thread's buffer at a time) with write(2), so a
+ * file holds whole records only, except possibly a torn last chunk when the process was killed
+ * mid-write; readers drop a trailing partial record. Records of different threads interleave;
+ * within one thread they are in time order. The Rust mirror is crates/numalens-record/src/events.rs;
+ * a round-trip test (C writes, Rust reads) keeps the two equal.
+ */
+#ifndef NUMALENS_EVENTS_H
+#define NUMALENS_EVENTS_H
+
+#include <stdint.h>
+
+#define NL_EVENTS_MAGIC "NLEVENTS"   /* 8 bytes, no terminator in the file */
+#define NL_EVENTS_VERSION 1u
+#define NL_RECORD_SIZE 64u
+
+/** File header: 64 bytes. */
+struct nl_file_header {
+    char magic[8];           /* NL_EVENTS_MAGIC */
+    uint32_t version;        /* NL_EVENTS_VERSION */
+    uint32_t record_size;    /* NL_RECORD_SIZE */
+    uint32_t pid;
+    uint32_t ppid;
+    uint64_t start_ns;       /* CLOCK_MONOTONIC when the runtime started in this process */
+    uint32_t page_size;      /* sysconf(_SC_PAGESIZE) */
+    uint32_t min_object;     /* allocations of at least this size get a record and a call site */
+    uint64_t exec_count;     /* how many exec()s led to this image (0 for the first program) */
+    uint8_t reserved[16];
+};
+
+/** Record kinds. New kinds may be added within a version; readers skip kinds they do not know. */
+enum nl_record_kind {
+    NL_REC_ALLOC = 1,        /* a=address b=size c=alignment (0 = default) d=site_id e=nl_alloc_fn */
+    NL_REC_FREE = 2,         /* a=address */
+    NL_REC_REALLOC = 3,      /* a=new address b=new size c=old address d=site_id */
+    NL_REC_MMAP = 4,         /* a=address b=length c=prot | flags << 32 d=site_id e=fd (as int64) */
+    NL_REC_MUNMAP = 5,       /* a=address b=length */
+    NL_REC_MREMAP = 6,       /* a=new address b=new length c=old address d=old length */
+    NL_REC_THREAD_START = 7, /* a=logical thread id b=start routine c=parent tid d=stack low e=stack size */
+    NL_REC_THREAD_EXIT = 8,  /* a=logical thread id */
+    NL_REC_FORK = 9,         /* a=child pid (written by the parent) */
+    NL_REC_EXEC = 10,        /* payload: the path being exec'd, NUL-padded */
+    NL_REC_MODULE = 11,      /* a=load bias b=lowest vaddr c=highest vaddr d=build-id length;
+                                payload: build id (record 1, 64 bytes max), then the path */
+    NL_REC_STACK = 12,       /* a=low address b=size (the thread's stack, main thread included) */
+    NL_REC_TLS = 13,         /* a=address b=size c=module id (dlpi_tls_modid) */
+    NL_REC_SITE = 14,        /* a=site_id b=frame count; payload: 1 record of up to 8 return addresses */
+    NL_REC_PAGE_NODES = 15,  /* a=first page address b=page count c=node (int64: -ENOENT never touched,
+                                other negative = -errno) d=page size: a run of pages on one node */
+    NL_REC_SMALL_ALLOCS = 16,/* a=allocations below min_object since the last such record b=their bytes */
+    NL_REC_END = 17,         /* the runtime finished cleanly in this process (exit path ran) */
+    NL_REC_SIGNAL = 18,      /* a=signal number: a fatal signal arrived, buffers were flushed */
+};
+
+/** Which allocation function made an NL_REC_ALLOC. */
+enum nl_alloc_fn {
+    NL_FN_MALLOC = 1,
+    NL_FN_CALLOC = 2,
+    NL_FN_POSIX_MEMALIGN = 3,
+    NL_FN_ALIGNED_ALLOC = 4,
+    NL_FN_MEMALIGN = 5,
+    NL_FN_VALLOC = 6,
+    NL_FN_PVALLOC = 7,
+};
+
+/**
+ * One record: 64 bytes. `payload` tells how many raw 64-byte records follow and belong to this
+ * one (strings are NUL-padded; a site's frames are 8 little-endian uint64).
+ */
+struct nl_record {
+    uint16_t kind;           /* enum nl_record_kind */
+    uint16_t payload;        /* number of raw 64-byte payload records that follow */
+    uint32_t tid;            /* kernel thread id of the thread that wrote it */
+    uint64_t time_ns;        /* CLOCK_MONOTONIC */
+    uint64_t a, b, c, d, e, f;
+};
+
+#define NL_MAX_FRAMES 8
+
+#ifdef __cplusplus
+_Static_assert(sizeof(struct nl_record) == NL_RECORD_SIZE, "record is 64 bytes");
+#else
+_Static_assert(sizeof(struct nl_record) == NL_RECORD_SIZE, "record is 64 bytes");
+_Static_assert(sizeof(struct nl_file_header) == 64, "header is 64 bytes");
+#endif
+
+#endif

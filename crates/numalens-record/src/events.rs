@@ -1,0 +1,1 @@
+//! Event log of the runtime (being written).

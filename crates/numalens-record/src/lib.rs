@@ -1,0 +1,5 @@
+//! The numalens recorder: runs a program under the `libnumalens` runtime and the page-fault
+//! sampler, and turns what they saw into a profile.
+
+pub mod events;
+pub mod runtime;

@@ -1,0 +1,1 @@
+//! The embedded runtime (being written).
