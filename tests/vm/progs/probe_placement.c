@@ -10,6 +10,14 @@
 #define REGION_SIZE (2 * HUGE_SIZE)
 #define MOVE_SIZE HUGE_SIZE
 
+static int touched_regions(void)
+{
+    int n = 0;
+    for (int i = 0; i < node_count; i++)
+        n += node_cpu[i] >= 0;
+    return n;
+}
+
 struct toucher {
     char *region;
     int cpu;
@@ -48,6 +56,40 @@ static void numa_maps_counts(char *addr, long counts[MAX_NODES])
     }
 }
 
+/* AnonHugePages (kB) of the mapping containing `addr`, from /proc/self/smaps. */
+static long anon_huge_kb(char *addr)
+{
+    char line[512];
+    int inside = 0;
+    long kb = -1;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            inside = lo <= (unsigned long)addr && (unsigned long)addr < hi;
+        else if (inside && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+            break;
+    }
+    fclose(f);
+    return kb;
+}
+
+/* With THP "always" the touched regions must be backed by huge pages, with "never" not at all:
+ * otherwise the THP on/off runs would test the same thing twice. */
+static void check_thp_backing(char *buf, size_t size)
+{
+    const char *thp = getenv("NLVM_THP");
+    long kb = anon_huge_kb(buf);
+    if (!thp || strcmp(thp, "madvise") == 0)
+        return;
+    int want_huge = strcmp(thp, "always") == 0;
+    int ok = want_huge ? kb == (long)(size >> 10) : kb == 0;
+    report(ok, "first-touch-thp-backing", " (THP %s: AnonHugePages %ld kB of %zu kB)", thp, kb,
+           size >> 10);
+}
+
 void check_first_touch(void)
 {
     pthread_t threads[MAX_NODES];
@@ -65,6 +107,7 @@ void check_first_touch(void)
         if (node_cpu[i] >= 0)
             pthread_join(threads[i], NULL);
     numa_maps_counts(buf, counts);
+    check_thp_backing(buf, REGION_SIZE * (size_t)touched_regions());
     for (int i = 0; i < node_count; i++) {
         int other;
         if (node_cpu[i] < 0)
