@@ -2,4 +2,9 @@
 //! sampler, and turns what they saw into a profile.
 
 pub mod events;
+pub mod faults;
+pub mod launch;
+pub mod perf;
+pub mod record;
 pub mod runtime;
+mod signals;

@@ -1,0 +1,324 @@
+//! The `faults` backend: the perf software event `page-faults` with period 1, sampled with the
+//! faulting address, thread, time, CPU and instruction address, inherited by every thread and
+//! child of the profiled program. One ring per online CPU, because the kernel does not allow
+//! mapping an inherited per-task event that is not bound to a CPU.
+
+use std::io;
+
+use perf_event_open_sys::bindings::{self as sys, perf_event_attr};
+
+use crate::perf::PerfRing;
+
+/// Sample fields requested, in the order the kernel writes them.
+const SAMPLE_TYPE: u64 = (sys::PERF_SAMPLE_IP
+    | sys::PERF_SAMPLE_TID
+    | sys::PERF_SAMPLE_TIME
+    | sys::PERF_SAMPLE_ADDR
+    | sys::PERF_SAMPLE_CPU) as u64;
+
+/// A decoded perf record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PerfEvent {
+    /// A page fault.
+    Fault(Fault),
+    /// The kernel dropped `count` records because the ring was full.
+    Lost { count: u64 },
+    /// A task got a (new) name; `exec` when it comes from an exec.
+    Comm {
+        pid: u32,
+        tid: u32,
+        name: String,
+        exec: bool,
+        time_ns: u64,
+    },
+    /// A task was created (`pid == tid` for a new process).
+    Fork {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+        ptid: u32,
+        time_ns: u64,
+    },
+    /// A task exited.
+    Exit { pid: u32, tid: u32, time_ns: u64 },
+    /// A mapping was created.
+    Mmap {
+        pid: u32,
+        tid: u32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        prot: u32,
+        flags: u32,
+        path: String,
+        time_ns: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    pub pid: u32,
+    pub tid: u32,
+    pub time_ns: u64,
+    pub address: u64,
+    pub cpu: u32,
+    pub ip: u64,
+}
+
+/// How the sampler was set up.
+#[derive(Debug, Clone)]
+pub struct SamplerInfo {
+    pub cpus: Vec<u32>,
+    pub ring_pages: usize,
+    /// False when the kernel refused kernel-mode samples and only user-mode faults are seen
+    /// (faults taken inside system calls, e.g. `read()` into a fresh buffer, are then missed).
+    pub kernel_faults: bool,
+}
+
+/// Why the sampler could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SamplerError {
+    #[error(
+        "perf_event_open was denied ({0}); allow it with `sysctl kernel.perf_event_paranoid=1` (or \
+         lower), or give numalens the CAP_PERFMON capability, or record allocations only with \
+         `--backend none`"
+    )]
+    Denied(io::Error),
+    #[error("this kernel does not support the software page-fault event ({0})")]
+    Unsupported(io::Error),
+    #[error("setting up page-fault sampling on CPU {cpu} failed: {source}")]
+    Other { cpu: u32, source: io::Error },
+}
+
+/// Page-fault attribute: disabled until the target execs, inherited by its threads and children.
+pub fn fault_attr(exclude_kernel: bool) -> perf_event_attr {
+    let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
+    attr.type_ = sys::PERF_TYPE_SOFTWARE;
+    attr.config = sys::PERF_COUNT_SW_PAGE_FAULTS as u64;
+    attr.__bindgen_anon_1.sample_period = 1;
+    attr.sample_type = SAMPLE_TYPE;
+    attr.set_disabled(1);
+    attr.set_enable_on_exec(1);
+    attr.set_inherit(1);
+    attr.set_exclude_kernel(exclude_kernel as u64);
+    attr.set_exclude_hv(1);
+    attr.set_comm(1);
+    attr.set_task(1);
+    attr.set_mmap(1);
+    attr.set_mmap2(1);
+    attr.set_mmap_data(1);
+    attr.set_sample_id_all(1);
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+    attr.set_watermark(1);
+    attr.__bindgen_anon_2.wakeup_watermark = 64 * 1024;
+    attr
+}
+
+/// Page-fault sampling of one task tree: a ring per CPU.
+pub struct FaultSampler {
+    rings: Vec<PerfRing>,
+    pub info: SamplerInfo,
+}
+
+impl FaultSampler {
+    /// Opens the event for `pid` (which has not exec'd yet) on every CPU in `cpus`.
+    pub fn open(pid: i32, cpus: &[u32], ring_pages: usize) -> Result<Self, SamplerError> {
+        match Self::open_with(pid, cpus, ring_pages, false) {
+            Err(SamplerError::Denied(_)) => Self::open_with(pid, cpus, ring_pages, true),
+            other => other,
+        }
+    }
+
+    fn open_with(
+        pid: i32,
+        cpus: &[u32],
+        ring_pages: usize,
+        exclude_kernel: bool,
+    ) -> Result<Self, SamplerError> {
+        let attr = fault_attr(exclude_kernel);
+        let mut rings = Vec::with_capacity(cpus.len());
+        let mut pages = ring_pages;
+        for &cpu in cpus {
+            let ring = loop {
+                match PerfRing::open(&attr, pid, cpu as i32, pages) {
+                    // Rings count against perf_event_mlock_kb; shrink before giving up.
+                    Err(e)
+                        if e.raw_os_error() == Some(libc::EPERM)
+                            && pages > 8
+                            && !rings.is_empty() =>
+                    {
+                        pages /= 2
+                    }
+                    other => break other,
+                }
+            };
+            rings.push(ring.map_err(|e| classify(e, cpu))?);
+        }
+        let info = SamplerInfo {
+            cpus: cpus.to_vec(),
+            ring_pages: pages,
+            kernel_faults: !exclude_kernel,
+        };
+        Ok(FaultSampler { rings, info })
+    }
+
+    /// Waits until a ring has data or `timeout_ms` passes.
+    pub fn wait(&self, timeout_ms: i32) {
+        let mut fds: Vec<libc::pollfd> = self
+            .rings
+            .iter()
+            .map(|r| libc::pollfd {
+                fd: r.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: fds is a valid array of pollfd of the given length.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    }
+
+    /// Decodes and hands out every record now in the rings.
+    pub fn drain(&mut self, mut sink: impl FnMut(PerfEvent)) -> usize {
+        let mut count = 0;
+        for ring in &mut self.rings {
+            count += ring.drain(|bytes| {
+                if let Some(event) = decode(bytes) {
+                    sink(event);
+                }
+            });
+        }
+        count
+    }
+}
+
+fn classify(e: io::Error, cpu: u32) -> SamplerError {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => SamplerError::Denied(e),
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => {
+            SamplerError::Unsupported(e)
+        }
+        _ => SamplerError::Other { cpu, source: e },
+    }
+}
+
+/// Little-endian field reader over one record.
+struct Fields<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Fields<'_> {
+    fn u64(&mut self) -> Option<u64> {
+        let v = self.bytes.get(self.at..self.at + 8)?;
+        self.at += 8;
+        Some(u64::from_le_bytes(v.try_into().ok()?))
+    }
+    fn u32_pair(&mut self) -> Option<(u32, u32)> {
+        let v = self.u64()?;
+        Some((v as u32, (v >> 32) as u32))
+    }
+    /// A NUL-padded string occupying the record up to the trailing sample_id fields.
+    fn string(&mut self, trailer: usize) -> Option<String> {
+        let end = self.bytes.len().checked_sub(trailer)?;
+        let raw = self.bytes.get(self.at..end)?;
+        self.at = end;
+        let len = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
+        Some(String::from_utf8_lossy(&raw[..len]).into_owned())
+    }
+}
+
+/// Bytes of the sample_id trailer of non-sample records: tid, time, cpu.
+const SAMPLE_ID_BYTES: usize = 24;
+
+/// Decodes one record (header included); `None` for kinds we do not use or malformed ones.
+pub fn decode(bytes: &[u8]) -> Option<PerfEvent> {
+    let kind = u32::from_le_bytes(bytes.get(0..4)?.try_into().ok()?);
+    let misc = u16::from_le_bytes(bytes.get(4..6)?.try_into().ok()?);
+    let mut f = Fields { bytes, at: 8 };
+    match kind {
+        sys::PERF_RECORD_SAMPLE => {
+            let ip = f.u64()?;
+            let (pid, tid) = f.u32_pair()?;
+            let time_ns = f.u64()?;
+            let address = f.u64()?;
+            let (cpu, _) = f.u32_pair()?;
+            Some(PerfEvent::Fault(Fault {
+                pid,
+                tid,
+                time_ns,
+                address,
+                cpu,
+                ip,
+            }))
+        }
+        sys::PERF_RECORD_LOST => {
+            let _id = f.u64()?;
+            Some(PerfEvent::Lost { count: f.u64()? })
+        }
+        sys::PERF_RECORD_COMM => {
+            let (pid, tid) = f.u32_pair()?;
+            let name = f.string(SAMPLE_ID_BYTES)?;
+            let time_ns = trailer_time(bytes)?;
+            let exec = misc & sys::PERF_RECORD_MISC_COMM_EXEC as u16 != 0;
+            Some(PerfEvent::Comm {
+                pid,
+                tid,
+                name,
+                exec,
+                time_ns,
+            })
+        }
+        sys::PERF_RECORD_FORK | sys::PERF_RECORD_EXIT => {
+            let (pid, ppid) = f.u32_pair()?;
+            let (tid, ptid) = f.u32_pair()?;
+            let time_ns = f.u64()?;
+            Some(if kind == sys::PERF_RECORD_FORK {
+                PerfEvent::Fork {
+                    pid,
+                    ppid,
+                    tid,
+                    ptid,
+                    time_ns,
+                }
+            } else {
+                PerfEvent::Exit { pid, tid, time_ns }
+            })
+        }
+        sys::PERF_RECORD_MMAP2 => {
+            let (pid, tid) = f.u32_pair()?;
+            let (start, len, pgoff) = (f.u64()?, f.u64()?, f.u64()?);
+            f.at += 16; // maj, min, ino (or build id)
+            f.at += 8; // ino_generation
+            let (prot, flags) = f.u32_pair()?;
+            let path = f.string(SAMPLE_ID_BYTES)?;
+            let time_ns = trailer_time(bytes)?;
+            Some(PerfEvent::Mmap {
+                pid,
+                tid,
+                start,
+                len,
+                pgoff,
+                prot,
+                flags,
+                path,
+                time_ns,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Time from the sample_id trailer (tid, time, cpu) of a non-sample record.
+fn trailer_time(bytes: &[u8]) -> Option<u64> {
+    let at = bytes.len().checked_sub(16)?;
+    Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// Online CPUs of this machine.
+pub fn online_cpus() -> io::Result<Vec<u32>> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
+    numalens_topology::cpulist::parse_cpulist(&text)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}

@@ -1,0 +1,148 @@
+//! Starting the profiled program: the recorder learns the child's pid before it execs, attaches
+//! the page-fault sampler to it (enabled by the exec itself), then lets it exec.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+
+use crate::faults::{FaultSampler, SamplerError};
+
+/// What to run and how to sample it.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    /// Extra environment variables for the program (the runtime's settings, LD_PRELOAD).
+    pub env: Vec<(OsString, OsString)>,
+    /// CPUs to open sampling rings on; `None` records without the page-fault sampler.
+    pub sample_cpus: Option<Vec<u32>>,
+    pub ring_pages: usize,
+}
+
+/// A running program and its sampler.
+pub struct Launched {
+    pub child: Child,
+    pub sampler: Option<FaultSampler>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    #[error("{program}: command not found")]
+    NotFound { program: String },
+    #[error("{program}: permission denied (is it executable?)")]
+    NotExecutable { program: String },
+    #[error("{program}: cannot start: {source}")]
+    Spawn { program: String, source: io::Error },
+    #[error(transparent)]
+    Sampler(#[from] SamplerError),
+}
+
+impl LaunchError {
+    /// The shell's exit status for a program that could not be started.
+    pub fn exit_status(&self) -> i32 {
+        match self {
+            LaunchError::NotFound { .. } => 127,
+            LaunchError::NotExecutable { .. } => 126,
+            _ => 1,
+        }
+    }
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are fresh and ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Starts the program. With sampling, the child stops before exec until the sampler is attached,
+/// so not a single fault of the program is missed.
+pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
+    let program = spec.program.to_string_lossy().into_owned();
+    let mut command = Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)));
+    let Some(cpus) = spec.sample_cpus.clone() else {
+        let child = command.spawn().map_err(|e| spawn_error(&program, e))?;
+        return Ok(Launched {
+            child,
+            sampler: None,
+        });
+    };
+    let spawn_failed = |e| LaunchError::Spawn {
+        program: program.clone(),
+        source: e,
+    };
+    let (pid_read, pid_write) = pipe().map_err(spawn_failed)?;
+    let (go_read, go_write) = pipe().map_err(spawn_failed)?;
+    let (child_pid_fd, child_go_fd) = (pid_write.as_raw_fd(), go_read.as_raw_fd());
+    // SAFETY: the closure only calls async-signal-safe functions (getpid, write, read).
+    unsafe {
+        command.pre_exec(move || {
+            let pid = libc::getpid().to_le_bytes();
+            libc::write(child_pid_fd, pid.as_ptr().cast(), pid.len());
+            let mut go = [0u8; 1];
+            if libc::read(child_go_fd, go.as_mut_ptr().cast(), 1) != 1 || go[0] != b'g' {
+                return Err(io::Error::other("the recorder could not attach"));
+            }
+            Ok(())
+        });
+    }
+    let ring_pages = spec.ring_pages;
+    let attach =
+        std::thread::spawn(move || attach_when_ready(pid_read, go_write, &cpus, ring_pages));
+    let spawned = command.spawn();
+    drop((pid_write, go_read));
+    let sampler = attach.join().expect("attach thread does not panic");
+    match (spawned, sampler) {
+        (Ok(child), Some(Ok(sampler))) => Ok(Launched {
+            child,
+            sampler: Some(sampler),
+        }),
+        (_, Some(Err(e))) => Err(LaunchError::Sampler(e)),
+        (Err(e), _) => Err(spawn_error(&program, e)),
+        (Ok(mut child), None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(spawn_failed(io::Error::other(
+                "the program started without reporting its pid",
+            )))
+        }
+    }
+}
+
+/// Reads the child's pid, opens the sampler on it, and tells the child to go on (or not).
+fn attach_when_ready(
+    pid_read: OwnedFd,
+    go_write: OwnedFd,
+    cpus: &[u32],
+    ring_pages: usize,
+) -> Option<Result<FaultSampler, SamplerError>> {
+    let mut pid = [0u8; 4];
+    // SAFETY: reading into a local buffer from a pipe we own.
+    let n = unsafe { libc::read(pid_read.as_raw_fd(), pid.as_mut_ptr().cast(), 4) };
+    if n != 4 {
+        return None; // the child never reached pre_exec (fork failed)
+    }
+    let sampler = FaultSampler::open(i32::from_le_bytes(pid), cpus, ring_pages);
+    let go = if sampler.is_ok() { b"g" } else { b"x" };
+    // SAFETY: writing one byte to a pipe we own.
+    unsafe { libc::write(go_write.as_raw_fd(), go.as_ptr().cast(), 1) };
+    Some(sampler)
+}
+
+fn spawn_error(program: &str, e: io::Error) -> LaunchError {
+    let program = program.to_string();
+    match e.kind() {
+        io::ErrorKind::NotFound => LaunchError::NotFound { program },
+        io::ErrorKind::PermissionDenied => LaunchError::NotExecutable { program },
+        _ => LaunchError::Spawn { program, source: e },
+    }
+}

@@ -1,0 +1,166 @@
+//! perf_event_open ring buffers: open a software event for a task on one CPU, map its ring, and
+//! hand out the raw records the kernel wrote.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+
+use perf_event_open_sys::bindings::{self as sys, perf_event_attr, perf_event_mmap_page};
+
+/// One perf event with its mapped ring buffer.
+pub struct PerfRing {
+    fd: OwnedFd,
+    base: *mut u8,
+    mmap_len: usize,
+    data_offset: usize,
+    data_size: usize,
+    /// Reassembly space for records that wrap around the end of the ring.
+    scratch: Vec<u8>,
+}
+
+// The ring is only touched through &mut self; the raw pointer does not alias any Rust data.
+unsafe impl Send for PerfRing {}
+
+impl PerfRing {
+    /// Opens `attr` for task `pid` on `cpu` and maps `data_pages` (a power of two) of ring.
+    pub fn open(attr: &perf_event_attr, pid: i32, cpu: i32, data_pages: usize) -> io::Result<Self> {
+        let mut attr = *attr;
+        attr.size = std::mem::size_of::<perf_event_attr>() as u32;
+        let flags = sys::PERF_FLAG_FD_CLOEXEC as libc::c_ulong;
+        // SAFETY: attr is a fully initialised perf_event_attr of the size we declare.
+        let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, pid, cpu, -1, flags) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the kernel returned a fresh descriptor that we now own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let page = page_size();
+        let mmap_len = page * (1 + data_pages);
+        // SAFETY: mapping a perf fd read-write with the documented 1 + 2^n pages layout.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mmap_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let header = base as *const perf_event_mmap_page;
+        // SAFETY: the first page of the mapping is the kernel's perf_event_mmap_page.
+        let (offset, size) = unsafe { ((*header).data_offset, (*header).data_size) };
+        let (data_offset, data_size) = if size == 0 {
+            (page, page * data_pages) // kernels before 4.1 leave these fields zero
+        } else {
+            (offset as usize, size as usize)
+        };
+        Ok(PerfRing {
+            fd,
+            base: base as *mut u8,
+            mmap_len,
+            data_offset,
+            data_size,
+            scratch: Vec::new(),
+        })
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Enables the event now (for events opened disabled without enable_on_exec).
+    pub fn enable(&self) -> io::Result<()> {
+        // SAFETY: an ioctl on a perf fd we own.
+        let r = unsafe { perf_event_open_sys::ioctls::ENABLE(self.fd.as_raw_fd(), 0) };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn head_tail(&self) -> (&AtomicU64, &AtomicU64) {
+        let header = self.base as *mut perf_event_mmap_page;
+        // SAFETY: data_head and data_tail are naturally aligned u64 fields shared with the kernel;
+        // atomics give the acquire/release ordering the perf ABI asks for.
+        unsafe {
+            (
+                AtomicU64::from_ptr(std::ptr::addr_of_mut!((*header).data_head)),
+                AtomicU64::from_ptr(std::ptr::addr_of_mut!((*header).data_tail)),
+            )
+        }
+    }
+
+    /// Calls `each` with every complete record (header included) now in the ring, then frees
+    /// their space for the kernel. Returns the number of records.
+    pub fn drain(&mut self, mut each: impl FnMut(&[u8])) -> usize {
+        let (head, tail) = self.head_tail();
+        let head_now = head.load(Ordering::Acquire);
+        let mut pos = tail.load(Ordering::Relaxed);
+        let mut count = 0;
+        while pos + 8 <= head_now {
+            let size = self.read_u16_at(pos + 6) as u64;
+            if size < 8 || pos + size > head_now {
+                break;
+            }
+            let record = self.record_at(pos, size as usize);
+            // SAFETY: record points into the mapping or into scratch, valid for this call.
+            each(unsafe { &*record });
+            pos += size;
+            count += 1;
+        }
+        fence(Ordering::Release);
+        self.head_tail().1.store(pos, Ordering::Release);
+        count
+    }
+
+    fn data(&self) -> *const u8 {
+        // SAFETY: data_offset lies within the mapping.
+        unsafe { self.base.add(self.data_offset) }
+    }
+
+    fn read_u16_at(&self, pos: u64) -> u16 {
+        let mut bytes = [0u8; 2];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            let at = (pos as usize + i) % self.data_size;
+            // SAFETY: at < data_size.
+            *b = unsafe { *self.data().add(at) };
+        }
+        u16::from_le_bytes(bytes)
+    }
+
+    /// The record at `pos`, contiguous: in place, or copied when it wraps.
+    fn record_at(&mut self, pos: u64, size: usize) -> *const [u8] {
+        let start = pos as usize % self.data_size;
+        if start + size <= self.data_size {
+            // SAFETY: the whole record lies within the data area.
+            return unsafe { std::slice::from_raw_parts(self.data().add(start), size) };
+        }
+        let first = self.data_size - start;
+        self.scratch.clear();
+        // SAFETY: both pieces lie within the data area.
+        unsafe {
+            self.scratch
+                .extend_from_slice(std::slice::from_raw_parts(self.data().add(start), first));
+            self.scratch
+                .extend_from_slice(std::slice::from_raw_parts(self.data(), size - first));
+        }
+        self.scratch.as_slice()
+    }
+}
+
+impl Drop for PerfRing {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what open() mapped.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.mmap_len) };
+    }
+}
+
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}

@@ -1,0 +1,234 @@
+//! `numalens record`: run a program under the runtime and the sampler, then write its profile.
+
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::faults::{Fault, PerfEvent, SamplerInfo, online_cpus};
+use crate::launch::{LaunchError, LaunchSpec, launch};
+use crate::signals;
+
+/// Where accesses come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleSource {
+    /// Page-fault sampling (perf software event).
+    Faults,
+    /// Allocation and thread tracking only.
+    None,
+}
+
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub output: PathBuf,
+    pub source: SampleSource,
+    /// Allocations of at least this many bytes get a record and a call site.
+    pub min_object: u64,
+    /// Use this runtime library instead of the embedded one.
+    pub runtime: Option<PathBuf>,
+    /// Preload the runtime (objects and threads); off for static programs.
+    pub track_objects: bool,
+    /// Pages per CPU of each sampling ring.
+    pub ring_pages: usize,
+    /// Print a status line on stderr while the program runs.
+    pub status_line: bool,
+}
+
+/// What the run produced, before it is turned into a profile.
+pub struct RawRecording {
+    pub command: Vec<String>,
+    pub events_dir: PathBuf,
+    pub faults: Vec<Fault>,
+    pub tasks: Vec<PerfEvent>,
+    pub lost: u64,
+    pub sampler: Option<SamplerInfo>,
+    pub exit: std::process::ExitStatus,
+    pub interrupted_by: Option<i32>,
+    pub start_unix_ns: u64,
+    pub clock_origin_ns: u64,
+    pub wall: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    #[error("{path}: {problem}")]
+    Output { path: PathBuf, problem: String },
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    #[error("runtime: {0}")]
+    Runtime(String),
+    #[error("waiting for the program failed: {0}")]
+    Wait(std::io::Error),
+}
+
+/// Checks that the profile can be written, before the program runs.
+pub fn prepare_output(output: &Path) -> Result<PathBuf, RecordError> {
+    let fail = |problem: String| RecordError::Output {
+        path: output.to_path_buf(),
+        problem,
+    };
+    if output.exists() {
+        return Err(fail(
+            "already exists; remove it or choose another name with -o".into(),
+        ));
+    }
+    std::fs::create_dir_all(output).map_err(|e| fail(format!("cannot be created: {e}")))?;
+    let events = output.join(".events");
+    std::fs::create_dir(&events).map_err(|e| fail(format!("is not writable: {e}")))?;
+    Ok(events)
+}
+
+/// CLOCK_MONOTONIC now, in ns: the clock of perf samples and runtime records.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Runs the program to its end, sampling it; the program's own output goes where ours goes.
+pub fn run(
+    opts: &RecordOptions,
+    events_dir: PathBuf,
+    runtime: Option<PathBuf>,
+) -> Result<RawRecording, RecordError> {
+    let mut env: Vec<(OsString, OsString)> = vec![
+        ("NUMALENS_DIR".into(), events_dir.clone().into()),
+        (
+            "NUMALENS_MIN_OBJECT".into(),
+            opts.min_object.to_string().into(),
+        ),
+        ("NUMALENS_PAGE_NODES".into(), "1".into()),
+    ];
+    if let Some(runtime) = runtime {
+        let mut preload = OsString::from(runtime);
+        if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+            preload.push(":");
+            preload.push(existing);
+        }
+        env.push(("LD_PRELOAD".into(), preload));
+    }
+    let sample_cpus = match opts.source {
+        SampleSource::Faults => {
+            Some(online_cpus().map_err(|e| RecordError::Runtime(e.to_string()))?)
+        }
+        SampleSource::None => None,
+    };
+    let spec = LaunchSpec {
+        program: opts.program.clone(),
+        args: opts.args.clone(),
+        env,
+        sample_cpus,
+        ring_pages: opts.ring_pages,
+    };
+    signals::install();
+    let start_unix_ns = numalens_format::meta::unix_now_ns();
+    let clock_origin_ns = monotonic_ns();
+    let started = Instant::now();
+    let mut launched = launch(&spec)?;
+    let mut sampler = launched.sampler.take();
+    let mut raw = Collected::default();
+    let mut status = StatusLine::new(opts.status_line);
+    let exit = loop {
+        match &mut sampler {
+            Some(s) => {
+                s.wait(50);
+                s.drain(|e| raw.take(e));
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+        signals::forward_pending(launched.child.id());
+        status.update(started.elapsed(), &raw);
+        if let Some(exit) = launched.child.try_wait().map_err(RecordError::Wait)? {
+            if let Some(s) = &mut sampler {
+                s.drain(|e| raw.take(e));
+            }
+            break exit;
+        }
+    };
+    status.finish();
+    Ok(RawRecording {
+        command: std::iter::once(&opts.program)
+            .chain(&opts.args)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        events_dir,
+        faults: raw.faults,
+        tasks: raw.tasks,
+        lost: raw.lost,
+        sampler: sampler.map(|s| s.info),
+        exit,
+        interrupted_by: signals::interrupted(),
+        start_unix_ns,
+        clock_origin_ns,
+        wall: started.elapsed(),
+    })
+}
+
+#[derive(Default)]
+struct Collected {
+    faults: Vec<Fault>,
+    tasks: Vec<PerfEvent>,
+    lost: u64,
+}
+
+impl Collected {
+    fn take(&mut self, event: PerfEvent) {
+        match event {
+            PerfEvent::Fault(f) => self.faults.push(f),
+            PerfEvent::Lost { count } => self.lost += count,
+            other => self.tasks.push(other),
+        }
+    }
+}
+
+/// `elapsed  samples  lost` on one stderr line, redrawn in place, on a terminal only.
+struct StatusLine {
+    enabled: bool,
+    last: Option<Instant>,
+}
+
+impl StatusLine {
+    fn new(wanted: bool) -> Self {
+        StatusLine {
+            enabled: wanted && std::io::stderr().is_terminal(),
+            last: None,
+        }
+    }
+
+    fn update(&mut self, elapsed: Duration, raw: &Collected) {
+        if !self.enabled
+            || self
+                .last
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(250))
+        {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let threads = raw
+            .tasks
+            .iter()
+            .filter(|e| matches!(e, PerfEvent::Fork { .. }))
+            .count();
+        let _ = write!(
+            std::io::stderr(),
+            "\r\x1b[Knumalens: {:>6.1}s  {} faults  {} new tasks  {} lost",
+            elapsed.as_secs_f64(),
+            raw.faults.len(),
+            threads,
+            raw.lost
+        );
+    }
+
+    fn finish(&mut self) {
+        if self.enabled && self.last.is_some() {
+            let _ = write!(std::io::stderr(), "\r\x1b[K");
+        }
+    }
+}
