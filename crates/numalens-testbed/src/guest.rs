@@ -94,7 +94,7 @@ impl Guest {
         host::ensure_tools()?;
         let kernel = host::kernel()?;
         let token = new_token();
-        let archive = self.archive(scenario, &token)?;
+        let archive = self.archive(scenario)?;
         let initrd = host::cache_by_content("initramfs", "cpio", &archive.to_cpio())?;
         let work = self.prepare_work_dir(&scenario.name)?;
         let console = work.join("console.log");
@@ -102,6 +102,7 @@ impl Guest {
         let ch = Channels {
             console_log: &console,
             results: &results,
+            token: &token,
         };
         let args = qemu::qemu_args(&self.spec, &kernel, &initrd, &ch);
         let _ = std::fs::write(
@@ -201,11 +202,11 @@ impl Guest {
     }
 
     /// The initramfs contents for one run.
-    pub fn archive(&self, scenario: &Scenario, token: &str) -> Result<Archive, Error> {
+    pub fn archive(&self, scenario: &Scenario) -> Result<Archive, Error> {
         let mut a = Archive::new();
         a.add_host_file(Path::new(host::BUSYBOX), "/bin/busybox")?;
         for bin in &self.spec.binaries {
-            a.add_binary(bin)?;
+            a.add_binary(bin, self.spec.strip_binaries)?;
         }
         for (src, dst) in &self.spec.files {
             a.add_host_file(src, dst)?;
@@ -216,16 +217,15 @@ impl Guest {
             false,
         );
         a.add_bytes("/scenario.sh", scenario.script.clone().into_bytes(), true);
-        a.add_bytes("/init", init_script(&self.spec, token).into_bytes(), true);
+        a.add_bytes("/init", init_script(&self.spec).into_bytes(), true);
         Ok(a)
     }
 }
 
 /// The guest's `/init`: mounts, kernel settings, then the scenario, then files and exit status
 /// on the result channel (ttyS1), then power off.
-pub fn init_script(spec: &GuestSpec, token: &str) -> String {
+pub fn init_script(spec: &GuestSpec) -> String {
     let mut s = String::from(INIT_HEAD);
-    s.push_str(&format!("TOKEN={token}\n"));
     // Scenarios check that the settings they were written for are in effect.
     s.push_str(&format!(
         "export NLVM_THP={} NLVM_NUMA_BALANCING={} NLVM_NODES={}\n",
@@ -258,6 +258,7 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t debugfs debugfs /sys/kernel/debug
 stty -F /dev/ttyS1 raw -echo 2>/dev/null
+TOKEN=$(sed -n 's/.*nltb\.token=\([0-9a-f]*\).*/\1/p' /proc/cmdline)
 # A knob that cannot be set fails the run: a test must not silently run with other settings.
 KNOB_ERRORS=0
 set_knob() {

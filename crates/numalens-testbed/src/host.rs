@@ -243,6 +243,25 @@ pub fn cache_by_content(kind: &str, ext: &str, data: &[u8]) -> Result<PathBuf, E
         let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
         std::fs::write(&tmp, data).map_err(Error::io(format!("writing {}", tmp.display())))?;
         std::fs::rename(&tmp, &path).map_err(Error::io("renaming cached archive"))?;
+        prune(&dir, CACHE_KEEP);
     }
     Ok(path)
+}
+
+/// Archives kept per kind: every changed test binary makes a new one, so old ones are dropped.
+pub const CACHE_KEEP: usize = 16;
+
+/// Removes all but the `keep` most recently modified files of `dir`.
+fn prune(dir: &Path, keep: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    files.sort_by_key(|f| std::cmp::Reverse(f.0));
+    for (_, path) in files.into_iter().skip(keep) {
+        let _ = std::fs::remove_file(path);
+    }
 }

@@ -16,11 +16,14 @@ pub struct Channels<'a> {
     /// ttyS1: the framed result channel; nothing else writes there, so kernel messages cannot
     /// break a frame (the parser still tolerates noise).
     pub results: &'a Path,
+    /// This run's token for the result frames. It goes on the kernel command line rather than
+    /// into the initramfs, so that archives stay identical across runs and can be cached.
+    pub token: &'a str,
 }
 
 /// Kernel command line. Messages stay on the console for the failure tail, but `quiet` keeps
 /// boot output short, which matters on an emulated UART.
-pub fn kernel_cmdline(spec: &GuestSpec) -> String {
+pub fn kernel_cmdline(spec: &GuestSpec, token: &str) -> String {
     let balancing = if spec.numa_balancing == 0 {
         "disable"
     } else {
@@ -28,7 +31,7 @@ pub fn kernel_cmdline(spec: &GuestSpec) -> String {
     };
     format!(
         "console=ttyS0 quiet panic=-1 transparent_hugepage={} numa_balancing={balancing} \
-         rdinit=/init",
+         rdinit=/init nltb.token={token}",
         spec.thp.sysfs_value()
     )
 }
@@ -61,7 +64,7 @@ pub fn qemu_args(spec: &GuestSpec, kernel: &Path, initrd: &Path, ch: &Channels) 
         "-initrd".into(),
         initrd.display().to_string(),
         "-append".into(),
-        kernel_cmdline(spec),
+        kernel_cmdline(spec, ch.token),
         "-serial".into(),
         format!("file:{}", ch.console_log.display()),
         "-serial".into(),

@@ -85,6 +85,8 @@ pub struct GuestSpec {
     pub timeout: Duration,
     /// Host executables copied to `/bin` with their shared-library closure.
     pub binaries: Vec<PathBuf>,
+    /// Leave debug sections out of the copied binaries (smaller archive, faster boot).
+    pub strip_binaries: bool,
     /// Host files copied into the guest: (host path, absolute guest path).
     pub files: Vec<(PathBuf, String)>,
 }
@@ -137,6 +139,7 @@ impl GuestSpec {
             balancing_tunables: Vec::new(),
             timeout: Duration::from_secs(120),
             binaries: Vec::new(),
+            strip_binaries: true,
             files: Vec::new(),
         };
         Ok((spec, notes))

@@ -44,6 +44,9 @@ struct Args {
     /// Host executable copied to the guest's /bin with its libraries (repeatable).
     #[arg(long = "bin")]
     binaries: Vec<PathBuf>,
+    /// Copy binaries with their debug sections (default: stripped, for a faster boot).
+    #[arg(long)]
+    no_strip: bool,
     /// HOST_PATH:GUEST_PATH file copied into the guest (repeatable).
     #[arg(long = "file")]
     files: Vec<String>,
@@ -140,6 +143,7 @@ fn configure(mut spec: GuestSpec, args: &Args) -> Result<GuestSpec, String> {
     }
     spec.timeout = Duration::from_secs(args.timeout);
     spec.binaries = args.binaries.clone();
+    spec.strip_binaries = !args.no_strip;
     for f in &args.files {
         let (h, g) = f
             .split_once(':')

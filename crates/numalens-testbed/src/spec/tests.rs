@@ -30,6 +30,7 @@ fn args_of(spec: &GuestSpec) -> Vec<String> {
     let ch = Channels {
         console_log: Path::new("/c"),
         results: Path::new("/r"),
+        token: "tok",
     };
     qemu_args(spec, Path::new("/k"), Path::new("/i"), &ch)
 }
@@ -150,11 +151,12 @@ fn kernel_settings_reach_the_command_line_and_init() {
     let (mut spec, _) = GuestSpec::from_view(&four_nodes(), &ScaleOptions::default()).unwrap();
     spec.thp = Thp::Always;
     spec.fast_balancing();
-    let cmdline = crate::qemu::kernel_cmdline(&spec);
+    let cmdline = crate::qemu::kernel_cmdline(&spec, "tok");
     assert!(cmdline.contains("transparent_hugepage=always"));
     assert!(cmdline.contains("numa_balancing=enable"));
-    let init = crate::guest::init_script(&spec, "tok");
+    assert!(cmdline.contains("nltb.token=tok"));
+    let init = crate::guest::init_script(&spec);
     assert!(init.contains("set_knob /proc/sys/kernel/numa_balancing 1"));
     assert!(init.contains("set_knob /sys/kernel/debug/sched/numa_balancing/scan_delay_ms 0"));
-    assert!(init.contains("TOKEN=tok"));
+    assert!(init.contains("nltb"));
 }
