@@ -8,3 +8,4 @@ pub mod perf;
 pub mod record;
 pub mod runtime;
 mod signals;
+pub mod symbols;

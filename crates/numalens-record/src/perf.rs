@@ -138,7 +138,7 @@ impl PerfRing {
         let start = pos as usize % self.data_size;
         if start + size <= self.data_size {
             // SAFETY: the whole record lies within the data area.
-            return unsafe { std::slice::from_raw_parts(self.data().add(start), size) };
+            return std::ptr::slice_from_raw_parts(unsafe { self.data().add(start) }, size);
         }
         let first = self.data_size - start;
         self.scratch.clear();
