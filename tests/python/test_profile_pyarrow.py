@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = ["samples", "threads", "sites", "objects", "page_stats", "migrations"]
+TABLES = ["samples", "threads", "sites", "objects", "page_stats", "migrations", "page_nodes"]
 
 
 def numalens_binary():

@@ -15,6 +15,9 @@ label_enum! {
         FirstTouch = "first-touch",
         /// A NUMA-balancing hinting fault on a present page: a sampled access.
         Hint = "hint",
+        /// Another fault on an already placed page (copy-on-write, zero-page upgrade) while NUMA
+        /// balancing is off.
+        Fault = "fault",
     }
 }
 
@@ -58,7 +61,7 @@ table! {
         pub cpu: Option<u32> => Dict,
         /// Virtual data address accessed.
         pub address: u64 => Split,
-        /// `load`, `store`, `first-touch` or `hint`.
+        /// `load`, `store`, `first-touch`, `hint` or `fault`.
         pub kind: SampleKind => Dict,
         /// Number of accesses this sample stands for (the sampling period).
         pub weight: u32 => Dict,
@@ -182,5 +185,27 @@ table! {
         pub reason: String => Dict,
         /// `ok`, or the error the kernel gave (`EBUSY`, `ENOMEM`, …).
         pub result: String => Dict,
+    }
+}
+
+table! {
+    /// Where a run of pages was at a moment: the answer of a `move_pages` query.
+    pub struct PageNodes in "page_nodes" {
+        /// Time of the query, ns since the clock origin.
+        pub time_ns: u64 => Delta,
+        /// Process id.
+        pub pid: u32 => Dict,
+        /// Address of the first page of the run.
+        pub start: u64 => Delta,
+        /// Number of pages in the run (consecutive pages with the same answer).
+        pub pages: u64 => Dict,
+        /// Page size the query used, in bytes.
+        pub page_size: u64 => Dict,
+        /// Node the pages were on; missing when never touched (`-ENOENT`) or not queryable.
+        pub node: Option<u32> => Dict,
+        /// Why the node is missing: `untouched`, or the error `move_pages` gave; empty when known.
+        pub status: String => Dict,
+        /// `exit` (queried by the runtime as the process ended) or `scan` (periodic query).
+        pub source: String => Dict,
     }
 }

@@ -12,7 +12,7 @@ use crate::cluster::clustered;
 use crate::error::{FormatError, Result};
 use crate::meta::{Completeness, Meta, TableInfo, unix_now_ns};
 use crate::table::{Row, writer_properties};
-use crate::tables::{Migration, Object, PageStat, Sample, SiteFrame, Thread};
+use crate::tables::{Migration, Object, PageNodes, PageStat, Sample, SiteFrame, Thread};
 
 /// Rows converted to Arrow at a time. Small enough to stay in cache-sized buffers, large enough
 /// that per-batch overhead is negligible.
@@ -88,6 +88,7 @@ struct Tables {
     objects: TableWriter<Object>,
     page_stats: TableWriter<PageStat>,
     migrations: TableWriter<Migration>,
+    page_nodes: TableWriter<PageNodes>,
 }
 
 /// Writes a profile directory. `meta.json` is written first, marked incomplete, and rewritten when
@@ -117,6 +118,7 @@ impl ProfileWriter {
             objects: TableWriter::create(dir)?,
             page_stats: TableWriter::create(dir)?,
             migrations: TableWriter::create(dir)?,
+            page_nodes: TableWriter::create(dir)?,
         };
         Ok(ProfileWriter {
             dir: dir.to_path_buf(),
@@ -156,6 +158,9 @@ impl ProfileWriter {
     pub fn push_migration(&mut self, row: Migration) -> Result<()> {
         self.tables().migrations.push(row)
     }
+    pub fn push_page_nodes(&mut self, row: PageNodes) -> Result<()> {
+        self.tables().page_nodes.push(row)
+    }
 
     /// Finishes every table and writes the final `meta.json` with `completeness`.
     pub fn finish(mut self, completeness: Completeness) -> Result<Meta> {
@@ -174,6 +179,7 @@ impl ProfileWriter {
             ("objects", t.objects.finish()?),
             ("page_stats", t.page_stats.finish()?),
             ("migrations", t.migrations.finish()?),
+            ("page_nodes", t.page_nodes.finish()?),
         ];
         for (name, rows) in counts {
             self.meta
