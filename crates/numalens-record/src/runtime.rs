@@ -1,1 +1,143 @@
-//! The embedded runtime (being written).
+//! The `libnumalens` runtime, embedded in the binary and written out where `LD_PRELOAD` can use
+//! it.
+//!
+//! `build.rs` compiles the C runtime (`runtime/`) into a shared object; its bytes are part of this
+//! crate ([`RUNTIME_SO`]) so that `cargo install` gives a working recorder with no resource files.
+//! [`runtime_path`] writes them once to `$XDG_CACHE_HOME/numalens/runtime-<hash16>/` (or
+//! `~/.cache/...`), atomically, and returns the path; the hash of the bytes names the directory,
+//! so different builds never overwrite each other's runtime and a running program never sees a
+//! half-written file. See `docs/RUNTIME.md` for what the runtime does.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The runtime shared object, as built by `build.rs`.
+pub const RUNTIME_SO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libnumalens.so"));
+
+/// File name of the runtime inside its cache directory.
+pub const RUNTIME_FILE_NAME: &str = "libnumalens.so";
+
+/// Why the runtime could not be made available.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// `--runtime PATH` (or equivalent) names a file that does not exist.
+    #[error("runtime override {path} does not exist (give the path of a libnumalens.so)")]
+    OverrideMissing {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// Neither the cache directory nor a temporary directory could hold the runtime.
+    #[error("cannot write the runtime to {path}: {source}")]
+    Io {
+        /// The file or directory that failed.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// First 16 hex digits of a 64-bit FNV-1a hash of the embedded runtime: names its cache directory.
+pub fn runtime_hash() -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in RUNTIME_SO {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The path of a runtime to preload: `override_path` if given (it must exist), else the embedded
+/// runtime written once to the cache directory, or to a temporary directory if the cache is not
+/// writable.
+pub fn runtime_path(override_path: Option<&Path>) -> Result<PathBuf, RuntimeError> {
+    if let Some(p) = override_path {
+        return if p.is_file() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(RuntimeError::OverrideMissing {
+                path: p.to_path_buf(),
+            })
+        };
+    }
+    if let Some(cache) = cache_dir() {
+        if let Ok(p) = install_runtime_in(&cache.join("numalens")) {
+            return Ok(p);
+        }
+    }
+    install_runtime_in(&std::env::temp_dir().join(format!("numalens-{}", uid_tag())))
+}
+
+/// Writes the embedded runtime to `<base>/runtime-<hash16>/libnumalens.so` unless an identical
+/// file is there already; returns its path. The file is written to a temporary name in the same
+/// directory and renamed into place, so concurrent callers and readers only see whole files.
+pub fn install_runtime_in(base: &Path) -> Result<PathBuf, RuntimeError> {
+    let dir = base.join(format!("runtime-{}", runtime_hash()));
+    let path = dir.join(RUNTIME_FILE_NAME);
+    if fs::metadata(&path).is_ok_and(|m| m.len() == RUNTIME_SO.len() as u64) {
+        return Ok(path);
+    }
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| RuntimeError::Io { path, source }
+    };
+    fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let tmp = dir.join(format!(".{RUNTIME_FILE_NAME}.{}.tmp", std::process::id()));
+    let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(RUNTIME_SO).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    drop(f);
+    fs::rename(&tmp, &path).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io(&path)(e)
+    })?;
+    Ok(path)
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    let non_empty = |v: std::ffi::OsString| (!v.is_empty()).then(|| PathBuf::from(v));
+    std::env::var_os("XDG_CACHE_HOME")
+        .and_then(non_empty)
+        .or_else(|| std::env::var_os("HOME").and_then(non_empty).map(|h| h.join(".cache")))
+}
+
+/// Keeps users' temporary directories apart on shared machines.
+fn uid_tag() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_runtime_is_a_shared_object() {
+        assert_eq!(&RUNTIME_SO[..4], b"\x7fELF");
+        assert_eq!(runtime_hash().len(), 16);
+    }
+
+    #[test]
+    fn install_is_idempotent_and_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let a = install_runtime_in(d.path()).unwrap();
+        let b = install_runtime_in(d.path()).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(fs::read(&a).unwrap(), RUNTIME_SO);
+        assert!(a.parent().unwrap().ends_with(format!("runtime-{}", runtime_hash())));
+    }
+
+    #[test]
+    fn override_must_exist() {
+        let d = tempfile::tempdir().unwrap();
+        let missing = d.path().join("nope.so");
+        assert!(matches!(
+            runtime_path(Some(&missing)),
+            Err(RuntimeError::OverrideMissing { .. })
+        ));
+        let present = install_runtime_in(d.path()).unwrap();
+        assert_eq!(runtime_path(Some(&present)).unwrap(), present);
+    }
+}

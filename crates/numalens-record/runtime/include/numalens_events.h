@@ -3,7 +3,9 @@
  * @file numalens_events.h
  * @brief The event log written by libnumalens: the one definition of its binary layout.
  *
- * Each traced process writes one file, `events-<pid>.bin`, in the directory named by the
+ * Each traced process image writes one file, `events-<pid>.bin` (`events-<pid>-e<N>.bin` for the
+ * image reached by the N-th exec in a chain, N > 0; a `.<k>` suffix is added before `.bin` if the
+ * name exists already), in the directory named by the
  * environment variable NUMALENS_DIR. The file is a header followed by fixed-size records, all
  * little-endian. Records are written in chunks (a thread's buffer at a time) with write(2), so a
  * file holds whole records only, except possibly a torn last chunk when the process was killed
@@ -36,26 +38,33 @@ struct nl_file_header {
 
 /** Record kinds. New kinds may be added within a version; readers skip kinds they do not know. */
 enum nl_record_kind {
-    NL_REC_ALLOC = 1,        /* a=address b=size c=alignment (0 = default) d=site_id e=nl_alloc_fn */
+    NL_REC_ALLOC = 1,        /* a=address b=size c=alignment (0 = default) d=site_id (0 = none)
+                                e=nl_alloc_fn */
     NL_REC_FREE = 2,         /* a=address */
     NL_REC_REALLOC = 3,      /* a=new address b=new size c=old address d=site_id */
     NL_REC_MMAP = 4,         /* a=address b=length c=prot | flags << 32 d=site_id e=fd (as int64) */
     NL_REC_MUNMAP = 5,       /* a=address b=length */
     NL_REC_MREMAP = 6,       /* a=new address b=new length c=old address d=old length */
-    NL_REC_THREAD_START = 7, /* a=logical thread id b=start routine c=parent tid d=stack low e=stack size */
+    NL_REC_THREAD_START = 7, /* a=logical thread id b=start routine (0 for the main thread)
+                                c=parent tid (0 for the main thread) d=stack low e=stack size
+                                f=parent logical thread id */
     NL_REC_THREAD_EXIT = 8,  /* a=logical thread id */
     NL_REC_FORK = 9,         /* a=child pid (written by the parent) */
-    NL_REC_EXEC = 10,        /* payload: the path being exec'd, NUL-padded */
-    NL_REC_MODULE = 11,      /* a=load bias b=lowest vaddr c=highest vaddr d=build-id length;
+    NL_REC_EXEC = 10,        /* a=exec count of the new image; payload: the path being exec'd,
+                                NUL-padded. Records after it in the same file mean exec failed. */
+    NL_REC_MODULE = 11,      /* a=load bias b=lowest vaddr c=highest vaddr d=build-id length
+                                e=1 for the main executable, else 0;
                                 payload: build id (record 1, 64 bytes max), then the path */
-    NL_REC_STACK = 12,       /* a=low address b=size (the thread's stack, main thread included) */
-    NL_REC_TLS = 13,         /* a=address b=size c=module id (dlpi_tls_modid) */
-    NL_REC_SITE = 14,        /* a=site_id b=frame count; payload: 1 record of up to 8 return addresses */
+    NL_REC_STACK = 12,       /* a=low address b=size c=logical thread id (main thread included) */
+    NL_REC_TLS = 13,         /* a=address b=size c=module id (dlpi_tls_modid) d=logical thread id */
+    NL_REC_SITE = 14,        /* a=site_id (never 0) b=frame count; payload: 1 record of up to 8
+                                return addresses, innermost first, unused slots 0 */
     NL_REC_PAGE_NODES = 15,  /* a=first page address b=page count c=node (int64: -ENOENT never touched,
                                 other negative = -errno) d=page size: a run of pages on one node */
     NL_REC_SMALL_ALLOCS = 16,/* a=allocations below min_object since the last such record b=their bytes */
     NL_REC_END = 17,         /* the runtime finished cleanly in this process (exit path ran) */
-    NL_REC_SIGNAL = 18,      /* a=signal number: a fatal signal arrived, buffers were flushed */
+    NL_REC_SIGNAL = 18,      /* a=signal number b=si_addr c=si_code (as int64): a fatal signal
+                                arrived, buffers were flushed, the signal is re-raised */
 };
 
 /** Which allocation function made an NL_REC_ALLOC. */
@@ -82,9 +91,12 @@ struct nl_record {
 };
 
 #define NL_MAX_FRAMES 8
+/** Longest path kept in MODULE and EXEC payloads (bytes, before NUL padding). */
+#define NL_MAX_PATH_PAYLOAD 1023
 
 #ifdef __cplusplus
-_Static_assert(sizeof(struct nl_record) == NL_RECORD_SIZE, "record is 64 bytes");
+static_assert(sizeof(struct nl_record) == NL_RECORD_SIZE, "record is 64 bytes");
+static_assert(sizeof(struct nl_file_header) == 64, "header is 64 bytes");
 #else
 _Static_assert(sizeof(struct nl_record) == NL_RECORD_SIZE, "record is 64 bytes");
 _Static_assert(sizeof(struct nl_file_header) == 64, "header is 64 bytes");

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/**
+ * @file core.c
+ * @brief The event log: per-thread record buffers, their registry, and writing them out.
+ *
+ * Each thread appends fixed-size records to its own mmap'd 64 KiB buffer with no lock: it writes
+ * the record, then publishes the count with a release store. Writing a buffer out takes the
+ * buffer's lock (an atomic flag) and writes the published records [flushed, n) with one write(2)
+ * to the O_APPEND event file, so the file only ever holds whole records from whole chunks. The
+ * owner takes the same lock when its buffer is full; a signal handler or the exit path takes it
+ * to flush other threads' buffers. Buffers are never unmapped: a finished thread's buffer goes
+ * back to the registry for the next thread, so a flusher never touches freed memory.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nl_internal.h"
+
+NL_TLS struct nl_thread nl_self = {.logical = -1};
+struct nl_global nl_g = {.fd = -1, .min_object = UINT64_MAX};
+
+uint64_t nl_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int32_t nl_gettid(void)
+{
+    if (nl_unlikely(nl_self.tid == 0))
+        nl_self.tid = (int32_t)syscall(SYS_gettid);
+    return nl_self.tid;
+}
+
+static void nl_say(const char *a, const char *b)
+{
+    if (!nl_g.cfg.debug)
+        return;
+    static const char pre[] = "numalens: ";
+    ssize_t r = write(2, pre, sizeof pre - 1);
+    r = write(2, a, strlen(a));
+    if (b) {
+        r = write(2, ": ", 2);
+        r = write(2, b, strlen(b));
+    }
+    r = write(2, "\n", 1);
+    (void)r;
+}
+
+void nl_disable(const char *why)
+{
+    int was = atomic_exchange(&nl_g.on, 0);
+    nl_g.min_object = UINT64_MAX;
+    if (was)
+        nl_say("tracing turned off", why);
+}
+
+/** write(2) all of it, retrying on EINTR and short writes; -1 on error. */
+static int nl_write_all(int fd, const void *p, size_t len)
+{
+    const char *c = p;
+    while (len > 0) {
+        ssize_t w = write(fd, c, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        c += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+static void nl_u64_to_dec(uint64_t v, char *out)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *out++ = tmp[--n];
+    *out = '\0';
+}
+
+/** Opens <dir>/events-<pid>[-e<exec>][.<k>].bin exclusively. */
+static int nl_open_log(const char *dir, uint32_t pid, uint64_t exec_count)
+{
+    char path[640], num[24];
+    size_t dl = strlen(dir);
+    if (dl + 80 > sizeof path)
+        return -1;
+    for (unsigned k = 0; k < 1000; k++) {
+        char *p = path;
+        memcpy(p, dir, dl);
+        p += dl;
+        memcpy(p, "/events-", 8);
+        p += 8;
+        nl_u64_to_dec(pid, num);
+        p = stpcpy(p, num);
+        if (exec_count) {
+            p = stpcpy(p, "-e");
+            nl_u64_to_dec(exec_count, num);
+            p = stpcpy(p, num);
+        }
+        if (k) {
+            *p++ = '.';
+            nl_u64_to_dec(k, num);
+            p = stpcpy(p, num);
+        }
+        stpcpy(p, ".bin");
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1;
+}
+
+static int nl_open_and_header(uint32_t ppid)
+{
+    nl_g.pid = (uint32_t)getpid();
+    nl_g.start_ns = nl_now();
+    int fd = nl_open_log(nl_g.cfg.dir, nl_g.pid, nl_g.cfg.exec_count);
+    if (fd < 0) {
+        nl_say("cannot create the event file in", nl_g.cfg.dir);
+        return -1;
+    }
+    struct nl_file_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, NL_EVENTS_MAGIC, 8);
+    h.version = NL_EVENTS_VERSION;
+    h.record_size = NL_RECORD_SIZE;
+    h.pid = nl_g.pid;
+    h.ppid = ppid;
+    h.start_ns = nl_g.start_ns;
+    h.page_size = (uint32_t)sysconf(_SC_PAGESIZE);
+    h.min_object = (uint32_t)(nl_g.cfg.min_object > UINT32_MAX ? UINT32_MAX : nl_g.cfg.min_object);
+    h.exec_count = nl_g.cfg.exec_count;
+    if (nl_write_all(fd, &h, sizeof h) != 0) {
+        close(fd);
+        return -1;
+    }
+    nl_g.fd = fd;
+    return 0;
+}
+
+int nl_core_start(const struct nl_config *cfg, uint32_t ppid)
+{
+    nl_g.cfg = *cfg;
+    if (!cfg->dir[0] || nl_open_and_header(ppid) != 0)
+        return -1;
+    atomic_store(&nl_g.next_logical, 1);
+    atomic_store(&nl_g.on, 1);
+    if (nl_thread_attach(0) != 0) {
+        nl_disable("cannot map a thread buffer");
+        return -1;
+    }
+    nl_g.min_object = cfg->min_object;
+    return 0;
+}
+
+/** Takes the buffer's lock; with @p wait, spins (yielding) until it can. */
+static int nl_buf_lock(struct nl_tbuf *b, int wait)
+{
+    for (;;) {
+        int z = 0;
+        if (atomic_compare_exchange_weak_explicit(&b->lock, &z, 1, memory_order_acquire,
+                                                  memory_order_relaxed))
+            return 1;
+        if (!wait)
+            return 0;
+        sched_yield();
+    }
+}
+
+/** Writes out [flushed, n) of @p b; the caller holds its lock. */
+static void nl_buf_write(struct nl_tbuf *b)
+{
+    uint32_t n = atomic_load_explicit(&b->n, memory_order_acquire);
+    if (n > b->flushed && nl_g.fd >= 0) {
+        if (nl_write_all(nl_g.fd, &b->rec[b->flushed], (size_t)(n - b->flushed) * NL_RECORD_SIZE) != 0)
+            nl_disable("cannot write the event file");
+    }
+    b->flushed = n;
+}
+
+/** The owner writes its buffer out and starts it over. */
+static void nl_buf_drain(struct nl_tbuf *b)
+{
+    nl_buf_lock(b, 1);
+    nl_buf_write(b);
+    b->flushed = 0;
+    atomic_store_explicit(&b->n, 0, memory_order_relaxed);
+    atomic_store_explicit(&b->lock, 0, memory_order_release);
+}
+
+static struct nl_tbuf *nl_buf_acquire(void)
+{
+    for (struct nl_tbuf *b = atomic_load(&nl_g.head); b; b = b->next) {
+        int z = 0;
+        if (atomic_load_explicit(&b->state, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_strong(&b->state, &z, 1))
+            return b;
+    }
+    void *m = (void *)syscall(SYS_mmap, NULL, sizeof(struct nl_tbuf), PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    struct nl_tbuf *b = m;
+    atomic_store(&b->state, 1);
+    struct nl_tbuf *h = atomic_load(&nl_g.head);
+    do {
+        b->next = h;
+    } while (!atomic_compare_exchange_weak(&nl_g.head, &h, b));
+    return b;
+}
+
+int nl_thread_attach(int32_t logical)
+{
+    if (nl_self.buf)
+        return 0;
+    struct nl_tbuf *b = nl_buf_acquire();
+    if (!b)
+        return -1;
+    b->flushed = 0;
+    atomic_store(&b->n, 0);
+    nl_self.buf = b;
+    nl_self.tid = 0;
+    nl_self.logical = logical >= 0 ? logical : atomic_fetch_add(&nl_g.next_logical, 1);
+    return 0;
+}
+
+void nl_thread_detach(void)
+{
+    struct nl_tbuf *b = nl_self.buf;
+    nl_self.dead = 1;
+    if (!b)
+        return;
+    nl_small_emit();
+    nl_buf_drain(b);
+    nl_self.buf = NULL;
+    atomic_store(&b->state, 0);
+}
+
+struct nl_record *nl_reserve(unsigned count)
+{
+    if (!atomic_load_explicit(&nl_g.on, memory_order_relaxed) || nl_self.dead)
+        return NULL;
+    if (nl_unlikely(!nl_self.buf)) {
+        /* A thread we did not see start (created before the runtime, or by clone(2)). */
+        if (nl_thread_attach(-1) != 0)
+            return NULL;
+    }
+    struct nl_tbuf *b = nl_self.buf;
+    uint32_t n = atomic_load_explicit(&b->n, memory_order_relaxed);
+    if (n + count > NL_BUF_RECORDS) {
+        nl_buf_drain(b);
+        n = 0;
+    }
+    return &b->rec[n];
+}
+
+void nl_commit(unsigned count)
+{
+    struct nl_tbuf *b = nl_self.buf;
+    uint32_t n = atomic_load_explicit(&b->n, memory_order_relaxed);
+    atomic_store_explicit(&b->n, n + count, memory_order_release);
+}
+
+static void nl_fill(struct nl_record *r, uint16_t kind, uint16_t payload, uint64_t a, uint64_t b,
+                    uint64_t c, uint64_t d, uint64_t e, uint64_t f)
+{
+    r->kind = kind;
+    r->payload = payload;
+    r->tid = (uint32_t)nl_gettid();
+    r->time_ns = nl_now();
+    r->a = a;
+    r->b = b;
+    r->c = c;
+    r->d = d;
+    r->e = e;
+    r->f = f;
+}
+
+void nl_emit(uint16_t kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f)
+{
+    struct nl_record *r = nl_reserve(1);
+    if (!r)
+        return;
+    nl_fill(r, kind, 0, a, b, c, d, e, f);
+    nl_commit(1);
+}
+
+void nl_emit_at(uint64_t t, uint16_t kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d,
+                uint64_t e, uint64_t f)
+{
+    struct nl_record *r = nl_reserve(1);
+    if (!r)
+        return;
+    nl_fill(r, kind, 0, a, b, c, d, e, f);
+    r->time_ns = t;
+    nl_commit(1);
+}
+
+void nl_emit_bytes(uint16_t kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e,
+                   uint64_t f, const void *payload, size_t len)
+{
+    unsigned extra = (unsigned)((len + NL_RECORD_SIZE - 1) / NL_RECORD_SIZE);
+    if (extra > 32) {
+        extra = 32;
+        len = 32 * NL_RECORD_SIZE;
+    }
+    struct nl_record *r = nl_reserve(1 + extra);
+    if (!r)
+        return;
+    nl_fill(r, kind, (uint16_t)extra, a, b, c, d, e, f);
+    memset(r + 1, 0, (size_t)extra * NL_RECORD_SIZE);
+    if (len)
+        memcpy(r + 1, payload, len);
+    nl_commit(1 + extra);
+}
+
+void nl_small_emit(void)
+{
+    uint64_t n = nl_self.small_n - nl_self.small_n_out;
+    if (!n)
+        return;
+    uint64_t bytes = nl_self.small_bytes - nl_self.small_bytes_out;
+    nl_self.small_n_out = nl_self.small_n;
+    nl_self.small_bytes_out = nl_self.small_bytes;
+    nl_emit(NL_REC_SMALL_ALLOCS, n, bytes, 0, 0, 0, 0);
+}
+
+void nl_flush_self(void)
+{
+    if (nl_self.buf)
+        nl_buf_drain(nl_self.buf);
+}
+
+void nl_flush_all(void)
+{
+    for (struct nl_tbuf *b = atomic_load(&nl_g.head); b; b = b->next) {
+        if (!nl_buf_lock(b, 0))
+            continue; /* its owner is writing it (or we interrupted ourselves doing so) */
+        nl_buf_write(b);
+        atomic_store_explicit(&b->lock, 0, memory_order_release);
+    }
+}
+
+void nl_write_direct(const struct nl_record *r)
+{
+    if (nl_g.fd >= 0)
+        (void)nl_write_all(nl_g.fd, r, sizeof *r);
+}
+
+int nl_core_after_fork(void)
+{
+    /* Only this thread survives; every buffer holds the parent's records, which it writes. */
+    for (struct nl_tbuf *b = atomic_load(&nl_g.head); b; b = b->next) {
+        atomic_store(&b->n, 0);
+        b->flushed = 0;
+        atomic_store(&b->lock, 0);
+        atomic_store(&b->state, b == nl_self.buf);
+    }
+    uint32_t ppid = nl_g.pid;
+    if (nl_g.fd >= 0)
+        close(nl_g.fd);
+    nl_g.fd = -1;
+    nl_self.tid = 0;
+    nl_self.logical = 0;
+    nl_self.small_n_out = nl_self.small_n;
+    nl_self.small_bytes_out = nl_self.small_bytes;
+    atomic_store(&nl_g.next_logical, 1);
+    if (nl_open_and_header(ppid) != 0) {
+        nl_disable("cannot create the fork child's event file");
+        return -1;
+    }
+    return 0;
+}
+
+void nl_core_finish(void)
+{
+    nl_small_emit();
+    nl_emit(NL_REC_END, 0, 0, 0, 0, 0, 0);
+    nl_flush_self();
+    nl_flush_all();
+}

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/**
+ * @file nl_internal.h
+ * @brief The core's internal API, shared by the shims and the core's modules.
+ *
+ * Everything here is hidden (the .so is built with -fvisibility=hidden); only the interposed libc
+ * symbols in shims*.c are exported. The core (core.c, config.c, unwind.c, modules.c, maps.c,
+ * pages.c, signals.c) links into a plain test program too: it never depends on the shims.
+ */
+#ifndef NL_INTERNAL_H
+#define NL_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "numalens_events.h"
+
+#define NL_EXPORT __attribute__((visibility("default")))
+#define NL_TLS __thread __attribute__((tls_model("initial-exec")))
+#define nl_likely(x) __builtin_expect(!!(x), 1)
+#define nl_unlikely(x) __builtin_expect(!!(x), 0)
+
+/** Records per thread buffer: 1024 x 64 bytes = 64 KiB. */
+#define NL_BUF_RECORDS 1024u
+/** A SMALL_ALLOCS record is appended every this many small allocations of a thread. */
+#define NL_SMALL_TICK 0x10000u
+
+/* ---- config.c: the environment-variable table, parsed once ---- */
+
+struct nl_config {
+    char dir[512];        /* NUMALENS_DIR; empty = runtime inert */
+    uint64_t min_object;  /* NUMALENS_MIN_OBJECT */
+    uint64_t page_nodes;  /* NUMALENS_PAGE_NODES */
+    uint64_t exec_count;  /* NUMALENS_EXEC_COUNT */
+    uint64_t frames;      /* NUMALENS_FRAMES, 1..NL_MAX_FRAMES */
+    uint64_t signals;     /* NUMALENS_SIGNALS */
+    uint64_t debug;       /* NUMALENS_DEBUG */
+};
+
+/** Fills @p cfg from @p get (getenv in the runtime; a fake in tests). Returns 1 if tracing is on. */
+int nl_config_load(struct nl_config *cfg, char *(*get)(const char *));
+/** Name, default and description of the i-th variable; 0 past the end. For docs and tests. */
+int nl_config_describe(unsigned i, const char **name, const char **deflt, const char **doc);
+/** Parses a decimal number with an optional k/m/g (binary) suffix; -1 if malformed. */
+int nl_parse_u64(const char *s, uint64_t *out);
+
+/* ---- core.c: the event log, thread buffers and their registry ---- */
+
+/** One thread's buffer. Only the owner appends (n); whoever holds `lock` writes records out. */
+struct nl_tbuf {
+    _Atomic uint32_t n;        /* records committed by the owner */
+    uint32_t flushed;          /* records [0, flushed) already written; changed under lock */
+    atomic_int lock;           /* 1 while someone writes this buffer out */
+    atomic_int state;          /* 0 free, 1 owned by a live thread */
+    struct nl_tbuf *next;      /* registry: a list that only grows */
+    uint64_t pad[5];
+    struct nl_record rec[NL_BUF_RECORDS];
+};
+
+/** Per-thread state, in initial-exec TLS so that reaching it never allocates. */
+struct nl_thread {
+    struct nl_tbuf *buf;
+    uint64_t small_n, small_bytes;         /* allocations below min_object, cumulative */
+    uint64_t small_n_out, small_bytes_out; /* the part already written as SMALL_ALLOCS */
+    int32_t logical;                       /* logical thread id, -1 until known */
+    int32_t tid;                           /* kernel tid, 0 until known */
+    int guard;                             /* >0 while inside the runtime: no tracing */
+    int dead;                              /* the thread finished: record nothing more */
+    int resolving;                         /* inside dlsym: allocate from the bootstrap pool */
+};
+
+extern NL_TLS struct nl_thread nl_self;
+
+struct nl_global {
+    atomic_int on;                 /* tracing enabled */
+    int fd;                        /* the event file, O_APPEND */
+    uint32_t pid;
+    uint64_t start_ns;
+    uint64_t min_object;           /* UINT64_MAX while tracing is off */
+    atomic_int next_logical;
+    struct nl_tbuf *_Atomic head;  /* registry of buffers */
+    struct nl_config cfg;
+};
+
+extern struct nl_global nl_g;
+
+uint64_t nl_now(void);
+int32_t nl_gettid(void);
+/** Opens the event file in cfg->dir, writes the header, attaches the calling thread as logical 0
+ * and turns tracing on. Returns 0, or -1 (tracing stays off). */
+int nl_core_start(const struct nl_config *cfg, uint32_t ppid);
+/** Turns tracing off for good after an internal error; never aborts the host. */
+void nl_disable(const char *why);
+/** Room for @p count contiguous records in the calling thread's buffer, or NULL (tracing off). */
+struct nl_record *nl_reserve(unsigned count);
+/** Publishes the @p count records obtained from the last nl_reserve(). */
+void nl_commit(unsigned count);
+/** Appends one record with no payload. */
+void nl_emit(uint16_t kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f);
+/** Appends one record stamped with @p t (taken before the operation it describes). */
+void nl_emit_at(uint64_t t, uint16_t kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d,
+                uint64_t e, uint64_t f);
+/** Appends one record followed by @p len bytes of payload, NUL-padded to whole records. */
+void nl_emit_bytes(uint16_t kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e,
+                   uint64_t f, const void *payload, size_t len);
+/** Appends SMALL_ALLOCS for the small allocations not yet reported, if any. */
+void nl_small_emit(void);
+/** Writes out the calling thread's buffer. */
+void nl_flush_self(void);
+/** Writes out every registered buffer whose lock can be taken (all threads). Signal-safe. */
+void nl_flush_all(void);
+/** Gives the calling thread a buffer and a logical id (assigned from the counter if < 0). */
+int nl_thread_attach(int32_t logical);
+/** Flushes and releases the calling thread's buffer; the thread records nothing after this. */
+void nl_thread_detach(void);
+/** In a fork child: new file, empty buffers, logical ids restart at 0 for the calling thread. */
+int nl_core_after_fork(void);
+/** Writes one record straight to the file (signal handlers). */
+void nl_write_direct(const struct nl_record *r);
+/** Emits END and flushes everything: the normal-exit path. */
+void nl_core_finish(void);
+
+/* ---- unwind.c: call sites ---- */
+
+/** Frames inside [lo, hi) are skipped (the runtime itself). */
+void nl_unwind_set_skip(uint64_t lo, uint64_t hi);
+/** Captures the caller's stack, writes a SITE record the first time it is seen, returns its id. */
+uint64_t nl_site_capture(void);
+/** Id of a site from its frames (never 0). */
+uint64_t nl_site_hash(const uint64_t *frames, unsigned n);
+/** Records the site if new (returns 1 if this call wrote the SITE record). */
+int nl_site_note(uint64_t id, const uint64_t *frames, unsigned n);
+/** Forgets all sites (fork child). */
+void nl_sites_reset(void);
+
+/* ---- modules.c: loaded modules, build ids, TLS blocks ---- */
+
+/** Emits MODULE records for modules not yet reported in this process. */
+void nl_modules_emit_new(void);
+/** Forgets reported modules (fork child). */
+void nl_modules_reset(void);
+/** Emits TLS records for the calling thread's static TLS blocks. */
+void nl_tls_emit(int32_t logical);
+/** The address range of the module containing @p addr; 0 on success. */
+int nl_module_range(const void *addr, uint64_t *lo, uint64_t *hi);
+/** Parses a PT_NOTE segment for NT_GNU_BUILD_ID; returns its length (0 if none), copies up to cap. */
+size_t nl_note_build_id(const void *note, size_t size, uint8_t *out, size_t cap);
+
+/* ---- maps.c: /proc/self/maps with read(2) ---- */
+
+struct nl_map {
+    uint64_t lo, hi;
+    char perms[5];
+    const char *path; /* NUL-terminated, "" for anonymous; valid during the callback only */
+};
+
+/** Calls @p cb for each line of @p path (a maps file) until it returns non-zero. 0 or -1. */
+int nl_maps_foreach(const char *path, int (*cb)(const struct nl_map *m, void *ctx), void *ctx);
+/** Parses one maps line (no newline needed); 0 on success. */
+int nl_maps_parse_line(char *line, struct nl_map *m);
+/** The main thread's stack from [stack] in /proc/self/maps; 0 on success. */
+int nl_main_stack(uint64_t *lo, uint64_t *size);
+
+/* ---- pages.c: page-node runs at exit ---- */
+
+/** Run-length encoder of page statuses into PAGE_NODES records. */
+struct nl_run {
+    uint64_t first, count, page_size;
+    int64_t node;
+};
+void nl_run_feed(struct nl_run *r, uint64_t page, int64_t node);
+void nl_run_end(struct nl_run *r);
+/** Queries every writable private mapping with move_pages and emits PAGE_NODES runs. */
+void nl_pages_emit(const char *maps_path);
+
+/* ---- signals.c ---- */
+
+/** Installs the flush-and-re-raise handler for fatal signals still at their default action. */
+void nl_signals_install(void);
+
+#endif

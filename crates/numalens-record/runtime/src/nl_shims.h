@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/**
+ * @file nl_shims.h
+ * @brief What the interposition shims share: the next definitions of the functions they wrap,
+ * the bootstrap pool, and the slow paths into the core.
+ */
+#ifndef NL_SHIMS_H
+#define NL_SHIMS_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "nl_internal.h"
+
+struct nl_real_fns {
+    void *(*malloc)(size_t);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void (*free)(void *);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    size_t (*usable)(void *);
+    void *(*mmap)(void *, size_t, int, int, int, off_t);
+    void *(*mmap64)(void *, size_t, int, int, int, off_t);
+    int (*munmap)(void *, size_t);
+    void *(*mremap)(void *, size_t, size_t, int, ...);
+    int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    void (*pthread_exit)(void *) __attribute__((noreturn));
+    pid_t (*fork)(void);
+    int (*execve)(const char *, char *const[], char *const[]);
+    int (*execvpe)(const char *, char *const[], char *const[]);
+    void *(*dlopen)(const char *, int);
+    void (*exit_now)(int) __attribute__((noreturn));
+};
+
+extern struct nl_real_fns nl_real;
+
+/** Looks up every wrapped function with dlsym(RTLD_NEXT); dlsym's own allocations use the pool. */
+void nl_resolve(void);
+void *nl_boot_alloc(size_t size, size_t align, int zero);
+int nl_boot_owns(const void *p);
+size_t nl_boot_size(const void *p);
+
+/** Slow paths, called only for allocations of at least min_object. */
+void nl_on_alloc(void *p, size_t size, size_t align, int fn);
+void nl_on_free(void *p);
+void nl_small_tick(void);
+
+static inline void nl_count_small(size_t size)
+{
+    nl_self.small_bytes += size;
+    if (nl_unlikely((++nl_self.small_n & (NL_SMALL_TICK - 1)) == 0))
+        nl_small_tick();
+}
+
+#endif

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/**
+ * @file shims_proc.c
+ * @brief The interposed thread and process functions: pthread_create/pthread_exit, fork,
+ * execve/execv/execvp/execvpe, dlopen and _exit.
+ *
+ * Logical thread ids are handed out by pthread_create in the creating thread, so they follow
+ * creation order (main thread 0). The exec wrappers pass NUMALENS_EXEC_COUNT+1 to the new image
+ * in a copy of its environment and leave LD_PRELOAD alone, so the runtime follows into it.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "nl_shims.h"
+
+void nl_emit_process_start(void);
+void nl_finish(void);
+
+struct nl_start {
+    void *(*fn)(void *);
+    void *arg;
+    int32_t logical, parent_logical;
+    int32_t parent_tid;
+};
+
+static void nl_thread_begin(const struct nl_start *s)
+{
+    nl_self.guard++;
+    if (nl_thread_attach(s->logical) == 0) {
+        uint64_t lo = 0, size = 0;
+        pthread_attr_t attr;
+        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+            void *addr;
+            size_t sz;
+            if (pthread_attr_getstack(&attr, &addr, &sz) == 0) {
+                lo = (uint64_t)addr;
+                size = sz;
+            }
+            pthread_attr_destroy(&attr);
+        }
+        nl_emit(NL_REC_THREAD_START, (uint64_t)s->logical, (uint64_t)s->fn,
+                (uint64_t)s->parent_tid, lo, size, (uint64_t)(int64_t)s->parent_logical);
+        if (size)
+            nl_emit(NL_REC_STACK, lo, size, (uint64_t)s->logical, 0, 0, 0);
+        nl_tls_emit(s->logical);
+    }
+    nl_self.guard--;
+}
+
+static void nl_thread_end(void)
+{
+    if (nl_self.dead || !atomic_load(&nl_g.on))
+        return;
+    nl_self.guard++;
+    if (nl_self.buf)
+        nl_emit(NL_REC_THREAD_EXIT, (uint64_t)(int64_t)nl_self.logical, 0, 0, 0, 0, 0);
+    nl_thread_detach();
+    nl_self.guard--;
+}
+
+static void *nl_thread_main(void *p)
+{
+    struct nl_start s = *(struct nl_start *)p;
+    nl_real.free(p);
+    nl_thread_begin(&s);
+    void *r = s.fn(s.arg);
+    nl_thread_end();
+    return r;
+}
+
+NL_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+                             void *arg)
+{
+    if (nl_unlikely(!nl_real.free))
+        nl_resolve();
+    if (!atomic_load(&nl_g.on))
+        return nl_real.pthread_create(t, attr, fn, arg);
+    struct nl_start *s = nl_real.malloc(sizeof *s);
+    if (!s)
+        return nl_real.pthread_create(t, attr, fn, arg);
+    s->fn = fn;
+    s->arg = arg;
+    s->parent_tid = nl_gettid();
+    s->parent_logical = nl_self.logical;
+    s->logical = atomic_fetch_add(&nl_g.next_logical, 1);
+    int rc = nl_real.pthread_create(t, attr, nl_thread_main, s);
+    if (rc != 0)
+        nl_real.free(s);
+    return rc;
+}
+
+NL_EXPORT void pthread_exit(void *ret)
+{
+    if (nl_unlikely(!nl_real.free))
+        nl_resolve();
+    nl_thread_end();
+    nl_real.pthread_exit(ret);
+}
+
+NL_EXPORT pid_t fork(void)
+{
+    if (nl_unlikely(!nl_real.free))
+        nl_resolve();
+    if (!atomic_load(&nl_g.on))
+        return nl_real.fork();
+    pid_t pid = nl_real.fork();
+    int e = errno;
+    nl_self.guard++;
+    if (pid == 0) {
+        nl_sites_reset();
+        nl_modules_reset();
+        if (nl_core_after_fork() == 0)
+            nl_emit_process_start();
+    } else if (pid > 0) {
+        nl_emit(NL_REC_FORK, (uint64_t)pid, 0, 0, 0, 0, 0);
+    }
+    nl_self.guard--;
+    errno = e;
+    return pid;
+}
+
+/* ---- exec ---- */
+
+static const char nl_exec_var[] = "NUMALENS_EXEC_COUNT=";
+
+/** A copy of @p envp with NUMALENS_EXEC_COUNT replaced by @p entry, in an mmap'd array. */
+static char **nl_env_with(char *const envp[], char *entry, size_t *bytes)
+{
+    size_t n = 0;
+    while (envp && envp[n])
+        n++;
+    *bytes = (n + 2) * sizeof(char *);
+    char **env = (char **)syscall(SYS_mmap, NULL, *bytes, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (env == MAP_FAILED)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(envp[i], nl_exec_var, sizeof nl_exec_var - 1) != 0)
+            env[k++] = envp[i];
+    env[k++] = entry;
+    env[k] = NULL;
+    return env;
+}
+
+static void nl_exec_entry(char *out)
+{
+    uint64_t v = nl_g.cfg.exec_count + 1;
+    char tmp[24];
+    int n = 0;
+    memcpy(out, nl_exec_var, sizeof nl_exec_var - 1);
+    out += sizeof nl_exec_var - 1;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *out++ = tmp[--n];
+    *out = '\0';
+}
+
+/** 1 in a vfork(2) child (or posix_spawn's): it shares the parent's memory, so it must not touch
+ * the runtime's state. */
+static int nl_foreign_process(void)
+{
+    return (uint32_t)syscall(SYS_getpid) != nl_g.pid;
+}
+
+static void nl_before_exec(const char *path)
+{
+    if (nl_foreign_process())
+        return;
+    nl_self.guard++;
+    nl_emit_bytes(NL_REC_EXEC, nl_g.cfg.exec_count + 1, 0, 0, 0, 0, 0, path,
+                  path ? strnlen(path, NL_MAX_PATH_PAYLOAD) + 1 : 0);
+    nl_small_emit();
+    nl_flush_self();
+    nl_flush_all();
+    nl_self.guard--;
+}
+
+typedef int (*nl_exec_fn)(const char *, char *const[], char *const[]);
+
+static int nl_exec(nl_exec_fn real, const char *path, char *const argv[], char *const envp[])
+{
+    if (nl_unlikely(!nl_real.free))
+        nl_resolve();
+    if (!atomic_load(&nl_g.on))
+        return real(path, argv, envp);
+    char entry[sizeof nl_exec_var + 24];
+    size_t bytes = 0;
+    nl_exec_entry(entry);
+    char **env = nl_env_with(envp, entry, &bytes);
+    nl_before_exec(path);
+    int rc = real(path, argv, env ? env : envp);
+    int e = errno;
+    if (env)
+        syscall(SYS_munmap, env, bytes);
+    errno = e;
+    return rc;
+}
+
+NL_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    if (nl_unlikely(!nl_real.free))
+        nl_resolve();
+    return nl_exec(nl_real.execve, path, argv, envp);
+}
+
+NL_EXPORT int execv(const char *path, char *const argv[])
+{
+    if (nl_unlikely(!nl_real.free))
+        nl_resolve();
+    return nl_exec(nl_real.execve, path, argv, environ);
+}
+
+NL_EXPORT int execvp(const char *file, char *const argv[])
+{
+    if (nl_unlikely(!nl_real.free))
+        nl_resolve();
+    return nl_exec(nl_real.execvpe, file, argv, environ);
+}
+
+NL_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    if (nl_unlikely(!nl_real.free))
+        nl_resolve();
+    return nl_exec(nl_real.execvpe, file, argv, envp);
+}
+
+/* ---- dlopen, _exit ---- */
+
+NL_EXPORT void *dlopen(const char *file, int mode)
+{
+    if (nl_unlikely(!nl_real.free))
+        nl_resolve();
+    void *h = nl_real.dlopen(file, mode);
+    if (h && atomic_load(&nl_g.on) && !nl_self.guard) {
+        nl_self.guard++;
+        nl_modules_emit_new();
+        nl_self.guard--;
+    }
+    return h;
+}
+
+NL_EXPORT void _exit(int status)
+{
+    if (nl_unlikely(!nl_real.free))
+        nl_resolve();
+    if (!nl_foreign_process())
+        nl_finish();
+    if (nl_real.exit_now)
+        nl_real.exit_now(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
