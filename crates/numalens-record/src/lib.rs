@@ -1,10 +1,12 @@
 //! The numalens recorder: runs a program under the `libnumalens` runtime and the page-fault
 //! sampler, and turns what they saw into a profile.
 
+pub mod attribute;
 pub mod events;
 pub mod faults;
 pub mod launch;
 pub mod perf;
+pub mod procmaps;
 pub mod record;
 pub mod runtime;
 mod signals;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::faults::{Fault, PerfEvent, SamplerInfo, online_cpus};
 use crate::launch::{LaunchError, LaunchSpec, launch};
+use crate::procmaps::MapsHistory;
 use crate::signals;
 
 /// Where accesses come from.
@@ -43,6 +44,7 @@ pub struct RawRecording {
     pub faults: Vec<Fault>,
     pub tasks: Vec<PerfEvent>,
     pub lost: u64,
+    pub maps: MapsHistory,
     pub sampler: Option<SamplerInfo>,
     pub exit: std::process::ExitStatus,
     pub interrupted_by: Option<i32>,
@@ -134,7 +136,9 @@ pub fn run(
     let mut launched = launch(&spec)?;
     let mut sampler = launched.sampler.take();
     let mut raw = Collected::default();
+    raw.live.insert(launched.child.id());
     let mut status = StatusLine::new(opts.status_line);
+    let mut last_snapshot: Option<Instant> = None;
     let exit = loop {
         match &mut sampler {
             Some(s) => {
@@ -144,6 +148,13 @@ pub fn run(
             None => std::thread::sleep(Duration::from_millis(20)),
         }
         signals::forward_pending(launched.child.id());
+        if last_snapshot.is_none_or(|t| t.elapsed() >= MAPS_INTERVAL) {
+            last_snapshot = Some(Instant::now());
+            let now = monotonic_ns();
+            for pid in &raw.live {
+                raw.maps.snapshot(*pid, now);
+            }
+        }
         status.update(started.elapsed(), &raw);
         if let Some(exit) = launched.child.try_wait().map_err(RecordError::Wait)? {
             if let Some(s) = &mut sampler {
@@ -162,6 +173,7 @@ pub fn run(
         faults: raw.faults,
         tasks: raw.tasks,
         lost: raw.lost,
+        maps: raw.maps,
         sampler: sampler.map(|s| s.info),
         exit,
         interrupted_by: signals::interrupted(),
@@ -171,11 +183,17 @@ pub fn run(
     })
 }
 
+/// How often the recorder reads the maps of the program's processes.
+const MAPS_INTERVAL: Duration = Duration::from_millis(100);
+
 #[derive(Default)]
 struct Collected {
     faults: Vec<Fault>,
     tasks: Vec<PerfEvent>,
     lost: u64,
+    maps: MapsHistory,
+    /// Processes of the program that are running now.
+    live: std::collections::BTreeSet<u32>,
 }
 
 impl Collected {
@@ -183,7 +201,24 @@ impl Collected {
         match event {
             PerfEvent::Fault(f) => self.faults.push(f),
             PerfEvent::Lost { count } => self.lost += count,
-            other => self.tasks.push(other),
+            other => {
+                match &other {
+                    PerfEvent::Fork { pid, tid, .. } if pid == tid => {
+                        self.live.insert(*pid);
+                    }
+                    PerfEvent::Exit { pid, tid, .. } if pid == tid => {
+                        self.live.remove(pid);
+                    }
+                    PerfEvent::Comm {
+                        pid, exec: true, ..
+                    } => {
+                        // A new image: its maps replace the old ones right away.
+                        self.maps.snapshot(*pid, monotonic_ns());
+                    }
+                    _ => {}
+                }
+                self.tasks.push(other)
+            }
         }
     }
 }

@@ -1,0 +1,227 @@
+//! Attributing faults to objects and telling first touches from later faults.
+//!
+//! Objects come and go (an address range can hold several objects over time), so a fault at
+//! address A and time T belongs to the object live at A at T. Faults and object lifetimes are
+//! swept together in time order over an interval map of the live objects. Tracked objects
+//! (allocations, statics, stacks, TLS) win over fallback objects (mappings seen in
+//! `/proc/PID/maps`), which only answer for addresses no tracked object covers.
+
+use std::collections::{BTreeMap, HashMap};
+
+use numalens_format::{ObjectKind, SampleKind};
+
+use crate::faults::Fault;
+
+/// An object as the recorder knows it; times are CLOCK_MONOTONIC ns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectSpec {
+    pub pid: u32,
+    pub kind: ObjectKind,
+    pub name: String,
+    pub start: u64,
+    pub size: u64,
+    pub alloc_ns: u64,
+    pub free_ns: Option<u64>,
+    pub alloc_tid: Option<u32>,
+    pub site_key: Option<u64>,
+    /// False for fallback objects from the maps snapshots.
+    pub tracked: bool,
+}
+
+/// Live objects of one class (tracked or fallback), per process, by start address.
+#[derive(Default)]
+struct LiveSet {
+    by_pid: HashMap<u32, BTreeMap<u64, Vec<usize>>>,
+}
+
+impl LiveSet {
+    fn insert(&mut self, pid: u32, start: u64, id: usize) {
+        self.by_pid
+            .entry(pid)
+            .or_default()
+            .entry(start)
+            .or_default()
+            .push(id);
+    }
+
+    fn remove(&mut self, pid: u32, start: u64, id: usize) {
+        if let Some(map) = self.by_pid.get_mut(&pid)
+            && let Some(ids) = map.get_mut(&start)
+        {
+            ids.retain(|i| *i != id);
+            if ids.is_empty() {
+                map.remove(&start);
+            }
+        }
+    }
+
+    /// The smallest live object containing `address`; nested objects (a stack inside a mapping)
+    /// are found by walking back over starts below the address, bounded to a few steps.
+    fn find(&self, pid: u32, address: u64, objects: &[ObjectSpec]) -> Option<usize> {
+        let map = self.by_pid.get(&pid)?;
+        let mut best: Option<usize> = None;
+        for (_, ids) in map.range(..=address).rev().take(8) {
+            for &id in ids {
+                let o = &objects[id];
+                if address < o.start.saturating_add(o.size)
+                    && best.is_none_or(|b| o.size < objects[b].size)
+                {
+                    best = Some(id);
+                }
+            }
+        }
+        best
+    }
+}
+
+/// What each fault became: its object (index into the objects) and its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attributed {
+    pub object: Option<usize>,
+    pub kind: SampleKind,
+}
+
+/// Attributes `faults` (sorted by time) to `objects`. A fault is a first touch when its page had
+/// no fault since the containing object was allocated; later faults are NUMA-balancing hints when
+/// `balancing` is on, plain faults otherwise.
+pub fn attribute(
+    faults: &[Fault],
+    objects: &[ObjectSpec],
+    page_size: u64,
+    balancing: bool,
+) -> Vec<Attributed> {
+    let mut lifetimes: Vec<(u64, bool, usize)> = Vec::with_capacity(objects.len() * 2);
+    for (id, o) in objects.iter().enumerate() {
+        lifetimes.push((o.alloc_ns, true, id));
+        if let Some(free) = o.free_ns {
+            lifetimes.push((free, false, id));
+        }
+    }
+    // At equal times ends come first, so a range freed and reused at once maps to the new object.
+    lifetimes.sort_by_key(|(t, start, id)| (*t, *start, *id));
+    let (mut tracked, mut fallback) = (LiveSet::default(), LiveSet::default());
+    let mut next = 0;
+    let mut last_fault: HashMap<(u32, u64), u64> = HashMap::new();
+    let mut out = Vec::with_capacity(faults.len());
+    for fault in faults {
+        while next < lifetimes.len() && lifetimes[next].0 <= fault.time_ns {
+            let (_, starts, id) = lifetimes[next];
+            let o = &objects[id];
+            let set = if o.tracked {
+                &mut tracked
+            } else {
+                &mut fallback
+            };
+            if starts {
+                set.insert(o.pid, o.start, id);
+            } else {
+                set.remove(o.pid, o.start, id);
+            }
+            next += 1;
+        }
+        let object = tracked
+            .find(fault.pid, fault.address, objects)
+            .or_else(|| fallback.find(fault.pid, fault.address, objects));
+        let page = fault.address / page_size * page_size;
+        let previous = last_fault.insert((fault.pid, page), fault.time_ns);
+        let born = object.map_or(0, |o| objects[o].alloc_ns);
+        let kind = match previous {
+            Some(t) if t >= born => {
+                if balancing {
+                    SampleKind::Hint
+                } else {
+                    SampleKind::Fault
+                }
+            }
+            _ => SampleKind::FirstTouch,
+        };
+        out.push(Attributed { object, kind });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(start: u64, size: u64, alloc: u64, free: Option<u64>, tracked: bool) -> ObjectSpec {
+        ObjectSpec {
+            pid: 1,
+            kind: ObjectKind::Heap,
+            name: format!("o{start:x}@{alloc}"),
+            start,
+            size,
+            alloc_ns: alloc,
+            free_ns: free,
+            alloc_tid: None,
+            site_key: None,
+            tracked,
+        }
+    }
+
+    fn fault(time_ns: u64, address: u64) -> Fault {
+        Fault {
+            pid: 1,
+            tid: 1,
+            time_ns,
+            address,
+            cpu: 0,
+            ip: 0,
+        }
+    }
+
+    #[test]
+    fn reused_addresses_map_to_the_object_live_at_the_time() {
+        let objects = vec![
+            object(0x10000, 0x4000, 10, Some(20), true),
+            object(0x10000, 0x8000, 20, None, true),
+            object(0x0, 0x100000, 0, None, false),
+        ];
+        let faults = [
+            fault(15, 0x10010),
+            fault(25, 0x10010),
+            fault(26, 0x17000),
+            fault(27, 0x90000),
+            fault(28, 0x10020),
+        ];
+        let got = attribute(&faults, &objects, 4096, false);
+        let ids: Vec<_> = got.iter().map(|a| a.object).collect();
+        assert_eq!(ids, vec![Some(0), Some(1), Some(1), Some(2), Some(1)]);
+        let kinds: Vec<_> = got.iter().map(|a| a.kind).collect();
+        use SampleKind::*;
+        assert_eq!(
+            kinds,
+            vec![FirstTouch, FirstTouch, FirstTouch, FirstTouch, Fault]
+        );
+    }
+
+    #[test]
+    fn later_faults_are_hints_when_balancing_is_on() {
+        let objects = vec![object(0x10000, 0x4000, 0, None, true)];
+        let got = attribute(
+            &[fault(1, 0x10000), fault(2, 0x10008)],
+            &objects,
+            4096,
+            true,
+        );
+        assert_eq!(got[1].kind, SampleKind::Hint);
+    }
+
+    #[test]
+    fn smallest_containing_object_wins_and_unknown_addresses_have_none() {
+        let objects = vec![
+            object(0x0, 0x100000, 0, None, true),
+            object(0x2000, 0x1000, 0, None, true),
+        ];
+        let got = attribute(
+            &[fault(1, 0x2500), fault(2, 0x5000), fault(3, 0x200000)],
+            &objects,
+            4096,
+            false,
+        );
+        assert_eq!(
+            got.iter().map(|a| a.object).collect::<Vec<_>>(),
+            vec![Some(1), Some(0), None]
+        );
+    }
+}
