@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/**
+ * @file test_core.c
+ * @brief Tests of the runtime's core linked directly (no LD_PRELOAD, no shims).
+ *
+ * Modes: `unit` runs self-checking unit tests; `write DIR` writes one record of every kind with
+ * known values (the Rust round-trip test reads them back); `threads DIR N K` has N threads emit
+ * K records each through their own buffers; `env-table` prints the configuration table.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nl_internal.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                    \
+    do {                                                                               \
+        if (!(cond)) {                                                                 \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
+            failures++;                                                                \
+        }                                                                              \
+    } while (0)
+
+static const char *fake_env[][2] = {
+    {"NUMALENS_DIR", "/tmp/x"},
+    {"NUMALENS_MIN_OBJECT", "64k"},
+    {"NUMALENS_FRAMES", "99"},
+    {"NUMALENS_PAGE_NODES", "junk"},
+};
+
+static char *fake_get(const char *name)
+{
+    for (size_t i = 0; i < sizeof fake_env / sizeof fake_env[0]; i++)
+        if (strcmp(fake_env[i][0], name) == 0)
+            return (char *)fake_env[i][1];
+    return NULL;
+}
+
+static void test_config(void)
+{
+    uint64_t v;
+    CHECK(nl_parse_u64("4096", &v) == 0 && v == 4096);
+    CHECK(nl_parse_u64("2m", &v) == 0 && v == 2u << 20);
+    CHECK(nl_parse_u64("", &v) == -1);
+    CHECK(nl_parse_u64("12x", &v) == -1);
+    CHECK(nl_parse_u64("99999999999999999999999", &v) == -1);
+    struct nl_config c;
+    CHECK(nl_config_load(&c, fake_get) == 1);
+    CHECK(strcmp(c.dir, "/tmp/x") == 0);
+    CHECK(c.min_object == 65536);
+    CHECK(c.frames == NL_MAX_FRAMES); /* out of range: default */
+    CHECK(c.page_nodes == 0);         /* malformed: default */
+    CHECK(c.signals == 1);
+    CHECK(nl_config_load(&c, NULL) == 0 && c.min_object == 4096);
+}
+
+static void test_maps_line(void)
+{
+    char line[] = "7f0000001000-7f0000003000 rw-p 00000000 00:00 0          [stack]";
+    struct nl_map m;
+    CHECK(nl_maps_parse_line(line, &m) == 0);
+    CHECK(m.lo == 0x7f0000001000ull && m.hi == 0x7f0000003000ull);
+    CHECK(strcmp(m.perms, "rw-p") == 0 && strcmp(m.path, "[stack]") == 0);
+    char anon[] = "55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0 ";
+    CHECK(nl_maps_parse_line(anon, &m) == 0 && m.path[0] == '\0');
+    char bad[] = "zzz";
+    CHECK(nl_maps_parse_line(bad, &m) != 0);
+    uint64_t lo, size;
+    CHECK(nl_main_stack(&lo, &size) == 0 && size > 0);
+    int here;
+    CHECK((uint64_t)&here >= lo && (uint64_t)&here < lo + size);
+}
+
+static void test_build_id_note(void)
+{
+    unsigned char note[64];
+    Elf64_Nhdr other = {4, 4, 1}, id = {4, 5, NT_GNU_BUILD_ID};
+    size_t at = 0;
+    memcpy(note + at, &other, sizeof other);
+    at += sizeof other;
+    memcpy(note + at, "GNU\0abcd", 8);
+    at += 8;
+    memcpy(note + at, &id, sizeof id);
+    at += sizeof id;
+    memcpy(note + at, "GNU\0\x01\x02\x03\x04\x05\0\0", 12);
+    at += 12;
+    uint8_t out[64];
+    CHECK(nl_note_build_id(note, at, out, sizeof out) == 5 && out[0] == 1 && out[4] == 5);
+    CHECK(nl_note_build_id(note, 10, out, sizeof out) == 0); /* truncated note */
+}
+
+static void test_site_hash(void)
+{
+    uint64_t a[3] = {1, 2, 3}, b[3] = {1, 2, 4};
+    CHECK(nl_site_hash(a, 3) != nl_site_hash(b, 3));
+    CHECK(nl_site_hash(a, 3) == nl_site_hash(a, 3));
+    CHECK(nl_site_hash(a, 2) != nl_site_hash(a, 3));
+    CHECK(nl_site_hash(NULL, 0) != 0);
+}
+
+static int unit(void)
+{
+    test_config();
+    test_maps_line();
+    test_build_id_note();
+    test_site_hash();
+    /* Sites are written once; tracing off: nothing breaks. */
+    uint64_t f[2] = {10, 20};
+    CHECK(nl_site_note(77, f, 2) == 1);
+    CHECK(nl_site_note(77, f, 2) == 0);
+    nl_sites_reset();
+    CHECK(nl_site_note(77, f, 2) == 1);
+    CHECK(nl_reserve(1) == NULL);
+    if (failures)
+        fprintf(stderr, "%d checks failed\n", failures);
+    else
+        printf("ok\n");
+    return failures ? 1 : 0;
+}
+
+static int start(const char *dir, uint64_t exec_count)
+{
+    struct nl_config c;
+    nl_config_load(&c, NULL);
+    strcpy(c.dir, dir);
+    c.exec_count = exec_count;
+    c.min_object = 1234;
+    return nl_core_start(&c, 4321);
+}
+
+/* The values here are repeated in tests/runtime_events_roundtrip.rs. */
+static int write_all_kinds(const char *dir)
+{
+    if (start(dir, 3) != 0)
+        return 2;
+    nl_emit(NL_REC_ALLOC, 0x1000, 5000, 64, 0xabc, NL_FN_POSIX_MEMALIGN, 0);
+    nl_emit(NL_REC_FREE, 0x1000, 0, 0, 0, 0, 0);
+    nl_emit(NL_REC_REALLOC, 0x2000, 9000, 0x1000, 0xabd, 0, 0);
+    nl_emit(NL_REC_MMAP, 0x7000, 1 << 20, 3 | (uint64_t)0x22 << 32, 0xabe, (uint64_t)(int64_t)-1, 0);
+    nl_emit(NL_REC_MUNMAP, 0x7000, 1 << 20, 0, 0, 0, 0);
+    nl_emit(NL_REC_MREMAP, 0x9000, 2 << 20, 0x7000, 1 << 20, 0, 0);
+    nl_emit(NL_REC_THREAD_START, 2, 0x401000, 111, 0x7ff000, 8 << 20, 0);
+    nl_emit(NL_REC_THREAD_EXIT, 2, 0, 0, 0, 0, 0);
+    nl_emit(NL_REC_FORK, 5555, 0, 0, 0, 0, 0);
+    const char *path = "/usr/bin/true";
+    nl_emit_bytes(NL_REC_EXEC, 4, 0, 0, 0, 0, 0, path, strlen(path) + 1);
+    uint8_t mod[64 + 200];
+    memset(mod, 0, sizeof mod);
+    for (int i = 0; i < 20; i++)
+        mod[i] = (uint8_t)(0xa0 + i);
+    memset(mod + 64, 'x', 150); /* a path spanning three payload records */
+    mod[64] = '/';
+    nl_emit_bytes(NL_REC_MODULE, 0x400000, 0x400000, 0x404000, 20, 1, 0, mod, 64 + 151);
+    nl_emit(NL_REC_STACK, 0x7ff000, 8 << 20, 0, 0, 0, 0);
+    nl_emit(NL_REC_TLS, 0x7fe000, 128, 1, 0, 0, 0);
+    uint64_t frames[3] = {0x401234, 0x401567, 0x7f0000001000};
+    nl_site_note(0xabc, frames, 3);
+    struct nl_run r = {0, 0, 4096, 0};
+    for (uint64_t p = 0; p < 6; p++)
+        nl_run_feed(&r, 0x10000 + p * 4096, p < 4 ? 0 : -ENOENT);
+    nl_run_feed(&r, 0x40000, 0); /* not adjacent: a new run */
+    nl_run_end(&r);
+    nl_self.small_n += 10;
+    nl_self.small_bytes += 1000;
+    nl_small_emit();
+    nl_emit(999, 1, 2, 3, 4, 5, 6); /* a kind the reader does not know */
+    nl_flush_self();
+    struct nl_record s;
+    memset(&s, 0, sizeof s);
+    s.kind = NL_REC_SIGNAL;
+    s.a = 11;
+    s.b = 0x10;
+    s.c = 1;
+    nl_write_direct(&s);
+    nl_core_finish();
+    /* Real modules, TLS and stack of this process: checked loosely on the Rust side. */
+    nl_modules_emit_new();
+    nl_tls_emit(0);
+    nl_flush_self();
+    return 0;
+}
+
+struct th_arg {
+    int k;
+};
+
+static void *th_main(void *p)
+{
+    struct th_arg *a = p;
+    nl_thread_attach(-1);
+    for (int i = 0; i < a->k; i++)
+        nl_emit(NL_REC_FREE, (uint64_t)i, (uint64_t)nl_self.logical, 0, 0, 0, 0);
+    nl_thread_detach();
+    return NULL;
+}
+
+/* Threads emit concurrently; buffers fill and are written whole; buffers are reused. */
+static int threads(const char *dir, int n, int k)
+{
+    if (start(dir, 0) != 0)
+        return 2;
+    pthread_t t[64];
+    struct th_arg a = {k};
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < n && i < 64; i++)
+            pthread_create(&t[i], NULL, th_main, &a);
+        for (int i = 0; i < n && i < 64; i++)
+            pthread_join(t[i], NULL);
+    }
+    nl_core_finish();
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "unit") == 0)
+        return unit();
+    if (argc >= 3 && strcmp(argv[1], "write") == 0)
+        return write_all_kinds(argv[2]);
+    if (argc >= 5 && strcmp(argv[1], "threads") == 0)
+        return threads(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (argc >= 2 && strcmp(argv[1], "env-table") == 0) {
+        const char *name, *deflt, *doc;
+        for (unsigned i = 0; nl_config_describe(i, &name, &deflt, &doc); i++)
+            printf("%s\t%s\t%s\n", name, deflt, doc);
+        return 0;
+    }
+    fprintf(stderr, "usage: test_core unit | write DIR | threads DIR N K | env-table\n");
+    return 2;
+}

@@ -1,0 +1,108 @@
+//! The runtime's core, linked directly into a C test program (no LD_PRELOAD): its own unit checks,
+//! concurrent thread buffers, and the configuration table against docs/RUNTIME.md.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use numalens_record::events::{Event, read_event_log};
+
+const SHIMS: [&str; 3] = ["hooks.c", "shims.c", "shims_proc.c"];
+
+/// Compiles runtime/tests/test_core.c with every core source (not the shims) into `dir`.
+fn build_test_core(dir: &Path) -> PathBuf {
+    let rt = Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(rt.join("src"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .filter(|p| !SHIMS.iter().any(|s| p.ends_with(s)))
+        .collect();
+    sources.sort();
+    let exe = dir.join("test_core");
+    let out = Command::new("gcc")
+        .args(["-O1", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-pthread"])
+        .arg("-I")
+        .arg(rt.join("include"))
+        .arg("-I")
+        .arg(rt.join("src"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(rt.join("tests/test_core.c"))
+        .args(&sources)
+        .arg("-ldl")
+        .output()
+        .expect("gcc runs");
+    assert!(out.status.success(), "gcc: {}", String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+#[test]
+fn core_unit_checks_pass() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = build_test_core(d.path());
+    let out = Command::new(&exe).arg("unit").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+}
+
+#[test]
+fn concurrent_thread_buffers_lose_nothing_and_keep_per_thread_order() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = build_test_core(d.path());
+    let logs = d.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let (threads, each) = (4u64, 2500u64);
+    let st = Command::new(&exe)
+        .arg("threads")
+        .arg(&logs)
+        .args([threads.to_string(), each.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let files = numalens_record::events::find_event_logs(&logs).unwrap();
+    assert_eq!(files.len(), 1);
+    let log = read_event_log(&files[0]).unwrap();
+    assert!(!log.truncated);
+    assert!(log.has_end());
+    // Two rounds of `threads` threads; each numbers its records 0..each in order.
+    let mut next: std::collections::HashMap<(u32, u64), u64> = Default::default();
+    let mut total = 0;
+    for ev in log.events() {
+        if let Event::Free { address } = ev.event {
+            let logical = log
+                .records
+                .iter()
+                .find(|r| r.tid == ev.tid && r.a == address)
+                .map(|r| r.b)
+                .unwrap();
+            let n = next.entry((ev.tid, logical)).or_default();
+            assert_eq!(*n, address, "per-thread order");
+            *n += 1;
+            total += 1;
+        }
+    }
+    assert_eq!(total, 2 * threads * each);
+    let logicals: std::collections::BTreeSet<u64> = next.keys().map(|k| k.1).collect();
+    assert_eq!(logicals, (1..=2 * threads).collect());
+}
+
+#[test]
+fn every_environment_variable_is_documented() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = build_test_core(d.path());
+    let out = Command::new(&exe).arg("env-table").output().unwrap();
+    assert!(out.status.success());
+    let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/RUNTIME.md");
+    let doc = std::fs::read_to_string(&doc_path).unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.lines().count() >= 4);
+    for line in table.lines() {
+        let name = line.split('\t').next().unwrap();
+        assert!(doc.contains(&format!("`{name}`")), "{name} missing from docs/RUNTIME.md");
+    }
+}
