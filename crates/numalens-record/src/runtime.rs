@@ -100,7 +100,11 @@ fn cache_dir() -> Option<PathBuf> {
     let non_empty = |v: std::ffi::OsString| (!v.is_empty()).then(|| PathBuf::from(v));
     std::env::var_os("XDG_CACHE_HOME")
         .and_then(non_empty)
-        .or_else(|| std::env::var_os("HOME").and_then(non_empty).map(|h| h.join(".cache")))
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .and_then(non_empty)
+                .map(|h| h.join(".cache"))
+        })
 }
 
 /// Keeps users' temporary directories apart on shared machines.
@@ -126,7 +130,11 @@ mod tests {
         let b = install_runtime_in(d.path()).unwrap();
         assert_eq!(a, b);
         assert_eq!(fs::read(&a).unwrap(), RUNTIME_SO);
-        assert!(a.parent().unwrap().ends_with(format!("runtime-{}", runtime_hash())));
+        assert!(
+            a.parent()
+                .unwrap()
+                .ends_with(format!("runtime-{}", runtime_hash()))
+        );
     }
 
     #[test]

@@ -20,7 +20,16 @@ fn build_test_core(dir: &Path) -> PathBuf {
     sources.sort();
     let exe = dir.join("test_core");
     let out = Command::new("gcc")
-        .args(["-O1", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-pthread"])
+        .args([
+            "-O1",
+            "-g",
+            "-std=gnu11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-D_GNU_SOURCE",
+            "-pthread",
+        ])
         .arg("-I")
         .arg(rt.join("include"))
         .arg("-I")
@@ -32,7 +41,11 @@ fn build_test_core(dir: &Path) -> PathBuf {
         .arg("-ldl")
         .output()
         .expect("gcc runs");
-    assert!(out.status.success(), "gcc: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     exe
 }
 
@@ -103,6 +116,9 @@ fn every_environment_variable_is_documented() {
     assert!(table.lines().count() >= 4);
     for line in table.lines() {
         let name = line.split('\t').next().unwrap();
-        assert!(doc.contains(&format!("`{name}`")), "{name} missing from docs/RUNTIME.md");
+        assert!(
+            doc.contains(&format!("`{name}`")),
+            "{name} missing from docs/RUNTIME.md"
+        );
     }
 }

@@ -12,10 +12,26 @@ fn runtime_dir() -> PathBuf {
 
 fn build_writer(dir: &Path) -> PathBuf {
     let rt = runtime_dir();
-    let core = ["config.c", "core.c", "unwind.c", "modules.c", "maps.c", "pages.c", "signals.c"];
+    let core = [
+        "config.c",
+        "core.c",
+        "unwind.c",
+        "modules.c",
+        "maps.c",
+        "pages.c",
+        "signals.c",
+    ];
     let exe = dir.join("writer");
     let out = Command::new("gcc")
-        .args(["-O1", "-g", "-std=gnu11", "-Wall", "-Wextra", "-D_GNU_SOURCE", "-pthread"])
+        .args([
+            "-O1",
+            "-g",
+            "-std=gnu11",
+            "-Wall",
+            "-Wextra",
+            "-D_GNU_SOURCE",
+            "-pthread",
+        ])
         .args(["-Wl,--build-id=sha1", "-I"])
         .arg(rt.join("include"))
         .arg("-I")
@@ -27,7 +43,11 @@ fn build_writer(dir: &Path) -> PathBuf {
         .arg("-ldl")
         .output()
         .expect("gcc runs");
-    assert!(out.status.success(), "gcc: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     exe
 }
 
@@ -42,10 +62,16 @@ fn every_kind_round_trips_field_by_field() {
     assert!(child.wait_with_output().unwrap().status.success());
     let files = find_event_logs(&logs).unwrap();
     assert_eq!(files.len(), 1);
-    assert!(files[0].ends_with(format!("events-{pid}-e3.bin")), "{files:?}");
+    assert!(
+        files[0].ends_with(format!("events-{pid}-e3.bin")),
+        "{files:?}"
+    );
     let log = read_event_log(&files[0]).unwrap();
     let h = &log.header;
-    assert_eq!((h.version, h.record_size, h.pid, h.ppid), (1, 64, pid, 4321));
+    assert_eq!(
+        (h.version, h.record_size, h.pid, h.ppid),
+        (1, 64, pid, 4321)
+    );
     assert_eq!((h.min_object, h.exec_count), (1234, 3));
     assert_eq!(h.page_size as usize, 4096);
     assert!(!log.truncated);
@@ -153,15 +179,28 @@ fn every_kind_round_trips_field_by_field() {
         },
         Event::End,
     ];
-    let got: Vec<Event> = events.iter().take(expected.len()).map(|e| e.event.clone()).collect();
+    let got: Vec<Event> = events
+        .iter()
+        .take(expected.len())
+        .map(|e| e.event.clone())
+        .collect();
     for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
         assert_eq!(g, e, "event {i}");
     }
     assert_eq!(got.len(), expected.len());
     let tid = events[0].tid;
     assert!(tid > 0);
-    assert!(events.iter().all(|e| e.tid == tid || matches!(e.event, Event::Signal { .. })));
-    assert!(events.windows(2).take(17).all(|w| w[0].time_ns <= w[1].time_ns));
+    assert!(
+        events
+            .iter()
+            .all(|e| e.tid == tid || matches!(e.event, Event::Signal { .. }))
+    );
+    assert!(
+        events
+            .windows(2)
+            .take(17)
+            .all(|w| w[0].time_ns <= w[1].time_ns)
+    );
 
     // The real modules of the writer: the main program with its build id, and libc.
     let modules: Vec<_> = events[expected.len()..]
@@ -194,7 +233,11 @@ fn header_kinds_match_the_rust_mirror() {
             continue;
         };
         let (name, value) = rest.split_once('=').expect("NL_REC_X = N");
-        let digits: String = value.trim().chars().take_while(char::is_ascii_digit).collect();
+        let digits: String = value
+            .trim()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
         let value: u16 = digits
             .parse()
             .unwrap_or_else(|_| panic!("number in {line}"));
