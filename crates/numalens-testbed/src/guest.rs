@@ -208,6 +208,9 @@ impl Guest {
         for bin in &self.spec.binaries {
             a.add_binary(bin, self.spec.strip_binaries)?;
         }
+        for lib in &self.spec.libraries {
+            a.add_library(lib)?;
+        }
         for (src, dst) in &self.spec.files {
             a.add_host_file(src, dst)?;
         }

@@ -90,14 +90,29 @@ impl Archive {
             Some(data) => self.add_bytes(&format!("/bin/{name}"), data, true),
             None => self.add_host_file(host, &format!("/bin/{name}"))?,
         }
+        self.add_closure(host)
+    }
+
+    fn add_closure(&mut self, host: &Path) -> Result<(), Error> {
         for lib in shared_libraries(host)? {
             let guest = lib.display().to_string();
-            if self.entries.contains_key(&guest) {
-                continue;
+            if !self.entries.contains_key(&guest) {
+                self.add_host_file(&lib, &guest)?;
             }
-            self.add_host_file(&lib, &guest)?;
         }
         Ok(())
+    }
+
+    /// Copies a host shared object (an `LD_PRELOAD` runtime, a plugin) to `/lib/<name>`, with the
+    /// libraries it needs in turn.
+    pub fn add_library(&mut self, host: &Path) -> Result<(), Error> {
+        let name = host
+            .file_name()
+            .ok_or_else(|| Error::Initramfs(format!("{} has no file name", host.display())))?
+            .to_string_lossy()
+            .into_owned();
+        self.add_host_file(host, &format!("/lib/{name}"))?;
+        self.add_closure(host)
     }
 
     /// The `newc` cpio archive, uncompressed (the kernel takes it as is; no compressor needed).

@@ -85,6 +85,8 @@ pub struct GuestSpec {
     pub timeout: Duration,
     /// Host executables copied to `/bin` with their shared-library closure.
     pub binaries: Vec<PathBuf>,
+    /// Host shared objects (e.g. an `LD_PRELOAD` runtime) copied to `/lib` with their closure.
+    pub libraries: Vec<PathBuf>,
     /// Leave debug sections out of the copied binaries (smaller archive, faster boot).
     pub strip_binaries: bool,
     /// Host files copied into the guest: (host path, absolute guest path).
@@ -139,6 +141,7 @@ impl GuestSpec {
             balancing_tunables: Vec::new(),
             timeout: Duration::from_secs(120),
             binaries: Vec::new(),
+            libraries: Vec::new(),
             strip_binaries: true,
             files: Vec::new(),
         };

@@ -44,6 +44,9 @@ struct Args {
     /// Host executable copied to the guest's /bin with its libraries (repeatable).
     #[arg(long = "bin")]
     binaries: Vec<PathBuf>,
+    /// Host shared object copied to the guest's /lib with its libraries (repeatable).
+    #[arg(long = "lib")]
+    libraries: Vec<PathBuf>,
     /// Copy binaries with their debug sections (default: stripped, for a faster boot).
     #[arg(long)]
     no_strip: bool,
@@ -144,6 +147,7 @@ fn configure(mut spec: GuestSpec, args: &Args) -> Result<GuestSpec, String> {
     spec.timeout = Duration::from_secs(args.timeout);
     spec.binaries = args.binaries.clone();
     spec.strip_binaries = !args.no_strip;
+    spec.libraries = args.libraries.clone();
     for f in &args.files {
         let (h, g) = f
             .split_once(':')
