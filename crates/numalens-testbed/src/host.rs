@@ -93,6 +93,8 @@ pub fn apt_install(packages: &[&str]) -> Result<(), Error> {
             .args(["install", "-y", "-q", "--no-install-recommends"])
             .args(packages)
             .env("DEBIAN_FRONTEND", "noninteractive")
+            // Our stdout carries test lines; apt's progress goes to stderr.
+            .stdout(std::process::Stdio::from(std::io::stderr()))
             .status()
             .map(|s| s.success())
             .unwrap_or(false)
@@ -100,7 +102,10 @@ pub fn apt_install(packages: &[&str]) -> Result<(), Error> {
     if install() {
         return Ok(());
     }
-    let _ = Command::new("apt-get").args(["update", "-q"]).status();
+    let _ = Command::new("apt-get")
+        .args(["update", "-q"])
+        .stdout(std::process::Stdio::from(std::io::stderr()))
+        .status();
     if install() {
         Ok(())
     } else {
@@ -125,17 +130,15 @@ pub fn kernel_package() -> Result<String, Error> {
     if let Ok(p) = std::env::var("NUMALENS_VM_KERNEL_PACKAGE") {
         return Ok(p);
     }
-    let from_apt = Command::new("apt-cache")
-        .args(["depends", "linux-image-amd64"])
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter_map(|l| l.trim().strip_prefix("Depends: "))
-                .find(|d| d.starts_with("linux-image-"))
-                .map(str::to_string)
-        });
+    // A fresh machine (or a container with its lists cleaned) has no apt lists yet.
+    let mut from_apt = kernel_package_from_apt();
+    if from_apt.is_none() && is_root() && on_path("apt-get") {
+        let _ = Command::new("apt-get")
+            .args(["update", "-q"])
+            .stdout(std::process::Stdio::from(std::io::stderr()))
+            .status();
+        from_apt = kernel_package_from_apt();
+    }
     if let Some(p) = from_apt {
         return Ok(p);
     }
@@ -146,6 +149,18 @@ pub fn kernel_package() -> Result<String, Error> {
                 .into(),
         )
     })
+}
+
+fn kernel_package_from_apt() -> Option<String> {
+    let out = Command::new("apt-cache")
+        .args(["depends", "linux-image-amd64"])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Depends: "))
+        .find(|d| d.starts_with("linux-image-"))
+        .map(str::to_string)
 }
 
 fn newest_cached_kernel() -> Option<String> {
