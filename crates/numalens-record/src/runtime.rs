@@ -62,10 +62,10 @@ pub fn runtime_path(override_path: Option<&Path>) -> Result<PathBuf, RuntimeErro
             })
         };
     }
-    if let Some(cache) = cache_dir() {
-        if let Ok(p) = install_runtime_in(&cache.join("numalens")) {
-            return Ok(p);
-        }
+    if let Some(cache) = cache_dir()
+        && let Ok(p) = install_runtime_in(&cache.join("numalens"))
+    {
+        return Ok(p);
     }
     install_runtime_in(&std::env::temp_dir().join(format!("numalens-{}", uid_tag())))
 }

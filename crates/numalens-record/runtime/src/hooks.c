@@ -16,8 +16,7 @@
 
 struct nl_real_fns nl_real;
 
-#define NL_BOOT_SIZE (64u * 1024u)
-static _Alignas(64) unsigned char nl_boot_pool[NL_BOOT_SIZE];
+_Alignas(64) unsigned char nl_boot_pool[NL_BOOT_SIZE];
 static atomic_size_t nl_boot_used;
 
 void *nl_boot_alloc(size_t size, size_t align, int zero)
@@ -34,12 +33,6 @@ void *nl_boot_alloc(size_t size, size_t align, int zero)
     uintptr_t p = (base + align - 1) & ~(uintptr_t)(align - 1);
     memcpy((void *)(p - sizeof(size_t)), &size, sizeof size);
     return (void *)p;
-}
-
-int nl_boot_owns(const void *p)
-{
-    return (const unsigned char *)p >= nl_boot_pool &&
-           (const unsigned char *)p < nl_boot_pool + NL_BOOT_SIZE;
 }
 
 size_t nl_boot_size(const void *p)
@@ -113,6 +106,9 @@ __attribute__((constructor)) static void nl_init(void)
     if (!nl_real.free || !nl_config_load(&cfg, getenv))
         return;
     nl_self.guard++;
+    Dl_info info;
+    if (dladdr((void *)nl_real.malloc, &info) && info.dli_fname && strstr(info.dli_fname, "/libc.so"))
+        nl_glibc_chunks = 1;
     uint64_t lo, hi;
     if (nl_module_range((const void *)nl_init, &lo, &hi) == 0)
         nl_unwind_set_skip(lo, hi);

@@ -17,6 +17,9 @@
 
 #include "numalens_events.h"
 
+/* Everything declared from here on is internal to the .so: no GOT indirection on hot paths. */
+#pragma GCC visibility push(hidden)
+
 #define NL_EXPORT __attribute__((visibility("default")))
 #define NL_TLS __thread __attribute__((tls_model("initial-exec")))
 #define nl_likely(x) __builtin_expect(!!(x), 1)
@@ -61,8 +64,9 @@ struct nl_tbuf {
 
 /** Per-thread state, in initial-exec TLS so that reaching it never allocates. */
 struct nl_thread {
-    struct nl_tbuf *buf;
-    uint64_t small_n, small_bytes;         /* allocations below min_object, cumulative */
+    uint64_t small_n;                      /* allocations below min_object, cumulative */
+    struct nl_tbuf *buf;                   /* (keeps the two counters apart: see shims.c) */
+    uint64_t small_bytes;                  /* their bytes, cumulative */
     uint64_t small_n_out, small_bytes_out; /* the part already written as SMALL_ALLOCS */
     int32_t logical;                       /* logical thread id, -1 until known */
     int32_t tid;                           /* kernel tid, 0 until known */
@@ -179,5 +183,7 @@ void nl_pages_emit(const char *maps_path);
 
 /** Installs the flush-and-re-raise handler for fatal signals still at their default action. */
 void nl_signals_install(void);
+
+#pragma GCC visibility pop
 
 #endif

@@ -13,6 +13,8 @@
 
 #include "nl_internal.h"
 
+#pragma GCC visibility push(hidden)
+
 struct nl_real_fns {
     void *(*malloc)(size_t);
     void *(*calloc)(size_t, size_t);
@@ -38,11 +40,19 @@ struct nl_real_fns {
 };
 
 extern struct nl_real_fns nl_real;
+/** 1 when the malloc we wrap is glibc's, whose chunk headers free() may read. */
+extern int nl_glibc_chunks;
 
 /** Looks up every wrapped function with dlsym(RTLD_NEXT); dlsym's own allocations use the pool. */
 void nl_resolve(void);
 void *nl_boot_alloc(size_t size, size_t align, int zero);
-int nl_boot_owns(const void *p);
+#define NL_BOOT_SIZE (64u * 1024u)
+extern unsigned char nl_boot_pool[NL_BOOT_SIZE];
+
+static inline int nl_boot_owns(const void *p)
+{
+    return (uintptr_t)p - (uintptr_t)nl_boot_pool < NL_BOOT_SIZE;
+}
 size_t nl_boot_size(const void *p);
 
 /** Slow paths, called only for allocations of at least min_object. */
@@ -52,9 +62,14 @@ void nl_small_tick(void);
 
 static inline void nl_count_small(size_t size)
 {
-    nl_self.small_bytes += size;
-    if (nl_unlikely((++nl_self.small_n & (NL_SMALL_TICK - 1)) == 0))
+    struct nl_thread *t = &nl_self;
+    uint64_t n = t->small_n + 1;
+    t->small_n = n;
+    t->small_bytes += size;
+    if (nl_unlikely((n & (NL_SMALL_TICK - 1)) == 0))
         nl_small_tick();
 }
+
+#pragma GCC visibility pop
 
 #endif

@@ -22,6 +22,8 @@
 
 #include "nl_shims.h"
 
+int nl_glibc_chunks;
+
 static inline int nl_tracing(void)
 {
     return atomic_load_explicit(&nl_g.on, memory_order_relaxed) && !nl_self.guard;
@@ -51,6 +53,14 @@ void nl_small_tick(void)
     nl_self.guard++;
     nl_small_emit();
     nl_self.guard--;
+}
+
+/** Whether @p p may be a block of at least min_object bytes; nl_free_traced() decides. */
+static inline int nl_maybe_large(const void *p)
+{
+    /* glibc keeps the chunk size (with 3 flag bits) just below the block, and the chunk is never
+     * smaller than the usable size: small blocks are ruled out without a call. */
+    return !nl_glibc_chunks || (((const size_t *)p)[-1] & ~(size_t)7) >= nl_g.min_object;
 }
 
 /** Before dlsym has answered: resolve (once per thread), else serve from the pool. */
@@ -88,14 +98,24 @@ NL_EXPORT void *calloc(size_t n, size_t m)
     return nl_after(nl_real.calloc(n, m), size, 0, NL_FN_CALLOC);
 }
 
-NL_EXPORT void free(void *p)
+/** free() while tracing, for blocks that may be large. */
+__attribute__((noinline)) static void nl_free_traced(void *p)
 {
-    if (nl_unlikely(!p || nl_boot_owns(p) || !nl_real.free))
-        return;
-    if (atomic_load_explicit(&nl_g.on, memory_order_relaxed) && !nl_self.guard &&
-        nl_real.usable(p) >= nl_g.min_object)
+    if (!nl_self.guard && nl_real.usable(p) >= nl_g.min_object)
         nl_on_free(p);
     nl_real.free(p);
+}
+
+NL_EXPORT void free(void *p)
+{
+    void (*real)(void *) = nl_real.free;
+    if (nl_unlikely(!p || nl_boot_owns(p) || !real))
+        return;
+    if (atomic_load_explicit(&nl_g.on, memory_order_relaxed) && nl_maybe_large(p)) {
+        nl_free_traced(p);
+        return;
+    }
+    real(p);
 }
 
 NL_EXPORT void *realloc(void *old, size_t size)
