@@ -1,6 +1,7 @@
 //! The numalens recorder: runs a program under the `libnumalens` runtime and the page-fault
 //! sampler, and turns what they saw into a profile.
 
+pub mod assemble;
 pub mod attribute;
 pub mod events;
 pub mod faults;
@@ -9,5 +10,6 @@ pub mod perf;
 pub mod procmaps;
 pub mod record;
 pub mod runtime;
+pub mod session;
 mod signals;
 pub mod symbols;

@@ -22,6 +22,8 @@ pub struct Cli {
 pub enum Command {
     /// Show the NUMA topology of this machine, of a preset, or of a JSON file.
     Topology(TopologyArgs),
+    /// Run a program and record where its memory accesses go into a profile.
+    Record(RecordArgs),
     /// Run the main job on a bundled example and write a profile.
     Demo(DemoArgs),
 }
@@ -44,6 +46,54 @@ pub struct TopologyArgs {
     /// Print JSON (the topology schema) instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Where the accesses come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendArg {
+    /// The best this machine allows (page faults; allocation tracking only if perf is denied).
+    Auto,
+    /// Page-fault sampling (perf software event): works in VMs and containers.
+    Faults,
+    /// Allocation and thread tracking only, no access samples.
+    None,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Where accesses come from.
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
+    /// Profile directory to write (default: PROGRAM.numalens, numbered if it exists).
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Allocations of at least this many bytes are tracked with their call site.
+    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
+    pub min_object: u64,
+    /// Use this libnumalens.so instead of the embedded one.
+    #[arg(long, value_name = "PATH")]
+    pub runtime: Option<PathBuf>,
+    /// Do not preload the runtime: page faults only, no objects or threads from the program.
+    #[arg(long)]
+    pub no_runtime: bool,
+    /// Pages of ring buffer per CPU for page-fault samples (a power of two).
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = power_of_two)]
+    pub ring_pages: usize,
+    /// The program to run, then its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM [ARGS]..."
+    )]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+fn power_of_two(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n.is_power_of_two() => Ok(n),
+        _ => Err(format!("`{text}` is not a power of two (e.g. 256, 1024)")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -78,6 +128,19 @@ mod tests {
         let parsed =
             Cli::try_parse_from(["numalens", "topology", "--preset", "a", "--topology", "f"]);
         assert!(parsed.is_err());
+    }
+
+    #[test]
+    fn record_takes_the_program_and_its_own_flags_verbatim() {
+        let cli =
+            Cli::try_parse_from(["numalens", "record", "-o", "p", "./app", "-o", "--x"]).unwrap();
+        let Command::Record(args) = cli.command else {
+            panic!("not record")
+        };
+        assert_eq!(args.output.as_deref(), Some(std::path::Path::new("p")));
+        assert_eq!(args.command, ["./app", "-o", "--x"]);
+        assert!(Cli::try_parse_from(["numalens", "record"]).is_err());
+        assert!(Cli::try_parse_from(["numalens", "record", "--ring-pages", "3", "x"]).is_err());
     }
 
     #[test]

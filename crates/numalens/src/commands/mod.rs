@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 mod demo;
+mod record;
 mod topology;
 
 use crate::cli::{Cli, Command};
@@ -8,6 +9,7 @@ use crate::cli::{Cli, Command};
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Topology(args) => topology::run(args),
+        Command::Record(args) => record::run(args),
         Command::Demo(args) => demo::run(args),
     }
 }

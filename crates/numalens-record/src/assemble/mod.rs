@@ -1,0 +1,352 @@
+//! Turning a finished recording (runtime event logs, page faults, maps snapshots, perf task
+//! records) into a profile directory.
+
+mod objects;
+mod sites;
+mod threads;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use numalens_format::{
+    Backend, Clock, Completeness, DataSource, Host, Meta, NumaBalancing, Object, ObjectKind,
+    PageNodes, ProfileWriter, ProgramExit, Sample, SampleKind,
+};
+use numalens_topology::Topology;
+
+use crate::attribute::{ObjectSpec, attribute};
+use crate::events::{Event, EventLog, find_event_logs, read_event_log};
+use crate::procmaps::SeenMapping;
+use crate::record::RawRecording;
+use crate::symbols::Symbolizer;
+
+pub use objects::ProcessView;
+
+/// What the profile holds, for the summary the recorder prints.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub samples: u64,
+    pub first_touches: u64,
+    /// First touches attributed to a tracked object (allocation, static, stack, TLS).
+    pub first_touches_tracked: u64,
+    /// First touches attributed to any object, fallback mappings included.
+    pub first_touches_attributed: u64,
+    pub objects: u64,
+    pub threads: u64,
+    pub processes: u64,
+    pub lost: u64,
+    pub complete: bool,
+    pub reasons: Vec<String>,
+}
+
+/// Settings of the assembly that are not in the recording itself.
+pub struct AssembleOptions<'a> {
+    pub topology: Option<Topology>,
+    pub min_object: u64,
+    pub backend: &'a str,
+    pub backend_settings: BTreeMap<String, serde_json::Value>,
+    pub numa_balancing: Option<NumaBalancing>,
+}
+
+/// Reads the runtime's logs; unreadable ones are reported as reasons for incompleteness.
+fn read_logs(dir: &Path, reasons: &mut Vec<String>) -> Vec<EventLog> {
+    let paths = find_event_logs(dir).unwrap_or_default();
+    let mut logs = Vec::new();
+    for path in paths {
+        match read_event_log(&path) {
+            Ok(log) => logs.push(log),
+            Err(e) => reasons.push(format!("runtime log unreadable: {e}")),
+        }
+    }
+    logs
+}
+
+/// Writes the profile for `raw` into `output` and returns its summary.
+pub fn write_profile(
+    raw: &RawRecording,
+    output: &Path,
+    opts: AssembleOptions<'_>,
+) -> numalens_format::Result<Summary> {
+    let mut reasons = Vec::new();
+    let logs = read_logs(&raw.events_dir, &mut reasons);
+    let mut symbols = Symbolizer::new();
+    let views: Vec<ProcessView> = logs
+        .iter()
+        .map(|log| objects::process_view(log, opts.min_object, &mut symbols))
+        .collect();
+    let mut objects: Vec<ObjectSpec> = views
+        .iter()
+        .flat_map(|v| v.objects.iter().cloned())
+        .collect();
+    objects.extend(raw.maps.mappings().iter().map(fallback_object));
+    objects.extend(raw.tasks.iter().filter_map(mapped_object));
+    let page_size = crate::perf::page_size() as u64;
+    let mut faults = raw.faults.clone();
+    faults.sort_by_key(|f| f.time_ns);
+    let balancing = opts.numa_balancing.as_ref().is_some_and(|b| b.mode != 0);
+    let attributed = attribute(&faults, &objects, page_size, balancing);
+
+    let completeness = completeness(raw, &logs, &views, reasons);
+    let mut meta = meta(raw, &opts, page_size);
+    meta.completeness = completeness.clone();
+    let mut writer = ProfileWriter::create(output, meta)?;
+    let cpu_node = cpu_nodes(opts.topology.as_ref());
+    let mut summary = Summary {
+        lost: raw.lost,
+        processes: logs.len().max(1) as u64,
+        ..Summary::default()
+    };
+    let origin = raw.clock_origin_ns;
+    for (fault, a) in faults.iter().zip(&attributed) {
+        let first = a.kind == SampleKind::FirstTouch;
+        summary.samples += 1;
+        if first {
+            summary.first_touches += 1;
+            summary.first_touches_attributed += a.object.is_some() as u64;
+            summary.first_touches_tracked += a.object.is_some_and(|o| objects[o].tracked) as u64;
+        }
+        writer.push_sample(Sample {
+            time_ns: fault.time_ns.saturating_sub(origin),
+            pid: fault.pid,
+            tid: fault.tid,
+            cpu: Some(fault.cpu),
+            address: fault.address,
+            kind: a.kind,
+            weight: 1,
+            object_id: a.object.map(|o| o as u64),
+            // Under Linux's default policy a first touch places the page on the faulting CPU's node.
+            node: if first {
+                cpu_node.get(&fault.cpu).copied()
+            } else {
+                None
+            },
+            data_source: DataSource::Unknown,
+            latency: None,
+            ip: Some(fault.ip),
+        })?;
+    }
+    for (id, o) in objects.iter().enumerate() {
+        writer.push_object(object_row(id as u64, o, origin))?;
+    }
+    summary.objects = objects.len() as u64;
+    for view in &views {
+        for site in view.sites.used() {
+            for frame in &site.frames {
+                writer.push_site_frame(frame.clone())?;
+            }
+        }
+        write_page_nodes(&mut writer, view, origin)?;
+    }
+    summary.threads = threads::write_threads(&mut writer, &views, &raw.tasks, origin)?;
+    let meta = writer.finish(completeness)?;
+    summary.complete = meta.completeness.complete;
+    summary.reasons = meta.completeness.reasons.clone();
+    Ok(summary)
+}
+
+fn object_row(id: u64, o: &ObjectSpec, origin: u64) -> Object {
+    Object {
+        object_id: id,
+        pid: o.pid,
+        kind: o.kind,
+        name: o.name.clone(),
+        start: o.start,
+        size: o.size,
+        alloc_ns: o.alloc_ns.saturating_sub(origin),
+        free_ns: o.free_ns.map(|t| t.saturating_sub(origin)),
+        alloc_tid: o.alloc_tid,
+        site_key: o.site_key,
+    }
+}
+
+/// A mapping seen in `/proc/PID/maps`, as an object of last resort. It is taken to exist for the
+/// whole run: snapshots are periodic, so their times only bound when it appeared.
+fn fallback_object(seen: &SeenMapping) -> ObjectSpec {
+    let m = &seen.mapping;
+    let (kind, name) = match m.path.as_str() {
+        "[heap]" => (
+            ObjectKind::Heap,
+            "[heap] (allocations below --min-object)".to_string(),
+        ),
+        "[stack]" => (ObjectKind::Stack, "[stack] (main thread)".to_string()),
+        "" => (
+            ObjectKind::Mmap,
+            format!("anonymous mapping {:#x} ({})", m.start, m.perms),
+        ),
+        p if p.starts_with('[') => (ObjectKind::Unknown, p.to_string()),
+        p if m.perms.contains('x') => (ObjectKind::Code, p.to_string()),
+        p => (ObjectKind::File, p.to_string()),
+    };
+    ObjectSpec {
+        pid: seen.pid,
+        kind,
+        name,
+        start: m.start,
+        size: m.end - m.start,
+        alloc_ns: 0,
+        free_ns: None,
+        alloc_tid: None,
+        site_key: None,
+        tracked: false,
+    }
+}
+
+/// A mapping the kernel reported (perf MMAP2, data mappings included), as an object of last
+/// resort from the moment it was made: it covers what the program maps before the runtime starts
+/// and between two maps snapshots.
+fn mapped_object(task: &crate::faults::PerfEvent) -> Option<ObjectSpec> {
+    let crate::faults::PerfEvent::Mmap {
+        pid,
+        start,
+        len,
+        prot,
+        path,
+        time_ns,
+        ..
+    } = task
+    else {
+        return None;
+    };
+    let anonymous = path.is_empty() || path.starts_with("//anon") || path.starts_with("/dev/zero");
+    let (kind, name) = if anonymous {
+        (ObjectKind::Mmap, format!("anonymous mapping {start:#x}"))
+    } else if path.starts_with('[') {
+        (ObjectKind::Unknown, path.clone())
+    } else if prot & libc::PROT_EXEC as u32 != 0 {
+        (ObjectKind::Code, path.clone())
+    } else {
+        (ObjectKind::File, path.clone())
+    };
+    Some(ObjectSpec {
+        pid: *pid,
+        kind,
+        name,
+        start: *start,
+        size: *len,
+        alloc_ns: *time_ns,
+        free_ns: None,
+        alloc_tid: None,
+        site_key: None,
+        tracked: false,
+    })
+}
+
+fn write_page_nodes(
+    writer: &mut ProfileWriter,
+    view: &ProcessView,
+    origin: u64,
+) -> numalens_format::Result<()> {
+    for (t, event) in &view.page_nodes {
+        let Event::PageNodes {
+            first_page,
+            count,
+            node,
+            page_size,
+        } = *event
+        else {
+            continue;
+        };
+        let (node, status) = match node {
+            n if n >= 0 => (Some(n as u32), String::new()),
+            n if n == -(libc::ENOENT as i64) => (None, "untouched".to_string()),
+            n => (
+                None,
+                std::io::Error::from_raw_os_error(-n as i32).to_string(),
+            ),
+        };
+        writer.push_page_nodes(PageNodes {
+            time_ns: t.saturating_sub(origin),
+            pid: view.pid,
+            start: first_page,
+            pages: count,
+            page_size,
+            node,
+            status,
+            source: "exit".into(),
+        })?;
+    }
+    Ok(())
+}
+
+fn completeness(
+    raw: &RawRecording,
+    logs: &[EventLog],
+    views: &[ProcessView],
+    mut reasons: Vec<String>,
+) -> Completeness {
+    use std::os::unix::process::ExitStatusExt;
+    for (log, view) in logs.iter().zip(views) {
+        if let Some(signal) = view.signal {
+            reasons.push(format!(
+                "process {} died of signal {signal}",
+                log.header.pid
+            ));
+        } else if !view.ended_cleanly {
+            reasons.push(format!(
+                "process {} ended without running its exit path (killed or _exit)",
+                log.header.pid
+            ));
+        }
+        if log.truncated {
+            reasons.push(format!(
+                "{}: the last record was cut off",
+                log.path.display()
+            ));
+        }
+    }
+    if raw.lost > 0 {
+        reasons.push(format!(
+            "the kernel dropped {} page-fault samples",
+            raw.lost
+        ));
+    }
+    if let Some(signal) = raw.exit.signal() {
+        reasons.push(format!("the program was killed by signal {signal}"));
+    }
+    Completeness {
+        complete: reasons.is_empty(),
+        exit: Some(ProgramExit {
+            code: raw.exit.code(),
+            signal: raw.exit.signal(),
+        }),
+        reasons,
+    }
+}
+
+fn meta(raw: &RawRecording, opts: &AssembleOptions<'_>, page_size: u64) -> Meta {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    let host = Host {
+        hostname: read("/proc/sys/kernel/hostname"),
+        kernel: read("/proc/sys/kernel/osrelease"),
+        arch: std::env::consts::ARCH.to_string(),
+    };
+    let backend = Backend {
+        name: opts.backend.to_string(),
+        settings: opts.backend_settings.clone(),
+    };
+    let clock = Clock {
+        name: "CLOCK_MONOTONIC".into(),
+        origin_ns: raw.clock_origin_ns,
+    };
+    let mut meta = Meta::new(raw.command.clone(), backend, host, clock);
+    meta.start_unix_ns = raw.start_unix_ns;
+    meta.topology = opts.topology.clone();
+    meta.page_size = page_size;
+    meta.numa_balancing = opts.numa_balancing.clone();
+    meta.lost_samples = raw.lost;
+    meta
+}
+
+fn cpu_nodes(topology: Option<&Topology>) -> HashMap<u32, u32> {
+    let mut map = HashMap::new();
+    for node in topology.map(|t| t.nodes.as_slice()).unwrap_or_default() {
+        for cpu in &node.cpus {
+            map.insert(*cpu, node.id);
+        }
+    }
+    map
+}

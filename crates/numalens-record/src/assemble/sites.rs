@@ -1,0 +1,159 @@
+//! Call sites: frames mapped to (module, offset), a stable key that survives ASLR, names.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use numalens_format::SiteFrame;
+
+use crate::symbols::{SourceLocation, Symbolizer};
+
+/// A module loaded in a process.
+#[derive(Debug, Clone)]
+pub struct LoadedModule {
+    pub path: String,
+    pub build_id: Vec<u8>,
+    pub load_bias: u64,
+    pub low: u64,
+    pub high: u64,
+}
+
+/// A symbolised call site.
+#[derive(Debug, Clone)]
+pub struct Site {
+    pub key: u64,
+    /// Short name for objects allocated here: `function (file:line)` of the first frame in the
+    /// program's own code.
+    pub name: String,
+    pub frames: Vec<SiteFrame>,
+}
+
+/// Libraries whose frames are not where the user allocates: the name skips them.
+const ALLOCATOR_MODULES: &[&str] = &[
+    "libc.so",
+    "libstdc++.so",
+    "libgomp.so",
+    "libgfortran.so",
+    "libnumalens",
+];
+
+/// Builds a site from return addresses (innermost first).
+pub fn site(frames: &[u64], modules: &[LoadedModule], symbols: &mut Symbolizer) -> Site {
+    let mut rows = Vec::new();
+    let mut key = Fnv::new();
+    for (depth, &address) in frames.iter().enumerate() {
+        let module = modules.iter().find(|m| (m.low..m.high).contains(&address));
+        let (path, offset, location) = match module {
+            Some(m) => {
+                let svma = address.wrapping_sub(m.load_bias);
+                key.write(if m.build_id.is_empty() {
+                    m.path.as_bytes()
+                } else {
+                    &m.build_id
+                });
+                key.write(&svma.to_le_bytes());
+                (
+                    m.path.clone(),
+                    svma,
+                    symbols.locate(Path::new(&m.path), svma.saturating_sub(1)),
+                )
+            }
+            None => {
+                key.write(&address.to_le_bytes());
+                (
+                    String::from("[unknown]"),
+                    address,
+                    SourceLocation::default(),
+                )
+            }
+        };
+        rows.push(SiteFrame {
+            site_key: 0,
+            depth: depth as u32,
+            module: path,
+            offset,
+            function: location.function,
+            file: location.file,
+            line: location.line,
+        });
+    }
+    let key = key.finish();
+    for row in &mut rows {
+        row.site_key = key;
+    }
+    Site {
+        key,
+        name: site_name(&rows),
+        frames: rows,
+    }
+}
+
+fn site_name(frames: &[SiteFrame]) -> String {
+    let own = |f: &&SiteFrame| !ALLOCATOR_MODULES.iter().any(|m| f.module.contains(m));
+    let Some(frame) = frames.iter().find(own).or(frames.first()) else {
+        return "[no call site]".into();
+    };
+    let function = frame.function.clone().unwrap_or_else(|| {
+        let module = Path::new(&frame.module)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        format!("{}+{:#x}", module.unwrap_or_default(), frame.offset)
+    });
+    match (&frame.file, frame.line) {
+        (Some(file), Some(line)) => {
+            let file = Path::new(file)
+                .file_name()
+                .map_or(file.clone(), |n| n.to_string_lossy().into_owned());
+            format!("{function} ({file}:{line})")
+        }
+        _ => function,
+    }
+}
+
+/// Sites of one process, symbolised once each.
+#[derive(Default)]
+pub struct SiteTable {
+    raw: HashMap<u64, Vec<u64>>,
+    done: HashMap<u64, Site>,
+}
+
+impl SiteTable {
+    pub fn add_raw(&mut self, site_id: u64, frames: Vec<u64>) {
+        self.raw.insert(site_id, frames);
+    }
+
+    /// The site with the runtime's `site_id`, symbolised on first use.
+    pub fn get(
+        &mut self,
+        site_id: u64,
+        modules: &[LoadedModule],
+        symbols: &mut Symbolizer,
+    ) -> Option<&Site> {
+        if !self.done.contains_key(&site_id) {
+            let frames = self.raw.get(&site_id)?;
+            let built = site(frames, modules, symbols);
+            self.done.insert(site_id, built);
+        }
+        self.done.get(&site_id)
+    }
+
+    pub fn used(&self) -> impl Iterator<Item = &Site> {
+        self.done.values()
+    }
+}
+
+/// FNV-1a, 64 bits: a stable hash (std's hasher may change between releases).
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}

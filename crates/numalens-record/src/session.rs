@@ -1,0 +1,132 @@
+//! One recording from start to finish: check the output, start the program under the runtime and
+//! the sampler, wait for it, and write the profile. The program's exit status is kept for the
+//! caller to return.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+
+use numalens_format::NumaBalancing;
+use object::{Object, ObjectSection};
+
+use crate::assemble::{AssembleOptions, Summary, write_profile};
+use crate::record::{RecordError, RecordOptions, SampleSource, prepare_output, run};
+
+/// The result of a recording.
+pub struct Recorded {
+    pub exit: ExitStatus,
+    pub summary: Summary,
+    pub profile: PathBuf,
+    /// Things the user should know (a static program, kernel samples refused, …).
+    pub notes: Vec<String>,
+}
+
+/// Records `opts.program` into `opts.output`.
+pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
+    let mut notes = Vec::new();
+    let events_dir = prepare_output(&opts.output)?;
+    let mut track_objects = opts.track_objects;
+    if track_objects && is_static_program(&opts.program) {
+        notes.push("the program is statically linked: LD_PRELOAD cannot reach it, so objects and threads are not tracked; page faults are recorded".into());
+        track_objects = false;
+    }
+    let runtime = if track_objects {
+        Some(
+            crate::runtime::runtime_path(opts.runtime.as_deref())
+                .map_err(|e| RecordError::Runtime(e.to_string()))?,
+        )
+    } else {
+        None
+    };
+    let raw = match run(opts, events_dir.clone(), runtime) {
+        Ok(raw) => raw,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&opts.output);
+            return Err(e);
+        }
+    };
+    let mut settings = BTreeMap::new();
+    if let Some(info) = &raw.sampler {
+        settings.insert("event".into(), "page-faults".into());
+        settings.insert("sample_period".into(), 1.into());
+        settings.insert("ring_pages_per_cpu".into(), info.ring_pages.into());
+        settings.insert("kernel_mode_faults".into(), info.kernel_faults.into());
+        if !info.kernel_faults {
+            notes.push("the kernel refused kernel-mode samples: faults taken inside system calls are missed (lower kernel.perf_event_paranoid to 1 to see them)".into());
+        }
+    }
+    settings.insert("objects_tracked".into(), track_objects.into());
+    settings.insert("min_object".into(), opts.min_object.into());
+    let backend = match opts.source {
+        SampleSource::Faults => "faults",
+        SampleSource::None => "none",
+    };
+    let assemble = AssembleOptions {
+        topology: numalens_topology::host().ok(),
+        min_object: opts.min_object,
+        backend,
+        backend_settings: settings,
+        numa_balancing: numa_balancing(),
+    };
+    let summary = write_profile(&raw, &opts.output, assemble).map_err(|e| RecordError::Output {
+        path: opts.output.clone(),
+        problem: e.to_string(),
+    })?;
+    if std::env::var_os("NUMALENS_KEEP_EVENTS").is_none() {
+        let _ = std::fs::remove_dir_all(&events_dir);
+    }
+    Ok(Recorded {
+        exit: raw.exit,
+        summary,
+        profile: opts.output.clone(),
+        notes,
+    })
+}
+
+/// True for an ELF executable without an interpreter (statically linked).
+fn is_static_program(program: &std::ffi::OsStr) -> bool {
+    let Some(path) = resolve(program) else {
+        return false;
+    };
+    let Ok(bytes) = std::fs::read(&path) else {
+        return false;
+    };
+    let Ok(file) = object::File::parse(&*bytes) else {
+        return false;
+    };
+    file.section_by_name(".interp").is_none() && file.sections().any(|s| s.name() == Ok(".text"))
+}
+
+/// The program's path as exec would find it.
+fn resolve(program: &std::ffi::OsStr) -> Option<PathBuf> {
+    let direct = Path::new(program);
+    if direct.components().count() > 1 {
+        return Some(direct.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// `kernel.numa_balancing` and its scan tunables, when the kernel has them.
+pub fn numa_balancing() -> Option<NumaBalancing> {
+    let mode = std::fs::read_to_string("/proc/sys/kernel/numa_balancing")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let mut tunables = BTreeMap::new();
+    for dir in ["/sys/kernel/debug/sched/numa_balancing", "/proc/sys/kernel"] {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let wanted = dir.ends_with("numa_balancing") || name.starts_with("numa_balancing_");
+            if wanted && let Ok(value) = std::fs::read_to_string(entry.path()) {
+                tunables.insert(name, value.trim().to_string());
+            }
+        }
+    }
+    Some(NumaBalancing { mode, tunables })
+}

@@ -1,0 +1,123 @@
+//! `numalens record`: run a program and write its profile; exit with the program's status.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use numalens_record::faults::SamplerError;
+use numalens_record::launch::LaunchError;
+use numalens_record::record::{RecordError, RecordOptions, SampleSource};
+use numalens_record::session::{Recorded, record};
+
+use crate::cli::{BackendArg, RecordArgs};
+use crate::exit::ExitWith;
+
+pub fn run(args: RecordArgs) -> Result<()> {
+    let program = args.command[0].clone();
+    let output = args
+        .output
+        .clone()
+        .unwrap_or_else(|| default_output(Path::new(&program)));
+    let mut opts = RecordOptions {
+        program,
+        args: args.command[1..].to_vec(),
+        output,
+        source: match args.backend {
+            BackendArg::None => SampleSource::None,
+            BackendArg::Auto | BackendArg::Faults => SampleSource::Faults,
+        },
+        min_object: args.min_object,
+        runtime: args.runtime.clone(),
+        track_objects: !args.no_runtime,
+        ring_pages: args.ring_pages,
+        status_line: true,
+    };
+    let recorded = match record(&opts) {
+        Err(RecordError::Launch(LaunchError::Sampler(e @ SamplerError::Denied(_))))
+            if args.backend == BackendArg::Auto =>
+        {
+            eprintln!(
+                "numalens: {e}\nnumalens: recording allocations and threads only (--backend none)"
+            );
+            opts.source = SampleSource::None;
+            record(&opts)
+        }
+        other => other,
+    };
+    let recorded = match recorded {
+        Ok(r) => r,
+        Err(RecordError::Launch(e)) => {
+            let status = e.exit_status();
+            return Err(ExitWith {
+                status,
+                message: e.to_string(),
+            }
+            .into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    print_summary(&recorded);
+    program_status(&recorded)
+}
+
+/// `PROGRAM.numalens`, or `PROGRAM.2.numalens`, … when taken.
+fn default_output(program: &Path) -> PathBuf {
+    let stem = program
+        .file_name()
+        .map_or("program".into(), |n| n.to_string_lossy().into_owned());
+    let first = PathBuf::from(format!("{stem}.numalens"));
+    if !first.exists() {
+        return first;
+    }
+    (2..)
+        .map(|n| PathBuf::from(format!("{stem}.{n}.numalens")))
+        .find(|p| !p.exists())
+        .expect("a free name")
+}
+
+fn print_summary(r: &Recorded) {
+    let s = &r.summary;
+    for note in &r.notes {
+        eprintln!("numalens: note: {note}");
+    }
+    let share = |n: u64| {
+        if s.first_touches == 0 {
+            100.0
+        } else {
+            100.0 * n as f64 / s.first_touches as f64
+        }
+    };
+    eprintln!(
+        "numalens: {} samples ({} first touches: {:.1}% in tracked objects, {:.1}% in any object), \
+         {} objects, {} threads, {} lost",
+        s.samples,
+        s.first_touches,
+        share(s.first_touches_tracked),
+        share(s.first_touches_attributed),
+        s.objects,
+        s.threads,
+        s.lost
+    );
+    if !s.complete {
+        eprintln!(
+            "numalens: the profile is marked incomplete: {}",
+            s.reasons.join("; ")
+        );
+    }
+    eprintln!("numalens: profile written to {}", r.profile.display());
+}
+
+/// The program's own exit status becomes ours (128 + signal for a killed program).
+fn program_status(r: &Recorded) -> Result<()> {
+    use std::os::unix::process::ExitStatusExt;
+    let status = match (r.exit.code(), r.exit.signal()) {
+        (Some(0), _) => return Ok(()),
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        _ => 1,
+    };
+    Err(ExitWith {
+        status,
+        message: String::new(),
+    }
+    .into())
+}
