@@ -6,48 +6,8 @@ use std::process::Command;
 
 use numalens_record::events::{Event, read_event_log};
 
-const SHIMS: [&str; 3] = ["hooks.c", "shims.c", "shims_proc.c"];
-
-/// Compiles runtime/tests/test_core.c with every core source (not the shims) into `dir`.
-fn build_test_core(dir: &Path) -> PathBuf {
-    let rt = Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime");
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(rt.join("src"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "c"))
-        .filter(|p| !SHIMS.iter().any(|s| p.ends_with(s)))
-        .collect();
-    sources.sort();
-    let exe = dir.join("test_core");
-    let out = Command::new("gcc")
-        .args([
-            "-O1",
-            "-g",
-            "-std=gnu11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-D_GNU_SOURCE",
-            "-pthread",
-        ])
-        .arg("-I")
-        .arg(rt.join("include"))
-        .arg("-I")
-        .arg(rt.join("src"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(rt.join("tests/test_core.c"))
-        .args(&sources)
-        .arg("-ldl")
-        .output()
-        .expect("gcc runs");
-    assert!(
-        out.status.success(),
-        "gcc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
-}
+mod common;
+use common::build_test_core;
 
 #[test]
 fn core_unit_checks_pass() {

@@ -6,50 +6,8 @@ use std::process::Command;
 
 use numalens_record::events::{AllocFn, Event, RecordKind, find_event_logs, read_event_log};
 
-fn runtime_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime")
-}
-
-fn build_writer(dir: &Path) -> PathBuf {
-    let rt = runtime_dir();
-    let core = [
-        "config.c",
-        "core.c",
-        "unwind.c",
-        "modules.c",
-        "maps.c",
-        "pages.c",
-        "signals.c",
-    ];
-    let exe = dir.join("writer");
-    let out = Command::new("gcc")
-        .args([
-            "-O1",
-            "-g",
-            "-std=gnu11",
-            "-Wall",
-            "-Wextra",
-            "-D_GNU_SOURCE",
-            "-pthread",
-        ])
-        .args(["-Wl,--build-id=sha1", "-I"])
-        .arg(rt.join("include"))
-        .arg("-I")
-        .arg(rt.join("src"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(rt.join("tests/test_core.c"))
-        .args(core.iter().map(|c| rt.join("src").join(c)))
-        .arg("-ldl")
-        .output()
-        .expect("gcc runs");
-    assert!(
-        out.status.success(),
-        "gcc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
-}
+mod common;
+use common::{build_test_core as build_writer, runtime_dir};
 
 #[test]
 fn every_kind_round_trips_field_by_field() {
@@ -218,7 +176,7 @@ fn every_kind_round_trips_field_by_field() {
         })
         .collect();
     let main = modules.iter().find(|m| m.2).expect("main module");
-    assert!(main.0.ends_with("/writer"), "{main:?}");
+    assert!(main.0.ends_with("/test_core"), "{main:?}");
     assert_eq!(main.1.len(), 20, "sha1 build id");
     assert!(main.3 < main.4);
     assert!(modules.iter().any(|m| m.0.contains("libc.so")));

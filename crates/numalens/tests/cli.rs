@@ -151,3 +151,33 @@ fn demo_refuses_to_replace_something_else() {
     assert!(text(&out.stderr).contains("choose another --output"));
     assert!(Path::new(&other.join("data.txt")).exists());
 }
+
+#[test]
+fn record_returns_the_program_status_and_writes_a_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.numalens");
+    let o = out.to_str().unwrap();
+    let run = numalens(&["record", "-o", o, "sh", "-c", "head -c 3000000 /dev/zero | wc -c; exit 3"]);
+    assert_eq!(run.status.code(), Some(3), "{}", text(&run.stderr));
+    assert!(text(&run.stdout).contains("3000000"), "the program's output passes through");
+    let err = text(&run.stderr);
+    assert!(err.contains("profile written to") && err.contains("first touches"), "{err}");
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["completeness"]["exit"]["code"], 3);
+    assert!(meta["tables"]["samples"]["rows"].as_u64().unwrap() > 0);
+
+    let again = numalens(&["record", "-o", o, "sh", "-c", "touch ran"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(text(&again.stderr).contains("already exists"));
+}
+
+#[test]
+fn record_of_a_missing_program_exits_127() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.numalens");
+    let run = numalens(&["record", "-o", out.to_str().unwrap(), "/no/such/program"]);
+    assert_eq!(run.status.code(), Some(127));
+    assert!(text(&run.stderr).contains("/no/such/program"), "{}", text(&run.stderr));
+    assert!(!out.exists(), "no half-made profile is left behind");
+}
