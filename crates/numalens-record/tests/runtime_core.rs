@@ -1,7 +1,7 @@
 //! The runtime's core, linked directly into a C test program (no LD_PRELOAD): its own unit checks,
 //! concurrent thread buffers, and the configuration table against docs/RUNTIME.md.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use numalens_record::events::{Event, read_event_log};

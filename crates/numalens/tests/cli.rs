@@ -157,11 +157,24 @@ fn record_returns_the_program_status_and_writes_a_profile() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.numalens");
     let o = out.to_str().unwrap();
-    let run = numalens(&["record", "-o", o, "sh", "-c", "head -c 3000000 /dev/zero | wc -c; exit 3"]);
+    let run = numalens(&[
+        "record",
+        "-o",
+        o,
+        "sh",
+        "-c",
+        "head -c 3000000 /dev/zero | wc -c; exit 3",
+    ]);
     assert_eq!(run.status.code(), Some(3), "{}", text(&run.stderr));
-    assert!(text(&run.stdout).contains("3000000"), "the program's output passes through");
+    assert!(
+        text(&run.stdout).contains("3000000"),
+        "the program's output passes through"
+    );
     let err = text(&run.stderr);
-    assert!(err.contains("profile written to") && err.contains("first touches"), "{err}");
+    assert!(
+        err.contains("profile written to") && err.contains("first touches"),
+        "{err}"
+    );
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
     assert_eq!(meta["completeness"]["exit"]["code"], 3);
@@ -178,6 +191,10 @@ fn record_of_a_missing_program_exits_127() {
     let out = dir.path().join("m.numalens");
     let run = numalens(&["record", "-o", out.to_str().unwrap(), "/no/such/program"]);
     assert_eq!(run.status.code(), Some(127));
-    assert!(text(&run.stderr).contains("/no/such/program"), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stderr).contains("/no/such/program"),
+        "{}",
+        text(&run.stderr)
+    );
     assert!(!out.exists(), "no half-made profile is left behind");
 }
