@@ -1,7 +1,6 @@
 //! C writes every record kind with the core's API; the Rust reader gets the same values back.
 //! Also checks that the kind numbers in numalens_events.h are the ones events.rs knows.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use numalens_record::events::{AllocFn, Event, RecordKind, find_event_logs, read_event_log};
