@@ -38,7 +38,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
     } else {
         None
     };
-    let raw = match run(opts, events_dir.clone(), runtime) {
+    let mut raw = match run(opts, events_dir.clone(), runtime) {
         Ok(raw) => raw,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&opts.output);
@@ -68,10 +68,11 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
         backend_settings: settings,
         numa_balancing: numa_balancing(),
     };
-    let summary = write_profile(&raw, &opts.output, assemble).map_err(|e| RecordError::Output {
-        path: opts.output.clone(),
-        problem: e.to_string(),
-    })?;
+    let summary =
+        write_profile(&mut raw, &opts.output, assemble).map_err(|e| RecordError::Output {
+            path: opts.output.clone(),
+            problem: e.to_string(),
+        })?;
     if std::env::var_os("NUMALENS_KEEP_EVENTS").is_none() {
         let _ = std::fs::remove_dir_all(&events_dir);
     }

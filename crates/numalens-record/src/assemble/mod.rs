@@ -63,7 +63,7 @@ fn read_logs(dir: &Path, reasons: &mut Vec<String>) -> Vec<EventLog> {
 
 /// Writes the profile for `raw` into `output` and returns its summary.
 pub fn write_profile(
-    raw: &RawRecording,
+    raw: &mut RawRecording,
     output: &Path,
     opts: AssembleOptions<'_>,
 ) -> numalens_format::Result<Summary> {
@@ -81,10 +81,12 @@ pub fn write_profile(
     objects.extend(raw.maps.mappings().iter().map(fallback_object));
     objects.extend(raw.tasks.iter().filter_map(mapped_object));
     let page_size = crate::perf::page_size() as u64;
-    let mut faults = raw.faults.clone();
-    faults.sort_by_key(|f| f.time_ns);
+    // Rings are drained CPU by CPU; attribution needs one time order. Sorted in place: a run can
+    // hold millions of faults, and a copy would double the recorder's memory.
+    raw.faults.sort_by_key(|f| f.time_ns);
+    let faults = &raw.faults;
     let balancing = opts.numa_balancing.as_ref().is_some_and(|b| b.mode != 0);
-    let attributed = attribute(&faults, &objects, page_size, balancing);
+    let attributed = attribute(faults, &objects, page_size, balancing);
 
     let completeness = completeness(raw, &logs, &views, reasons);
     let mut meta = meta(raw, &opts, page_size);
