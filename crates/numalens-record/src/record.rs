@@ -37,6 +37,23 @@ pub struct RecordOptions {
     pub status_line: bool,
 }
 
+impl RecordOptions {
+    /// Page-fault sampling with objects tracked, the defaults of `numalens record`.
+    pub fn new(program: impl Into<OsString>, args: Vec<OsString>, output: PathBuf) -> Self {
+        RecordOptions {
+            program: program.into(),
+            args,
+            output,
+            source: SampleSource::Faults,
+            min_object: 4096,
+            runtime: None,
+            track_objects: true,
+            ring_pages: 1024,
+            status_line: false,
+        }
+    }
+}
+
 /// What the run produced, before it is turned into a profile.
 pub struct RawRecording {
     pub command: Vec<String>,

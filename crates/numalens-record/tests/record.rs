@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use numalens_format::{Object, Profile, Sample, SampleKind, Thread};
-use numalens_record::record::{RecordOptions, SampleSource};
+use numalens_record::record::RecordOptions;
 use numalens_record::session::{Recorded, record};
 
 fn compile(dir: &Path, source: &str, extra: &[&str]) -> PathBuf {
@@ -31,9 +31,9 @@ fn compile(dir: &Path, source: &str, extra: &[&str]) -> PathBuf {
 }
 
 fn options(dir: &Path, program: &Path, args: &[&str]) -> RecordOptions {
-    RecordOptions {
-        program: "sh".into(),
-        args: vec![
+    RecordOptions::new(
+        "sh",
+        vec![
             "-c".into(),
             format!(
                 "exec {} {} > {}",
@@ -43,14 +43,8 @@ fn options(dir: &Path, program: &Path, args: &[&str]) -> RecordOptions {
             )
             .into(),
         ],
-        output: dir.join("p.numalens"),
-        source: SampleSource::Faults,
-        min_object: 4096,
-        runtime: None,
-        track_objects: true,
-        ring_pages: 1024,
-        status_line: false,
-    }
+        dir.join("p.numalens"),
+    )
 }
 
 /// `name value` lines printed by the program.
