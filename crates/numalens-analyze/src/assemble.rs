@@ -1,0 +1,287 @@
+//! Turns the counters of the sample pass and the small tables into the report model.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+
+use numalens_format::{Label, Meta, Object, Profile, Thread};
+
+use crate::Options;
+use crate::model::*;
+use crate::pages::PageMap;
+use crate::samples::{Kinds, SampleTally, ThreadKey, ThreadTally, add_kinds};
+
+/// The small tables, read whole.
+pub(crate) struct Tables<'a> {
+    pub objects: &'a [Object],
+    pub threads: &'a [Thread],
+    pub sites: &'a HashMap<u64, SiteReport>,
+    pub pages: &'a PageMap,
+    /// Base page size of the recording machine.
+    pub page_size: u64,
+    /// By object position, when `--object` chose some.
+    pub object_selected: Option<&'a [bool]>,
+}
+
+pub(crate) fn model(
+    profile: &Profile,
+    options: &Options,
+    tables: &Tables,
+    tally: &SampleTally,
+) -> ReportModel {
+    let logical = logical_ids(tables.threads);
+    let (objects, ranked) = top_objects(options.top, tables, tally, &logical);
+    let threads = thread_reports(tables.threads, tally, options.object.is_none());
+    let mut samples: Kinds = [0; 5];
+    let mut weight = 0;
+    for t in tally.threads.values() {
+        add_kinds(&mut samples, &t.kinds);
+        weight += t.weight;
+    }
+    ReportModel {
+        model_version: MODEL_VERSION,
+        profile: profile_summary(profile),
+        selection: Selection {
+            top: options.top,
+            object: options.object.clone(),
+            thread: options.thread,
+        },
+        totals: Totals {
+            samples: kind_counts(&samples),
+            weight,
+            unattributed: kind_counts(&tally.unattributed),
+            objects: tables.objects.len() as u64,
+            objects_ranked: ranked,
+            threads: tables.threads.len() as u64,
+        },
+        objects,
+        threads,
+        nodes: node_totals(tables.pages, tally),
+    }
+}
+
+fn kind_counts(k: &Kinds) -> KindCounts {
+    use numalens_format::SampleKind as K;
+    let at = |kind: K| k[kind.code() as usize];
+    KindCounts {
+        load: at(K::Load),
+        store: at(K::Store),
+        first_touch: at(K::FirstTouch),
+        hint: at(K::Hint),
+        fault: at(K::Fault),
+        total: k.iter().sum(),
+    }
+}
+
+fn logical_ids(threads: &[Thread]) -> HashMap<ThreadKey, u32> {
+    threads
+        .iter()
+        .map(|t| ((t.pid, t.tid), t.logical_id))
+        .collect()
+}
+
+fn profile_summary(profile: &Profile) -> ProfileSummary {
+    let m: &Meta = profile.meta();
+    ProfileSummary {
+        path: profile.dir().display().to_string(),
+        format_version: m.format_version.clone(),
+        numalens_version: m.numalens_version.clone(),
+        command: m.command.clone(),
+        start_unix_ns: m.start_unix_ns,
+        end_unix_ns: m.end_unix_ns,
+        host: HostSummary {
+            hostname: m.host.hostname.clone(),
+            kernel: m.host.kernel.clone(),
+            arch: m.host.arch.clone(),
+        },
+        backend: BackendSummary {
+            name: m.backend.name.clone(),
+            settings: m.backend.settings.clone(),
+        },
+        page_size: m.page_size,
+        numa_balancing: m.numa_balancing.as_ref().map(|b| b.mode),
+        topology_nodes: m.topology.as_ref().map(|t| t.node_ids()),
+        lost_samples: m.lost_samples,
+        completeness: CompletenessSummary {
+            complete: m.completeness.complete,
+            exit: m.completeness.exit.as_ref().map(|e| ExitSummary {
+                code: e.code,
+                signal: e.signal,
+            }),
+            reasons: m.completeness.reasons.clone(),
+        },
+        table_rows: m.tables.iter().map(|(k, v)| (k.clone(), v.rows)).collect(),
+    }
+}
+
+/// The `top` objects by first touches, then resident pages, then samples, then weight; and how
+/// many objects were candidates (a selected sample or a resident page).
+fn top_objects(
+    top: usize,
+    tables: &Tables,
+    tally: &SampleTally,
+    logical: &HashMap<ThreadKey, u32>,
+) -> (Vec<ObjectReport>, u64) {
+    let mut candidates: Vec<(usize, PagePlacement, u64)> = Vec::new();
+    for (i, object) in tables.objects.iter().enumerate() {
+        if tables.object_selected.is_some_and(|s| !s[i]) {
+            continue;
+        }
+        let pages = tables
+            .pages
+            .placement(object.pid, object.start, object.size, tables.page_size);
+        let resident: u64 = pages.by_node.iter().map(|n| n.count).sum();
+        let sampled = tally.objects[i].kinds.iter().sum::<u64>();
+        if sampled > 0 || resident > 0 {
+            candidates.push((i, pages, resident));
+        }
+    }
+    let ranked = candidates.len() as u64;
+    candidates.sort_by_key(|(i, _, resident)| {
+        let t = &tally.objects[*i];
+        let first_touch = kind_counts(&t.kinds).first_touch;
+        let total: u64 = t.kinds.iter().sum();
+        let id = tables.objects[*i].object_id;
+        (
+            Reverse(first_touch),
+            Reverse(*resident),
+            Reverse(total),
+            Reverse(t.weight),
+            id,
+        )
+    });
+    candidates.truncate(top);
+    let touchers = first_touchers(tally, logical);
+    let reports = candidates
+        .into_iter()
+        .map(|(i, pages, _)| {
+            let object = &tables.objects[i];
+            let t = &tally.objects[i];
+            ObjectReport {
+                id: object.object_id,
+                pid: object.pid,
+                kind: object.kind.label().to_string(),
+                name: object.name.clone(),
+                start: object.start,
+                size: object.size,
+                alloc_ns: object.alloc_ns,
+                free_ns: object.free_ns,
+                alloc_tid: object.alloc_tid,
+                alloc_thread: object
+                    .alloc_tid
+                    .and_then(|tid| logical.get(&(object.pid, tid)).copied()),
+                site: object.site_key.and_then(|k| tables.sites.get(&k).cloned()),
+                samples: kind_counts(&t.kinds),
+                weight: t.weight,
+                first_touchers: touchers.get(&(i as u32)).cloned().unwrap_or_default(),
+                pages,
+            }
+        })
+        .collect();
+    (reports, ranked)
+}
+
+/// First touchers of each object position, most first.
+fn first_touchers(
+    tally: &SampleTally,
+    logical: &HashMap<ThreadKey, u32>,
+) -> HashMap<u32, Vec<ThreadCount>> {
+    let mut by_object: HashMap<u32, Vec<ThreadCount>> = HashMap::new();
+    for (&(object, (pid, tid)), &count) in &tally.first_touches {
+        by_object.entry(object).or_default().push(ThreadCount {
+            pid,
+            tid,
+            thread: logical.get(&(pid, tid)).copied(),
+            count,
+        });
+    }
+    for list in by_object.values_mut() {
+        list.sort_by_key(|t| (Reverse(t.count), t.pid, t.thread.is_none(), t.thread, t.tid));
+    }
+    by_object
+}
+
+/// Threads of the threads table (unless only some objects are shown) and every thread with a
+/// selected sample, by process, then logical id, then tid.
+fn thread_reports(table: &[Thread], tally: &SampleTally, list_all: bool) -> Vec<ThreadReport> {
+    let empty = ThreadTally::default();
+    let known: HashMap<ThreadKey, &Thread> = table.iter().map(|t| ((t.pid, t.tid), t)).collect();
+    let mut keys: Vec<ThreadKey> = tally
+        .threads
+        .iter()
+        .filter(|(_, t)| t.kinds.iter().sum::<u64>() > 0)
+        .map(|(k, _)| *k)
+        .collect();
+    if list_all {
+        keys.extend(known.keys());
+    }
+    keys.sort_by_key(|k| {
+        let logical = known.get(k).map(|t| t.logical_id);
+        (k.0, logical.is_none(), logical, k.1)
+    });
+    keys.dedup();
+    keys.into_iter()
+        .map(|key| {
+            let t = tally.threads.get(&key).unwrap_or(&empty);
+            thread_report(key, known.get(&key).copied(), t)
+        })
+        .collect()
+}
+
+fn thread_report(key: ThreadKey, row: Option<&Thread>, t: &ThreadTally) -> ThreadReport {
+    let mut nodes: Vec<NodeCount> = t
+        .node_counts()
+        .map(|(node, count)| NodeCount { node, count })
+        .collect();
+    nodes.sort_by_key(|n| n.node);
+    ThreadReport {
+        pid: key.0,
+        tid: key.1,
+        logical_id: row.map(|r| r.logical_id),
+        name: row.and_then(|r| r.name.clone()),
+        start_routine: row.and_then(|r| r.start_routine).map(|a| format!("{a:#x}")),
+        parent_tid: row.and_then(|r| r.parent_tid),
+        create_ns: row.map(|r| r.create_ns),
+        exit_ns: row.and_then(|r| r.exit_ns),
+        samples: kind_counts(&t.kinds),
+        weight: t.weight,
+        nodes,
+        unknown_node: t.unknown_node,
+    }
+}
+
+fn node_totals(pages: &PageMap, tally: &SampleTally) -> NodeTotals {
+    let page_totals = pages.totals();
+    let mut samples: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut unknown_node_samples = 0;
+    for t in tally.threads.values() {
+        for (node, n) in t.node_counts() {
+            *samples.entry(node).or_default() += n;
+        }
+        unknown_node_samples += t.unknown_node;
+    }
+    let mut ids: Vec<u32> = page_totals
+        .by_node
+        .keys()
+        .chain(samples.keys())
+        .copied()
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    NodeTotals {
+        nodes: ids
+            .into_iter()
+            .map(|node| {
+                let p = page_totals.by_node.get(&node).copied().unwrap_or_default();
+                NodeSummary {
+                    node,
+                    pages: p.pages,
+                    bytes: p.bytes,
+                    samples: samples.get(&node).copied().unwrap_or(0),
+                }
+            })
+            .collect(),
+        untouched_pages: page_totals.untouched,
+        unknown_pages: page_totals.unknown,
+        unknown_node_samples,
+    }
+}

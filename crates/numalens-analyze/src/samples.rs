@@ -1,0 +1,312 @@
+//! The pass over the samples table: projected columns, batch by batch, in parallel over row
+//! groups, into per-object and per-thread counters. Memory grows with objects and threads, never
+//! with samples.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{UInt8Type, UInt32Type, UInt64Type};
+use arrow_array::{Array, DictionaryArray, PrimitiveArray, RecordBatch, StringArray};
+use numalens_format::{FormatError, Label, Profile, Sample, SampleKind};
+
+use crate::index::ObjectIndex;
+
+/// The only sample columns the report reads.
+const COLUMNS: &[&str] = &["pid", "tid", "kind", "weight", "object_id", "node"];
+
+/// Counters per sample kind, indexed by `SampleKind::code()`.
+pub(crate) type Kinds = [u64; 5];
+
+const FIRST_TOUCH: usize = SampleKind::FirstTouch as usize;
+
+/// Node ids below this are counted in a vector; Linux has at most 1024 nodes.
+const DENSE_NODES: u32 = 4096;
+
+/// (pid, tid) of a thread.
+pub(crate) type ThreadKey = (u32, u32);
+
+/// Which samples count.
+pub(crate) struct SampleFilter<'a> {
+    pub objects: &'a ObjectIndex,
+    /// By object position; `None` selects every sample, attributed or not.
+    pub object_selected: Option<Vec<bool>>,
+    /// `None` selects every thread.
+    pub threads: Option<Vec<ThreadKey>>,
+}
+
+impl SampleFilter<'_> {
+    fn thread_selected(&self, key: ThreadKey) -> bool {
+        self.threads.as_ref().is_none_or(|t| t.contains(&key))
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ObjectTally {
+    pub kinds: Kinds,
+    pub weight: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ThreadTally {
+    pub kinds: Kinds,
+    pub weight: u64,
+    /// Samples by node id (dense part).
+    pub nodes: Vec<u64>,
+    /// Samples on nodes with ids of `DENSE_NODES` or more.
+    pub far_nodes: HashMap<u32, u64>,
+    pub unknown_node: u64,
+}
+
+impl ThreadTally {
+    fn add_node(&mut self, node: u32, samples: u64) {
+        if node >= DENSE_NODES {
+            *self.far_nodes.entry(node).or_default() += samples;
+            return;
+        }
+        let node = node as usize;
+        if self.nodes.len() <= node {
+            self.nodes.resize(node + 1, 0);
+        }
+        self.nodes[node] += samples;
+    }
+
+    /// (node, samples) for every node with samples.
+    pub(crate) fn node_counts(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let dense = self.nodes.iter().enumerate();
+        let dense = dense.filter(|(_, n)| **n > 0).map(|(i, n)| (i as u32, *n));
+        dense.chain(self.far_nodes.iter().map(|(k, v)| (*k, *v)))
+    }
+
+    fn merge(&mut self, other: ThreadTally) {
+        add_kinds(&mut self.kinds, &other.kinds);
+        self.weight += other.weight;
+        for (node, samples) in other.node_counts() {
+            self.add_node(node, samples);
+        }
+        self.unknown_node += other.unknown_node;
+    }
+}
+
+/// Everything counted over the selected samples.
+#[derive(Debug, Default)]
+pub(crate) struct SampleTally {
+    /// By object position.
+    pub objects: Vec<ObjectTally>,
+    pub threads: HashMap<ThreadKey, ThreadTally>,
+    /// First-touch samples by (object position, thread).
+    pub first_touches: HashMap<(u32, ThreadKey), u64>,
+    /// Selected samples not attributed to a known object.
+    pub unattributed: Kinds,
+}
+
+pub(crate) fn add_kinds(into: &mut Kinds, from: &Kinds) {
+    for (a, b) in into.iter_mut().zip(from) {
+        *a += b;
+    }
+}
+
+/// Counts the selected samples of `profile` on `workers` threads.
+pub(crate) fn tally(
+    profile: &Profile,
+    filter: &SampleFilter,
+    object_count: usize,
+    workers: usize,
+) -> Result<SampleTally, FormatError> {
+    let path = profile.table_path::<Sample>();
+    // One tally per worker at most: a batch takes a free one and gives it back.
+    let pool: Mutex<Vec<SampleTally>> = Mutex::new(Vec::new());
+    let take = || pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    let give = |t| pool.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+    profile.for_each_batch_parallel::<Sample, _>(COLUMNS, workers, |batch| {
+        let mut tally = take().unwrap_or_else(|| SampleTally::new(object_count));
+        let result = tally.add_batch(&batch, filter, &path);
+        give(tally);
+        result
+    })?;
+    let tallies = pool.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut total = SampleTally::new(object_count);
+    for tally in tallies {
+        total.merge(tally);
+    }
+    Ok(total)
+}
+
+/// The sample columns of one batch.
+struct Columns<'a> {
+    pid: &'a PrimitiveArray<UInt32Type>,
+    tid: &'a PrimitiveArray<UInt32Type>,
+    kind: &'a DictionaryArray<UInt8Type>,
+    weight: &'a PrimitiveArray<UInt32Type>,
+    object: &'a PrimitiveArray<UInt64Type>,
+    node: &'a PrimitiveArray<UInt32Type>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(batch: &'a RecordBatch, path: &Path) -> Result<Self, FormatError> {
+        let column = |name: &str| {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| column_error(path, name, "is missing"))
+        };
+        let u32s = |name: &str| {
+            column(name)?
+                .as_primitive_opt::<UInt32Type>()
+                .ok_or_else(|| column_error(path, name, "is not of type uint32"))
+        };
+        Ok(Columns {
+            pid: u32s("pid")?,
+            tid: u32s("tid")?,
+            kind: column("kind")?
+                .as_dictionary_opt::<UInt8Type>()
+                .ok_or_else(|| column_error(path, "kind", "is not a dictionary of labels"))?,
+            weight: u32s("weight")?,
+            object: column("object_id")?
+                .as_primitive_opt::<UInt64Type>()
+                .ok_or_else(|| column_error(path, "object_id", "is not of type uint64"))?,
+            node: u32s("node")?,
+        })
+    }
+
+    /// Sample kind per dictionary key; labels of newer format versions are `None` (skipped).
+    fn kind_codes(&self, path: &Path) -> Result<Vec<Option<usize>>, FormatError> {
+        let labels = self
+            .kind
+            .values()
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| column_error(path, "kind", "dictionary values are not strings"))?;
+        Ok(labels
+            .iter()
+            .map(|l| SampleKind::from_label(l.unwrap_or("")).map(|k| k.code() as usize))
+            .collect())
+    }
+}
+
+fn column_error(path: &Path, column: &str, problem: &str) -> FormatError {
+    FormatError::Column {
+        path: path.to_path_buf(),
+        column: column.to_string(),
+        problem: problem.to_string(),
+    }
+}
+
+impl SampleTally {
+    fn new(object_count: usize) -> Self {
+        SampleTally {
+            objects: vec![ObjectTally::default(); object_count],
+            ..SampleTally::default()
+        }
+    }
+
+    fn add_batch(
+        &mut self,
+        batch: &RecordBatch,
+        filter: &SampleFilter,
+        path: &Path,
+    ) -> Result<(), FormatError> {
+        let c = Columns::of(batch, path)?;
+        let codes = c.kind_codes(path)?;
+        let keys = c.kind.keys();
+        // Rows come grouped by thread, so the thread's counters are looked up once per run.
+        let mut current: Option<(ThreadKey, bool)> = None;
+        let mut thread = ThreadTally::default();
+        let mut first_touch_run: Option<((u32, ThreadKey), u64)> = None;
+        for i in 0..batch.num_rows() {
+            let key = (c.pid.value(i), c.tid.value(i));
+            let selected = match current {
+                Some((k, selected)) if k == key => selected,
+                _ => {
+                    if let Some((k, true)) = current {
+                        self.put_thread(k, std::mem::take(&mut thread));
+                    }
+                    let selected = filter.thread_selected(key);
+                    current = Some((key, selected));
+                    selected
+                }
+            };
+            let Some(kind) = (if selected {
+                codes[keys.value(i) as usize]
+            } else {
+                None
+            }) else {
+                continue;
+            };
+            let object = if c.object.is_null(i) {
+                None
+            } else {
+                filter.objects.get(c.object.value(i))
+            };
+            if let Some(chosen) = &filter.object_selected
+                && !object.is_some_and(|o| chosen[o as usize])
+            {
+                continue;
+            }
+            let weight = c.weight.value(i) as u64;
+            thread.kinds[kind] += 1;
+            thread.weight += weight;
+            if c.node.is_null(i) {
+                thread.unknown_node += 1;
+            } else {
+                thread.add_node(c.node.value(i), 1);
+            }
+            let Some(object) = object else {
+                self.unattributed[kind] += 1;
+                continue;
+            };
+            let tally = &mut self.objects[object as usize];
+            tally.kinds[kind] += 1;
+            tally.weight += weight;
+            if kind == FIRST_TOUCH {
+                self.count_first_touch(&mut first_touch_run, (object, key));
+            }
+        }
+        if let Some((k, true)) = current {
+            self.put_thread(k, thread);
+        }
+        if let Some((k, n)) = first_touch_run {
+            *self.first_touches.entry(k).or_default() += n;
+        }
+        Ok(())
+    }
+
+    /// Consecutive first touches of one thread in one object are counted before hashing.
+    fn count_first_touch(
+        &mut self,
+        run: &mut Option<((u32, ThreadKey), u64)>,
+        key: (u32, ThreadKey),
+    ) {
+        match run {
+            Some((k, n)) if *k == key => *n += 1,
+            _ => {
+                if let Some((k, n)) = run.replace((key, 1)) {
+                    *self.first_touches.entry(k).or_default() += n;
+                }
+            }
+        }
+    }
+
+    fn put_thread(&mut self, key: ThreadKey, tally: ThreadTally) {
+        match self.threads.get_mut(&key) {
+            Some(existing) => existing.merge(tally),
+            None => {
+                self.threads.insert(key, tally);
+            }
+        }
+    }
+
+    fn merge(&mut self, other: SampleTally) {
+        for (mine, theirs) in self.objects.iter_mut().zip(&other.objects) {
+            add_kinds(&mut mine.kinds, &theirs.kinds);
+            mine.weight += theirs.weight;
+        }
+        for (key, tally) in other.threads {
+            self.put_thread(key, tally);
+        }
+        for (key, n) in other.first_touches {
+            *self.first_touches.entry(key).or_default() += n;
+        }
+        add_kinds(&mut self.unattributed, &other.unattributed);
+    }
+}

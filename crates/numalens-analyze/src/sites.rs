@@ -1,0 +1,55 @@
+//! Allocation sites from the `sites` table (one row per frame).
+
+use std::collections::HashMap;
+
+use numalens_format::{FormatError, Profile, SiteFrame};
+
+use crate::model::{Frame, SiteReport};
+
+/// Every site of the profile by site key, frames innermost first.
+pub(crate) fn read_sites(profile: &Profile) -> Result<HashMap<u64, SiteReport>, FormatError> {
+    let mut frames: HashMap<u64, Vec<SiteFrame>> = HashMap::new();
+    for frame in profile.read_all::<SiteFrame>()? {
+        frames.entry(frame.site_key).or_default().push(frame);
+    }
+    Ok(frames
+        .into_iter()
+        .map(|(key, mut rows)| {
+            rows.sort_by_key(|f| f.depth);
+            (key, site(key, rows))
+        })
+        .collect())
+}
+
+fn site(key: u64, rows: Vec<SiteFrame>) -> SiteReport {
+    let frames: Vec<Frame> = rows
+        .into_iter()
+        .map(|f| Frame {
+            module: f.module,
+            offset: f.offset,
+            function: f.function,
+            file: f.file,
+            line: f.line,
+        })
+        .collect();
+    // The innermost frame with a source line is the user's code that allocated (allocator
+    // internals and libc frames have none).
+    let location = frames
+        .iter()
+        .find(|f| f.file.is_some() && f.line.is_some())
+        .or_else(|| frames.iter().find(|f| f.function.is_some()))
+        .or(frames.first())
+        .cloned()
+        .unwrap_or(Frame {
+            module: String::new(),
+            offset: 0,
+            function: None,
+            file: None,
+            line: None,
+        });
+    SiteReport {
+        key: format!("{key:#018x}"),
+        location,
+        frames,
+    }
+}
