@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = ["samples", "threads", "sites", "objects", "page_stats", "migrations", "page_nodes"]
+TABLES = ["samples", "threads", "sites", "objects", "page_stats", "migrations", "page_nodes",
+          "code_locations"]
 
 
 def numalens_binary():
@@ -47,7 +48,7 @@ def test_sample_columns_have_the_documented_types(profile):
     t = pq.read_table(profile / "samples.parquet")
     assert t.column_names == [
         "time_ns", "pid", "tid", "cpu", "address", "kind", "weight",
-        "object_id", "node", "data_source", "latency", "ip",
+        "object_id", "node", "data_source", "latency", "ip", "page_size",
     ]
     assert str(t.schema.field("time_ns").type) == "uint64"
     assert str(t.schema.field("address").type) == "uint64"

@@ -21,6 +21,11 @@ pub trait ColumnValue: Sized {
         Self: 'a;
     /// Reads the column back; `path` and `column` name the place in errors.
     fn extract(array: &ArrayRef, path: &Path, column: &str) -> Result<Vec<Self>>;
+    /// Values of a column that a profile of an older minor version does not have: missing
+    /// values for an optional column, `None` (an error) for a required one.
+    fn absent(_rows: usize) -> Option<Vec<Self>> {
+        None
+    }
 }
 
 pub(crate) fn column_error(path: &Path, column: &str, problem: impl Into<String>) -> FormatError {
@@ -75,6 +80,9 @@ macro_rules! primitive_column {
                     .iter()
                     .collect())
             }
+            fn absent(rows: usize) -> Option<Vec<Self>> {
+                Some(vec![None; rows])
+            }
         }
     };
 }
@@ -112,6 +120,9 @@ impl ColumnValue for Option<String> {
     fn extract(array: &ArrayRef, path: &Path, column: &str) -> Result<Vec<Self>> {
         let a = downcast::<StringArray>(array, path, column)?;
         Ok(a.iter().map(|v| v.map(str::to_string)).collect())
+    }
+    fn absent(rows: usize) -> Option<Vec<Self>> {
+        Some(vec![None; rows])
     }
 }
 

@@ -4,7 +4,9 @@
 use arrow_schema::DataType;
 
 use crate::table::{ColumnEncoding, Row};
-use crate::tables::{Migration, Object, PageNodes, PageStat, Sample, SiteFrame, Thread};
+use crate::tables::{
+    CodeLocation, Migration, Object, PageNodes, PageStat, Sample, SiteFrame, Thread,
+};
 
 /// Markdown tables of every table's columns, in file order.
 pub fn column_reference() -> String {
@@ -16,6 +18,7 @@ pub fn column_reference() -> String {
         table_markdown::<PageStat>(),
         table_markdown::<Migration>(),
         table_markdown::<PageNodes>(),
+        table_markdown::<CodeLocation>(),
     ]
     .join("\n")
 }

@@ -63,6 +63,9 @@ impl Profile {
 
     /// Number of rows and row groups of a table, from its footer (no data is read).
     pub fn table_shape<R: Row>(&self) -> Result<(u64, usize)> {
+        if self.predates::<R>() {
+            return Ok((0, 0));
+        }
         let (_, builder) = self.open_table::<R>()?;
         let meta = builder.metadata();
         let rows = meta.file_metadata().num_rows().max(0) as u64;
@@ -86,6 +89,12 @@ impl Profile {
         columns: Option<&[&str]>,
         row_groups: Option<Vec<usize>>,
     ) -> Result<Batches> {
+        if self.predates::<R>() {
+            return Ok(Batches {
+                path: self.table_path::<R>(),
+                inner: None,
+            });
+        }
         let (path, builder) = self.open_table::<R>()?;
         let mut builder = builder.with_batch_size(READ_BATCH_ROWS);
         if let Some(columns) = columns {
@@ -99,7 +108,18 @@ impl Profile {
         let inner = builder
             .build()
             .map_err(|e| FormatError::table(&path, format!("cannot be read: {e}")))?;
-        Ok(Batches { path, inner })
+        Ok(Batches {
+            path,
+            inner: Some(inner),
+        })
+    }
+
+    /// True when the profile was written by a format minor version older than the table, so the
+    /// table is absent and reads as empty.
+    fn predates<R: Row>(&self) -> bool {
+        let minor = self.meta.format_version.split('.').nth(1);
+        let minor = minor.and_then(|m| m.parse::<u32>().ok()).unwrap_or(0);
+        minor < R::SINCE_MINOR && !self.table_path::<R>().exists()
     }
 
     /// Calls `f` on every projected batch of a table, spreading row groups over `threads` threads.
@@ -199,7 +219,8 @@ fn has_parquet_footer(path: &Path) -> std::io::Result<bool> {
 /// Record batches of one table; decoding errors name the file.
 pub struct Batches {
     path: PathBuf,
-    inner: ParquetRecordBatchReader,
+    /// `None` for a table the profile predates.
+    inner: Option<ParquetRecordBatchReader>,
 }
 
 impl Iterator for Batches {
@@ -208,7 +229,8 @@ impl Iterator for Batches {
     fn next(&mut self) -> Option<Self::Item> {
         // The Parquet decoders may panic on some corrupted pages; a corrupted file must give an
         // error naming it, never bring the whole tool down.
-        let next = catch_unwind(AssertUnwindSafe(|| self.inner.next()));
+        let inner = self.inner.as_mut()?;
+        let next = catch_unwind(AssertUnwindSafe(|| inner.next()));
         match next {
             Ok(None) => None,
             Ok(Some(Ok(batch))) => Some(Ok(batch)),

@@ -41,6 +41,9 @@ pub struct ColumnSpec {
 pub trait Row: Sized {
     /// Table name; the file is `TABLE.parquet` inside the profile directory.
     const TABLE: &'static str;
+    /// The format minor version that added the table; profiles of older minor versions do not
+    /// have it, and read it as empty.
+    const SINCE_MINOR: u32 = 0;
     const COLUMNS: &'static [ColumnSpec];
     fn schema() -> SchemaRef;
     /// Column arrays for rows, in `COLUMNS` order.
@@ -89,7 +92,7 @@ pub fn writer_properties<R: Row>() -> WriterProperties {
 macro_rules! table {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident in $table:literal $(, cluster $row:ident => $key:block)? {
+        pub struct $name:ident in $table:literal $(since $since:literal)? $(, cluster $row:ident => $key:block)? {
             $( #[doc = $doc:literal] pub $field:ident : $ty:ty => $enc:ident, )*
         }
     ) => {
@@ -99,6 +102,7 @@ macro_rules! table {
 
         impl $crate::table::Row for $name {
             const TABLE: &'static str = $table;
+            $( const SINCE_MINOR: u32 = $since; )?
             const COLUMNS: &'static [$crate::table::ColumnSpec] = &[$(
                 $crate::table::ColumnSpec {
                     name: stringify!($field),
@@ -136,11 +140,16 @@ macro_rules! table {
             ) -> $crate::error::Result<Vec<Self>> {
                 use $crate::columns::ColumnValue;
                 $(
-                    let $field = batch.column_by_name(stringify!($field)).ok_or_else(|| {
-                        $crate::columns::column_error(path, stringify!($field), "is missing")
-                    })?;
-                    let mut $field =
-                        <$ty as ColumnValue>::extract($field, path, stringify!($field))?.into_iter();
+                    // Optional columns added by a later minor version read as missing values.
+                    let mut $field = match batch.column_by_name(stringify!($field)) {
+                        Some(column) => {
+                            <$ty as ColumnValue>::extract(column, path, stringify!($field))?
+                        }
+                        None => <$ty as ColumnValue>::absent(batch.num_rows()).ok_or_else(|| {
+                            $crate::columns::column_error(path, stringify!($field), "is missing")
+                        })?,
+                    }
+                    .into_iter();
                 )*
                 let mut rows = Vec::with_capacity(batch.num_rows());
                 for _ in 0..batch.num_rows() {

@@ -73,8 +73,10 @@ table! {
         pub data_source: DataSource => Dict,
         /// Access latency in CPU cycles, when the backend measures it.
         pub latency: Option<u32> => Dict,
-        /// Instruction address of the access, when known.
+        /// Instruction address of the access, when known (`code_locations` symbolises it).
         pub ip: Option<u64> => Dict,
+        /// Size in bytes of the page the address lies in (4096, or 2097152 for a transparent huge page), when known; a first touch places the whole page. Since 1.1.
+        pub page_size: Option<u32> => Dict,
     }
 }
 
@@ -207,5 +209,26 @@ table! {
         pub status: String => Dict,
         /// `exit` (queried by the runtime as the process ended) or `scan` (periodic query).
         pub source: String => Dict,
+    }
+}
+
+table! {
+    /// Where the instruction of sampled accesses is: one row per distinct (pid, ip) of the samples,
+    /// symbolised when the profile was written so it reads on any machine.
+    pub struct CodeLocation in "code_locations" since 1 {
+        /// Process id.
+        pub pid: u32 => Dict,
+        /// Instruction address (`samples.ip`).
+        pub ip: u64 => Plain,
+        /// Path of the module (executable or shared library) holding it; empty when no module does.
+        pub module: String => Dict,
+        /// Offset of the instruction within the module.
+        pub offset: u64 => Plain,
+        /// Function name, when symbolised.
+        pub function: Option<String> => Dict,
+        /// Source file, when debug information has it.
+        pub file: Option<String> => Dict,
+        /// Source line, when debug information has it.
+        pub line: Option<u32> => Plain,
     }
 }

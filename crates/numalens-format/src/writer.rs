@@ -12,7 +12,9 @@ use crate::cluster::clustered;
 use crate::error::{FormatError, Result};
 use crate::meta::{Completeness, Meta, TableInfo, unix_now_ns};
 use crate::table::{Row, writer_properties};
-use crate::tables::{Migration, Object, PageNodes, PageStat, Sample, SiteFrame, Thread};
+use crate::tables::{
+    CodeLocation, Migration, Object, PageNodes, PageStat, Sample, SiteFrame, Thread,
+};
 
 /// Rows converted to Arrow at a time. Small enough to stay in cache-sized buffers, large enough
 /// that per-batch overhead is negligible.
@@ -89,6 +91,7 @@ struct Tables {
     page_stats: TableWriter<PageStat>,
     migrations: TableWriter<Migration>,
     page_nodes: TableWriter<PageNodes>,
+    code_locations: TableWriter<CodeLocation>,
 }
 
 /// Writes a profile directory. `meta.json` is written first, marked incomplete, and rewritten when
@@ -119,6 +122,7 @@ impl ProfileWriter {
             page_stats: TableWriter::create(dir)?,
             migrations: TableWriter::create(dir)?,
             page_nodes: TableWriter::create(dir)?,
+            code_locations: TableWriter::create(dir)?,
         };
         Ok(ProfileWriter {
             dir: dir.to_path_buf(),
@@ -161,6 +165,9 @@ impl ProfileWriter {
     pub fn push_page_nodes(&mut self, row: PageNodes) -> Result<()> {
         self.tables().page_nodes.push(row)
     }
+    pub fn push_code_location(&mut self, row: CodeLocation) -> Result<()> {
+        self.tables().code_locations.push(row)
+    }
 
     /// Finishes every table and writes the final `meta.json` with `completeness`.
     pub fn finish(mut self, completeness: Completeness) -> Result<Meta> {
@@ -180,6 +187,7 @@ impl ProfileWriter {
             ("page_stats", t.page_stats.finish()?),
             ("migrations", t.migrations.finish()?),
             ("page_nodes", t.page_nodes.finish()?),
+            ("code_locations", t.code_locations.finish()?),
         ];
         for (name, rows) in counts {
             self.meta

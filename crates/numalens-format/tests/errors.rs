@@ -61,7 +61,8 @@ fn newer_major_version_names_both_versions() {
     let path = written(dir.path());
     let meta_path = path.join("meta.json");
     let text = std::fs::read_to_string(&meta_path).unwrap();
-    let newer = text.replace("\"format_version\": \"1.0\"", "\"format_version\": \"2.3\"");
+    let current = format!("\"format_version\": \"{FORMAT_MAJOR}.{FORMAT_MINOR}\"");
+    let newer = text.replace(&current, "\"format_version\": \"2.3\"");
     assert_ne!(text, newer);
     std::fs::write(&meta_path, newer).unwrap();
     let err = Profile::open(&path).unwrap_err().to_string();

@@ -157,13 +157,18 @@ fn arb_sample() -> impl Strategy<Value = Sample> {
             any::<Option<u64>>(),
             any::<Option<u32>>(),
         ),
-        (sources, any::<Option<u32>>(), any::<Option<u64>>()),
+        (
+            sources,
+            any::<Option<u32>>(),
+            any::<Option<u64>>(),
+            any::<Option<u32>>(),
+        ),
     )
         .prop_map(
             |(
                 (time_ns, pid, tid, cpu, address),
                 (kind, weight, object_id, node),
-                (data_source, latency, ip),
+                (data_source, latency, ip, page_size),
             )| Sample {
                 time_ns,
                 pid,
@@ -177,6 +182,7 @@ fn arb_sample() -> impl Strategy<Value = Sample> {
                 data_source,
                 latency,
                 ip,
+                page_size,
             },
         )
 }
