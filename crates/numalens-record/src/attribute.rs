@@ -166,6 +166,7 @@ mod tests {
             time_ns,
             address,
             cpu: 0,
+            mapped_page_size: 0,
             ip: 0,
         }
     }

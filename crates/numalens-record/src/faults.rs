@@ -16,6 +16,15 @@ const SAMPLE_TYPE: u64 = (sys::PERF_SAMPLE_IP
     | sys::PERF_SAMPLE_ADDR
     | sys::PERF_SAMPLE_CPU) as u64;
 
+/// The MMU page size of the faulting address when the fault is taken (Linux 5.11+): 0 for a
+/// page that is not mapped (a first touch), the real size (4 KiB, 2 MiB) for a present page (a
+/// NUMA-balancing hinting fault on a THP is a 2 MiB fault).
+const SAMPLE_PAGE_SIZE: u64 = sys::PERF_SAMPLE_DATA_PAGE_SIZE as u64;
+
+/// Bytes of a sample record without and with the page size.
+const SAMPLE_BYTES: usize = 48;
+const SAMPLE_WITH_PAGE_SIZE_BYTES: usize = 56;
+
 /// A decoded perf record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PerfEvent {
@@ -62,6 +71,9 @@ pub struct Fault {
     pub time_ns: u64,
     pub address: u64,
     pub cpu: u32,
+    /// MMU page size at `address` when the fault was taken: 0 when the page was not mapped or
+    /// the kernel does not report it (see `SamplerInfo::page_sizes`).
+    pub mapped_page_size: u32,
     pub ip: u64,
 }
 
@@ -73,6 +85,8 @@ pub struct SamplerInfo {
     /// False when the kernel refused kernel-mode samples and only user-mode faults are seen
     /// (faults taken inside system calls, e.g. `read()` into a fresh buffer, are then missed).
     pub kernel_faults: bool,
+    /// True when each fault carries the page size of its address (Linux 5.11+).
+    pub page_sizes: bool,
 }
 
 /// Why the sampler could not start.
@@ -92,12 +106,12 @@ pub enum SamplerError {
 }
 
 /// Page-fault attribute: disabled until the target execs, inherited by its threads and children.
-pub fn fault_attr(exclude_kernel: bool) -> perf_event_attr {
+pub fn fault_attr(exclude_kernel: bool, page_sizes: bool) -> perf_event_attr {
     let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
     attr.type_ = sys::PERF_TYPE_SOFTWARE;
     attr.config = sys::PERF_COUNT_SW_PAGE_FAULTS as u64;
     attr.__bindgen_anon_1.sample_period = 1;
-    attr.sample_type = SAMPLE_TYPE;
+    attr.sample_type = SAMPLE_TYPE | if page_sizes { SAMPLE_PAGE_SIZE } else { 0 };
     attr.set_disabled(1);
     attr.set_enable_on_exec(1);
     attr.set_inherit(1);
@@ -125,9 +139,19 @@ pub struct FaultSampler {
 impl FaultSampler {
     /// Opens the event for `pid` (which has not exec'd yet) on every CPU in `cpus`.
     pub fn open(pid: i32, cpus: &[u32], ring_pages: usize) -> Result<Self, SamplerError> {
-        match Self::open_with(pid, cpus, ring_pages, false) {
-            Err(SamplerError::Denied(_)) => Self::open_with(pid, cpus, ring_pages, true),
-            other => other,
+        let mut kernel = true;
+        let mut page_sizes = true;
+        loop {
+            match Self::open_with(pid, cpus, ring_pages, !kernel, page_sizes) {
+                Err(SamplerError::Denied(_)) if kernel => kernel = false,
+                // Kernels before 5.11 reject the page-size field.
+                Err(SamplerError::Other { source, .. })
+                    if page_sizes && source.raw_os_error() == Some(libc::EINVAL) =>
+                {
+                    page_sizes = false
+                }
+                other => return other,
+            }
         }
     }
 
@@ -136,8 +160,9 @@ impl FaultSampler {
         cpus: &[u32],
         ring_pages: usize,
         exclude_kernel: bool,
+        page_sizes: bool,
     ) -> Result<Self, SamplerError> {
-        let attr = fault_attr(exclude_kernel);
+        let attr = fault_attr(exclude_kernel, page_sizes);
         let mut rings = Vec::with_capacity(cpus.len());
         let mut pages = ring_pages;
         for &cpu in cpus {
@@ -160,6 +185,7 @@ impl FaultSampler {
             cpus: cpus.to_vec(),
             ring_pages: pages,
             kernel_faults: !exclude_kernel,
+            page_sizes,
         };
         Ok(FaultSampler { rings, info })
     }
@@ -244,12 +270,19 @@ pub fn decode(bytes: &[u8]) -> Option<PerfEvent> {
             let time_ns = f.u64()?;
             let address = f.u64()?;
             let (cpu, _) = f.u32_pair()?;
+            // The record's length says whether the page size was requested.
+            let mapped_page_size = match bytes.len() {
+                SAMPLE_WITH_PAGE_SIZE_BYTES => f.u64()? as u32,
+                SAMPLE_BYTES => 0,
+                _ => return None,
+            };
             Some(PerfEvent::Fault(Fault {
                 pid,
                 tid,
                 time_ns,
                 address,
                 cpu,
+                mapped_page_size,
                 ip,
             }))
         }

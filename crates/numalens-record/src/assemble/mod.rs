@@ -125,6 +125,7 @@ pub fn write_profile(
             data_source: DataSource::Unknown,
             latency: None,
             ip: Some(fault.ip),
+            page_size: None,
         })?;
     }
     for (id, o) in objects.iter().enumerate() {
