@@ -4,7 +4,7 @@
 //! | kind | args | meaning |
 //! |---|---|---|
 //! | `READY` | | init reached the point of running the scenario (boot time is measured to here) |
-//! | `FILE` | `name size sha256` | a file follows, base64 in `D` lines |
+//! | `FILE` | `name size sha256` | a file follows, base64 in `D` lines; `name` is relative to `$OUT` |
 //! | `D` | base64 text | one chunk of the current file |
 //! | `END` | `name` | end of the current file |
 //! | `EXIT` | `code` | the scenario's exit status; the last frame |
@@ -85,6 +85,11 @@ fn open_file(args: &str) -> Result<OpenFile, Error> {
     let [name, size, sha] = parts[..] else {
         return Err(Error::Framing(format!("bad FILE frame {args:?}")));
     };
+    if !is_relative_path(name) {
+        return Err(Error::Framing(format!(
+            "file name {name:?} is not a relative path inside $OUT"
+        )));
+    }
     Ok(OpenFile {
         name: name.to_string(),
         size: size
@@ -93,6 +98,15 @@ fn open_file(args: &str) -> Result<OpenFile, Error> {
         sha256: sha.to_string(),
         base64: String::new(),
     })
+}
+
+/// Names become host paths under the output directory: no absolute paths, no `..`, no empty or
+/// `.` components, so a guest can never write outside it.
+pub fn is_relative_path(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
 }
 
 fn close_file(f: &OpenFile) -> Result<Vec<u8>, Error> {

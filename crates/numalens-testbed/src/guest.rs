@@ -49,7 +49,8 @@ impl Scenario {
 #[derive(Debug, Clone)]
 pub struct GuestOutcome {
     pub exit_status: i32,
-    /// Files the scenario wrote to `$OUT`, by file name; `scenario.log` holds its output.
+    /// Files the scenario wrote to `$OUT` and its subdirectories, by path relative to `$OUT`
+    /// (`scenario.log`, `run.numalens/meta.json`); `scenario.log` holds its output.
     pub files: BTreeMap<String, Vec<u8>>,
     pub console_log: String,
     /// From QEMU's start to the guest's init reaching the scenario.
@@ -275,7 +276,7 @@ set_knob() {
 const INIT_TAIL: &str = r#"R=/dev/ttyS1
 emit() { echo "@@NLTB:$TOKEN:$*" > $R; }
 send() {
-    n=${1##*/}
+    n=${1#/out/}
     s=$(($(wc -c < "$1")))
     h=$(sha256sum "$1")
     {
@@ -293,7 +294,8 @@ if [ "$KNOB_ERRORS" = 0 ]; then
 else
     status=125
 fi
-for f in /out/*; do [ -f "$f" ] && send "$f"; done
+# Subdirectories too (a profile is a directory); names are paths relative to $OUT.
+find /out -type f | while read -r f; do send "$f"; done
 emit EXIT "$status"
 sync
 poweroff -f

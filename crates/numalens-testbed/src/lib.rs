@@ -11,7 +11,8 @@
 //! - [`host`]: finds or installs QEMU and busybox, fetches and caches a Debian kernel;
 //! - [`initramfs`]: packs host binaries with their shared-library closure into a cpio archive;
 //! - [`framing`]: the line protocol the guest uses to send files and its exit status back;
-//! - [`Guest`]: boots the guest, runs one scenario script and returns a [`GuestOutcome`].
+//! - [`Guest`]: boots the guest, runs one scenario script and returns a [`GuestOutcome`];
+//! - [`check`]: host-side checks of profiles that `numalens record` wrote in a guest.
 //!
 //! ```no_run
 //! use numalens_testbed::{Guest, GuestSpec, ScaleOptions, Scenario, Thp};
@@ -24,6 +25,7 @@
 //! assert_eq!(outcome.exit_status, 0);
 //! ```
 
+pub mod check;
 pub mod error;
 pub mod framing;
 pub mod guest;

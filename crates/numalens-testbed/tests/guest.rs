@@ -21,6 +21,7 @@ fn files_and_exit_status_come_back() {
     let script = "cat /sys/kernel/mm/transparent_hugepage/enabled > $OUT/thp\n\
                   head -c 100000 /dev/urandom > $OUT/random.bin\n\
                   sha256sum $OUT/random.bin > $OUT/random.sum\n\
+                  mkdir -p $OUT/run.numalens/deeper && echo nested > $OUT/run.numalens/deeper/f\n\
                   exit 3\n";
     let outcome = Guest::new(spec)
         .run(&Scenario::from_script("api", script))
@@ -31,6 +32,10 @@ fn files_and_exit_status_come_back() {
     assert_eq!(data.len(), 100_000);
     let sum = numalens_testbed::framing::hex(&sha2_digest(data));
     assert!(outcome.file_text("random.sum").unwrap().starts_with(&sum));
+    assert_eq!(
+        outcome.file_text("run.numalens/deeper/f").as_deref(),
+        Some("nested\n")
+    );
     let boot = outcome.boot_time.expect("READY seen");
     assert!(boot < Duration::from_secs(30), "boot took {boot:?}");
 }

@@ -176,8 +176,13 @@ fn load_topology(args: &Args) -> Result<TopologyView, String> {
 fn save_files(outcome: &GuestOutcome) -> Result<(), String> {
     let dir = &outcome.work_dir;
     for (name, data) in &outcome.files {
-        std::fs::write(dir.join(name), data)
-            .map_err(|e| format!("writing {}: {e}", dir.join(name).display()))?;
+        // Names are relative paths (checked by the framing parser); a profile is a directory.
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("creating {}: {e}", parent.display()))?;
+        }
+        std::fs::write(&path, data).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     Ok(())
 }

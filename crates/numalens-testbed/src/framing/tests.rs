@@ -87,3 +87,19 @@ fn cut_off_file_and_missing_exit() {
     let frames = parse("@@NLTB:t:READY\nKernel panic", "t").unwrap();
     assert_eq!(frames.exit_status, None);
 }
+
+#[test]
+fn files_in_subdirectories_keep_their_relative_path() {
+    let lines = frame_file("t", "run.numalens/meta.json", b"{}");
+    let frames = parse(&lines.join("\n"), "t").unwrap();
+    assert_eq!(frames.files["run.numalens/meta.json"], b"{}");
+}
+
+#[test]
+fn names_that_would_leave_the_output_directory_are_refused() {
+    for bad in ["/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/"] {
+        let lines = frame_file("t", bad, b"x");
+        let err = parse(&lines.join("\n"), "t").unwrap_err().to_string();
+        assert!(err.contains("not a relative path"), "{bad}: {err}");
+    }
+}
