@@ -30,7 +30,7 @@ pub(crate) fn model(
 ) -> ReportModel {
     let logical = logical_ids(tables.threads);
     let (objects, ranked) = top_objects(options.top, tables, tally, &logical);
-    let threads = thread_reports(tables.threads, tally, options.object.is_none());
+    let threads = thread_reports(tables.threads, tally, &listed_threads(options, tables));
     let mut samples: Kinds = [0; 5];
     let mut weight = 0;
     for t in tally.threads.values() {
@@ -200,9 +200,28 @@ fn first_touchers(
     by_object
 }
 
-/// Threads of the threads table (unless only some objects are shown) and every thread with a
-/// selected sample, by process, then logical id, then tid.
-fn thread_reports(table: &[Thread], tally: &SampleTally, list_all: bool) -> Vec<ThreadReport> {
+/// Threads listed even without samples: those chosen by `--thread`, else every thread of the
+/// table unless `--object` narrowed the report to some objects.
+fn listed_threads(options: &Options, tables: &Tables) -> Vec<ThreadKey> {
+    if options.object.is_some() && options.thread.is_none() {
+        return Vec::new();
+    }
+    let chosen = |t: &&Thread| options.thread.is_none_or(|id| t.logical_id == id);
+    tables
+        .threads
+        .iter()
+        .filter(chosen)
+        .map(|t| (t.pid, t.tid))
+        .collect()
+}
+
+/// The `listed` threads and every thread with a selected sample, by process, then logical id,
+/// then tid.
+fn thread_reports(
+    table: &[Thread],
+    tally: &SampleTally,
+    listed: &[ThreadKey],
+) -> Vec<ThreadReport> {
     let empty = ThreadTally::default();
     let known: HashMap<ThreadKey, &Thread> = table.iter().map(|t| ((t.pid, t.tid), t)).collect();
     let mut keys: Vec<ThreadKey> = tally
@@ -211,9 +230,7 @@ fn thread_reports(table: &[Thread], tally: &SampleTally, list_all: bool) -> Vec<
         .filter(|(_, t)| t.kinds.iter().sum::<u64>() > 0)
         .map(|(k, _)| *k)
         .collect();
-    if list_all {
-        keys.extend(known.keys());
-    }
+    keys.extend(listed);
     keys.sort_by_key(|k| {
         let logical = known.get(k).map(|t| t.logical_id);
         (k.0, logical.is_none(), logical, k.1)

@@ -1,1 +1,8 @@
-//! Renderings of the report model.
+//! Renderings of the report model ([`numalens_analyze::ReportModel`]). The model is built by
+//! `numalens-analyze`; this crate only lays it out, so every rendering shows the same numbers.
+//! JSON is the model itself, serialised by the caller.
+
+mod layout;
+mod text;
+
+pub use text::render_text;
