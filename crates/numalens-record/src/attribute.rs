@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use numalens_format::{ObjectKind, SampleKind};
 
 use crate::faults::Fault;
+use crate::pagesize::PageSizes;
 
 /// An object as the recorder knows it; times are CLOCK_MONOTONIC ns.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,20 +75,22 @@ impl LiveSet {
     }
 }
 
-/// What each fault became: its object (index into the objects) and its kind.
+/// What each fault became: its object (index into the objects), its kind and the size of the page
+/// it hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Attributed {
     pub object: Option<usize>,
     pub kind: SampleKind,
+    pub page_size: u64,
 }
 
-/// Attributes `faults` (sorted by time) to `objects`. A fault is a first touch when its page had
-/// no fault since the containing object was allocated; later faults are NUMA-balancing hints when
-/// `balancing` is on, plain faults otherwise.
+/// Attributes `faults` (sorted by time) to `objects`. A fault is a first touch when its page (of
+/// the size `pages` decided) had no fault since the containing object was allocated; later faults
+/// are NUMA-balancing hints when `balancing` is on, plain faults otherwise.
 pub fn attribute(
     faults: &[Fault],
     objects: &[ObjectSpec],
-    page_size: u64,
+    pages: &PageSizes,
     balancing: bool,
 ) -> Vec<Attributed> {
     let mut lifetimes: Vec<(u64, bool, usize)> = Vec::with_capacity(objects.len() * 2);
@@ -122,7 +125,7 @@ pub fn attribute(
         let object = tracked
             .find(fault.pid, fault.address, objects)
             .or_else(|| fallback.find(fault.pid, fault.address, objects));
-        let page = fault.address / page_size * page_size;
+        let (page, page_size) = pages.page_of(fault.pid, fault.address);
         let previous = last_fault.insert((fault.pid, page), fault.time_ns);
         let born = object.map_or(0, |o| objects[o].alloc_ns);
         let kind = match previous {
@@ -135,7 +138,11 @@ pub fn attribute(
             }
             _ => SampleKind::FirstTouch,
         };
-        out.push(Attributed { object, kind });
+        out.push(Attributed {
+            object,
+            kind,
+            page_size,
+        });
     }
     out
 }
@@ -143,6 +150,21 @@ pub fn attribute(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pagesize::{Evidence, ThpMode};
+
+    fn small_pages() -> PageSizes {
+        let none = Default::default();
+        PageSizes::infer(
+            &[],
+            &Evidence {
+                mode: ThpMode::Never,
+                base_page: 4096,
+                page_sizes_sampled: true,
+                anonymous: &none,
+                residency: &Default::default(),
+            },
+        )
+    }
 
     fn object(start: u64, size: u64, alloc: u64, free: Option<u64>, tracked: bool) -> ObjectSpec {
         ObjectSpec {
@@ -185,7 +207,7 @@ mod tests {
             fault(27, 0x90000),
             fault(28, 0x10020),
         ];
-        let got = attribute(&faults, &objects, 4096, false);
+        let got = attribute(&faults, &objects, &small_pages(), false);
         let ids: Vec<_> = got.iter().map(|a| a.object).collect();
         assert_eq!(ids, vec![Some(0), Some(1), Some(1), Some(2), Some(1)]);
         let kinds: Vec<_> = got.iter().map(|a| a.kind).collect();
@@ -202,7 +224,7 @@ mod tests {
         let got = attribute(
             &[fault(1, 0x10000), fault(2, 0x10008)],
             &objects,
-            4096,
+            &small_pages(),
             true,
         );
         assert_eq!(got[1].kind, SampleKind::Hint);
@@ -217,7 +239,7 @@ mod tests {
         let got = attribute(
             &[fault(1, 0x2500), fault(2, 0x5000), fault(3, 0x200000)],
             &objects,
-            4096,
+            &small_pages(),
             false,
         );
         assert_eq!(

@@ -6,6 +6,7 @@ pub mod attribute;
 pub mod events;
 pub mod faults;
 pub mod launch;
+pub mod pagesize;
 pub mod perf;
 pub mod procmaps;
 pub mod record;

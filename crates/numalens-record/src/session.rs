@@ -10,6 +10,7 @@ use numalens_format::NumaBalancing;
 use object::{Object, ObjectSection};
 
 use crate::assemble::{AssembleOptions, Summary, write_profile};
+use crate::pagesize::ThpMode;
 use crate::record::{RecordError, RecordOptions, SampleSource, prepare_output, run};
 
 /// The result of a recording.
@@ -51,10 +52,13 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
         settings.insert("sample_period".into(), 1.into());
         settings.insert("ring_pages_per_cpu".into(), info.ring_pages.into());
         settings.insert("kernel_mode_faults".into(), info.kernel_faults.into());
+        settings.insert("fault_page_sizes".into(), info.page_sizes.into());
         if !info.kernel_faults {
             notes.push("the kernel refused kernel-mode samples: faults taken inside system calls are missed (lower kernel.perf_event_paranoid to 1 to see them)".into());
         }
     }
+    let thp = ThpMode::host();
+    settings.insert("transparent_hugepage".into(), thp.name().into());
     settings.insert("objects_tracked".into(), track_objects.into());
     settings.insert("min_object".into(), opts.min_object.into());
     let backend = match opts.source {
@@ -67,6 +71,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
         backend,
         backend_settings: settings,
         numa_balancing: numa_balancing(),
+        thp,
     };
     let summary =
         write_profile(&mut raw, &opts.output, assemble).map_err(|e| RecordError::Output {

@@ -16,6 +16,7 @@ use numalens_topology::Topology;
 
 use crate::attribute::{ObjectSpec, attribute};
 use crate::events::{Event, EventLog, find_event_logs, read_event_log};
+use crate::pagesize::{self, PageSizes, ThpMode};
 use crate::procmaps::SeenMapping;
 use crate::record::RawRecording;
 use crate::symbols::Symbolizer;
@@ -46,6 +47,8 @@ pub struct AssembleOptions<'a> {
     pub backend: &'a str,
     pub backend_settings: BTreeMap<String, serde_json::Value>,
     pub numa_balancing: Option<NumaBalancing>,
+    /// The transparent-huge-page setting the program ran under.
+    pub thp: ThpMode,
 }
 
 /// Reads the runtime's logs; unreadable ones are reported as reasons for incompleteness.
@@ -86,7 +89,8 @@ pub fn write_profile(
     raw.faults.sort_by_key(|f| f.time_ns);
     let faults = &raw.faults;
     let balancing = opts.numa_balancing.as_ref().is_some_and(|b| b.mode != 0);
-    let attributed = attribute(faults, &objects, page_size, balancing);
+    let pages = page_sizes(raw, &views, &opts, page_size);
+    let attributed = attribute(faults, &objects, &pages, balancing);
 
     let completeness = completeness(raw, &logs, &views, reasons);
     let mut meta = meta(raw, &opts, page_size);
@@ -125,7 +129,7 @@ pub fn write_profile(
             data_source: DataSource::Unknown,
             latency: None,
             ip: Some(fault.ip),
-            page_size: None,
+            page_size: Some(a.page_size as u32),
         })?;
     }
     for (id, o) in objects.iter().enumerate() {
@@ -145,6 +149,65 @@ pub fn write_profile(
     summary.complete = meta.completeness.complete;
     summary.reasons = meta.completeness.reasons.clone();
     Ok(summary)
+}
+
+/// The page size of every faulted region, from the faults, the mappings and the exit query.
+fn page_sizes(
+    raw: &RawRecording,
+    views: &[ProcessView],
+    opts: &AssembleOptions<'_>,
+    base_page: u64,
+) -> PageSizes {
+    let anonymous_maps = raw.maps.mappings().into_iter().filter_map(|seen| {
+        let m = &seen.mapping;
+        let anonymous = m.path.is_empty() || m.path == "[heap]" || m.path == "[stack]";
+        (anonymous && m.perms.ends_with('p')).then_some((seen.pid, m.start, m.end))
+    });
+    let anonymous_mmaps = raw.tasks.iter().filter_map(|t| match t {
+        crate::faults::PerfEvent::Mmap {
+            pid,
+            start,
+            len,
+            path,
+            flags,
+            ..
+        } if (path.is_empty() || path.starts_with("//anon"))
+            && *flags & libc::MAP_SHARED as u32 == 0 =>
+        {
+            Some((*pid, *start, start + len))
+        }
+        _ => None,
+    });
+    let anonymous = pagesize::anonymous_by_pid(anonymous_maps.chain(anonymous_mmaps));
+    let mut residency = HashMap::new();
+    for view in views {
+        for (_, event) in &view.page_nodes {
+            if let Event::PageNodes {
+                first_page,
+                count,
+                node,
+                page_size,
+            } = *event
+            {
+                let present = node >= 0;
+                let untouched = node == -(libc::ENOENT as i64);
+                if present || untouched {
+                    let r = &mut residency;
+                    pagesize::add_residency(r, view.pid, first_page, count, page_size, present);
+                }
+            }
+        }
+    }
+    PageSizes::infer(
+        &raw.faults,
+        &pagesize::Evidence {
+            mode: opts.thp,
+            base_page,
+            page_sizes_sampled: raw.sampler.as_ref().is_some_and(|s| s.page_sizes),
+            anonymous: &anonymous,
+            residency: &residency,
+        },
+    )
 }
 
 fn object_row(id: u64, o: &ObjectSpec, origin: u64) -> Object {
