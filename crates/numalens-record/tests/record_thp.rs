@@ -2,20 +2,22 @@
 //! profile counts it as one page of 2 MiB, while the same pattern on 4 KiB pages gives one sample
 //! per 4 KiB page.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use numalens_format::{Profile, Sample, SampleKind};
+use numalens_format::{CodeLocation, Profile, Sample, SampleKind};
 use numalens_record::pagesize::{HUGE_PAGE, ThpMode};
 use numalens_record::record::RecordOptions;
-use numalens_record::session::record;
+use numalens_record::session::{Recorded, record};
 
-fn compile(dir: &Path) -> PathBuf {
+fn compile(dir: &Path, extra: &[&str]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/thp_progs/huge.c");
     let exe = dir.join("huge");
     let ok = Command::new("gcc")
-        .args(["-O1", "-g", "-pthread", "-o"])
+        .args(["-O1", "-g", "-pthread"])
+        .args(extra)
+        .arg("-o")
         .arg(&exe)
         .arg(&src)
         .status()
@@ -53,20 +55,70 @@ fn first_touches(samples: &[Sample], start: u64, len: u64) -> BTreeMap<(u64, u32
         .collect()
 }
 
-#[test]
-fn a_huge_page_is_one_first_touch_of_2_mib_and_small_pages_one_per_4_kib() {
-    let dir = tempfile::tempdir().unwrap();
-    let exe = compile(dir.path());
-    let out = dir.path().join("out.txt");
+fn record_huge(dir: &Path, extra: &[&str]) -> (Recorded, HashMap<String, u64>) {
+    let exe = compile(dir, extra);
+    let out = dir.join("out.txt");
     let command = format!("exec {} 8 > {}", exe.display(), out.display());
     let opts = RecordOptions::new(
         "sh",
         vec!["-c".into(), command.into()],
-        dir.path().join("p.numalens"),
+        dir.join("p.numalens"),
     );
     let recorded = record(&opts).unwrap();
     assert!(recorded.exit.success());
-    let p = printed(&out);
+    (recorded, printed(&out))
+}
+
+/// The code location of every first touch in [start, start+len).
+fn touching_code(profile: &Profile, start: u64, len: u64) -> BTreeSet<(String, String, u32)> {
+    let code: HashMap<(u32, u64), CodeLocation> = profile
+        .read_all::<CodeLocation>()
+        .unwrap()
+        .into_iter()
+        .map(|c| ((c.pid, c.ip), c))
+        .collect();
+    let samples = profile.read_all::<Sample>().unwrap();
+    samples
+        .iter()
+        .filter(|s| s.kind == SampleKind::FirstTouch)
+        .filter(|s| s.address >= start && s.address < start + len)
+        .map(|s| {
+            let c = &code[&(s.pid, s.ip.unwrap())];
+            let file = c.file.clone().unwrap_or_default();
+            let file = file.rsplit('/').next().unwrap().to_string();
+            (
+                c.function.clone().unwrap_or_default(),
+                file,
+                c.line.unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// The line of `huge.c` that first-touches the pages.
+fn touch_line() -> u32 {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/thp_progs/huge.c");
+    let text = std::fs::read_to_string(src).unwrap();
+    let index = text.lines().position(|l| l.contains("p[i] = 1;")).unwrap();
+    index as u32 + 1
+}
+
+#[test]
+fn first_touches_name_the_line_of_code_that_made_them() {
+    for (label, extra) in [("dynamic", &[][..]), ("static", &["-static"][..])] {
+        let dir = tempfile::tempdir().unwrap();
+        let (recorded, p) = record_huge(dir.path(), extra);
+        let profile = Profile::open(&recorded.profile).unwrap();
+        let code = touching_code(&profile, p["small"], p["bytes"]);
+        let expected = ("touch".to_string(), "huge.c".to_string(), touch_line());
+        assert_eq!(code, BTreeSet::from([expected]), "{label}");
+    }
+}
+
+#[test]
+fn a_huge_page_is_one_first_touch_of_2_mib_and_small_pages_one_per_4_kib() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recorded, p) = record_huge(dir.path(), &[]);
     let (huge, small, bytes) = (p["huge"], p["small"], p["bytes"]);
     let (tid1, tid2) = (p["tid1"] as u32, p["tid2"] as u32);
     let profile = Profile::open(&recorded.profile).unwrap();

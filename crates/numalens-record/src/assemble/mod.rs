@@ -1,11 +1,12 @@
 //! Turning a finished recording (runtime event logs, page faults, maps snapshots, perf task
 //! records) into a profile directory.
 
+mod code;
 mod objects;
 mod sites;
 mod threads;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use numalens_format::{
@@ -103,7 +104,9 @@ pub fn write_profile(
         ..Summary::default()
     };
     let origin = raw.clock_origin_ns;
+    let mut ips = BTreeSet::new();
     for (fault, a) in faults.iter().zip(&attributed) {
+        ips.insert((fault.pid, fault.ip));
         let first = a.kind == SampleKind::FirstTouch;
         summary.samples += 1;
         if first {
@@ -134,6 +137,9 @@ pub fn write_profile(
     }
     for (id, o) in objects.iter().enumerate() {
         writer.push_object(object_row(id as u64, o, origin))?;
+    }
+    for row in code::code_locations(&ips, &views, &raw.tasks, &mut symbols) {
+        writer.push_code_location(row)?;
     }
     summary.objects = objects.len() as u64;
     for view in &views {
