@@ -24,6 +24,8 @@ pub enum Command {
     Topology(TopologyArgs),
     /// Run a program and record where its memory accesses go into a profile.
     Record(RecordArgs),
+    /// Show what a profile says: top objects, threads, memory nodes, how the run went.
+    Report(ReportArgs),
     /// Run the main job on a bundled example and write a profile.
     Demo(DemoArgs),
 }
@@ -97,6 +99,25 @@ fn power_of_two(text: &str) -> Result<usize, String> {
 }
 
 #[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The profile directory that `numalens record` wrote.
+    #[arg(value_name = "PROFILE")]
+    pub profile: PathBuf,
+    /// Print the report model as JSON (see docs/REPORT.md) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// List at most this many objects.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
+    /// Only objects with this name (exact, or else containing it) and their samples.
+    #[arg(long, value_name = "NAME")]
+    pub object: Option<String>,
+    /// Only samples of the thread with this logical id (0 = main thread).
+    #[arg(long, value_name = "N")]
+    pub thread: Option<u32>,
+}
+
+#[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Profile directory to write.
     #[arg(
@@ -141,6 +162,26 @@ mod tests {
         assert_eq!(args.command, ["./app", "-o", "--x"]);
         assert!(Cli::try_parse_from(["numalens", "record"]).is_err());
         assert!(Cli::try_parse_from(["numalens", "record", "--ring-pages", "3", "x"]).is_err());
+    }
+
+    #[test]
+    fn report_flags_parse() {
+        let cli = Cli::try_parse_from(["numalens", "report", "p.numalens"]).unwrap();
+        let Command::Report(args) = cli.command else {
+            panic!("not report")
+        };
+        assert_eq!((args.top, args.json), (20, false));
+        let cli = Cli::try_parse_from([
+            "numalens", "report", "p", "--json", "--top", "3", "--object", "a", "--thread", "2",
+        ])
+        .unwrap();
+        let Command::Report(args) = cli.command else {
+            panic!("not report")
+        };
+        assert_eq!((args.top, args.json, args.thread), (3, true, Some(2)));
+        assert_eq!(args.object.as_deref(), Some("a"));
+        assert!(Cli::try_parse_from(["numalens", "report"]).is_err());
+        assert!(Cli::try_parse_from(["numalens", "report", "p", "--top", "x"]).is_err());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod demo;
 mod record;
+mod report;
 mod topology;
 
 use crate::cli::{Cli, Command};
@@ -10,6 +11,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Topology(args) => topology::run(args),
         Command::Record(args) => record::run(args),
+        Command::Report(args) => report::run(args),
         Command::Demo(args) => demo::run(args),
     }
 }

@@ -1,0 +1,125 @@
+//! Text rendering of a stored report model (the analysis crate's fixture, as JSON).
+
+use numalens_analyze::ReportModel;
+use numalens_report::render_text;
+
+fn fixture() -> ReportModel {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixture-model.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn line_with<'a>(text: &'a str, needle: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with `{needle}` in:\n{text}"))
+}
+
+#[test]
+fn summary_names_the_run() {
+    let text = render_text(&fixture(), false);
+    assert!(text.starts_with("Profile fixture.numalens\n"), "{text}");
+    assert!(line_with(&text, "command").ends_with("./app --size 8"));
+    assert!(line_with(&text, "backend").ends_with("faults (sample_period=1)"));
+    let run = line_with(&text, "run ");
+    assert!(
+        run.contains("exited with status 0, 1.0 ms; profile complete"),
+        "{run}"
+    );
+    let samples = line_with(&text, "samples  ");
+    assert!(
+        samples.contains("17 (first-touch 10, load 4, store 2, fault 1); 3 lost"),
+        "{samples}"
+    );
+}
+
+#[test]
+fn objects_with_site_touchers_and_pages() {
+    let text = render_text(&fixture(), false);
+    assert!(text.contains("Objects (top 3 of 3,"), "{text}");
+    let grid = line_with(&text, "1. grid (main.c:10)");
+    assert!(
+        grid.contains("[heap] 32.0 KiB: 8 first touches, 13 samples, 8 resident pages"),
+        "{grid}"
+    );
+    assert!(line_with(&text, "allocated at").ends_with("make_grid grid.c:42 by T0"));
+    assert!(line_with(&text, "first touched").ends_with("T1 4, T2 4"));
+    assert!(line_with(&text, "pages    ").ends_with("node 0: 4, node 1: 4"));
+    assert!(text.contains("node 0: 1, untouched: 1"), "{text}");
+}
+
+#[test]
+fn thread_and_node_tables() {
+    let text = render_text(&fixture(), false);
+    let head = line_with(&text, "start routine");
+    let columns: Vec<&str> = head
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "thread",
+            "tid",
+            "name",
+            "start routine",
+            "samples",
+            "first-touch",
+            "load",
+            "store",
+            "fault",
+            "nodes (samples)"
+        ]
+    );
+    let t2 = line_with(&text, "  T2 ");
+    let cells: Vec<&str> = t2.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [
+            "T2", "102", "worker", "0x401000", "6", "4", "0", "2", "0", "1:6"
+        ]
+    );
+    assert!(line_with(&text, "tid 999").contains("0:1"));
+    let nodes = text.split("Memory nodes").nth(1).unwrap();
+    let rows: Vec<Vec<&str>> = nodes
+        .lines()
+        .skip(2)
+        .take(2)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["0", "5", "20.0", "KiB", "10"],
+            ["1", "5", "20.0", "KiB", "6"]
+        ]
+    );
+    assert!(
+        text.contains("untouched pages: 1; pages of unknown node: 3; samples of unknown node: 1")
+    );
+}
+
+#[test]
+fn colour_only_when_asked() {
+    let model = fixture();
+    assert!(!render_text(&model, false).contains('\u{1b}'));
+    let coloured = render_text(&model, true);
+    assert!(coloured.contains("\u{1b}[1mProfile\u{1b}[0m"));
+    // Colour changes nothing but the escapes.
+    let stripped = strip_escapes(&coloured);
+    assert_eq!(stripped, render_text(&model, false));
+}
+
+fn strip_escapes(text: &str) -> String {
+    let mut out = String::new();
+    let mut in_escape = false;
+    for c in text.chars() {
+        match (in_escape, c) {
+            (false, '\u{1b}') => in_escape = true,
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+            (false, c) => out.push(c),
+        }
+    }
+    out
+}
