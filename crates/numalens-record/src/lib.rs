@@ -11,6 +11,7 @@ pub mod perf;
 pub mod procmaps;
 pub mod record;
 pub mod runtime;
+pub mod scan;
 pub mod session;
 mod signals;
 pub mod symbols;

@@ -52,18 +52,25 @@ pub struct MapsHistory {
 
 impl MapsHistory {
     /// Reads `/proc/PID/maps` now; a process that is gone is skipped silently.
-    pub fn snapshot(&mut self, pid: u32, now_ns: u64) {
+    /// Returns the mappings read (none when the process is gone).
+    pub fn snapshot(&mut self, pid: u32, now_ns: u64) -> Vec<Mapping> {
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-            return;
+            return Vec::new();
         };
-        self.add(pid, &text, now_ns);
+        self.add(pid, &text, now_ns)
     }
 
-    pub fn add(&mut self, pid: u32, text: &str, now_ns: u64) {
-        for mapping in parse_maps(text) {
-            let times = self.seen.entry((pid, mapping)).or_insert((now_ns, now_ns));
-            times.1 = now_ns;
+    pub fn add(&mut self, pid: u32, text: &str, now_ns: u64) -> Vec<Mapping> {
+        let mappings = parse_maps(text);
+        for mapping in &mappings {
+            match self.seen.get_mut(&(pid, mapping.clone())) {
+                Some(times) => times.1 = now_ns,
+                None => {
+                    self.seen.insert((pid, mapping.clone()), (now_ns, now_ns));
+                }
+            }
         }
+        mappings
     }
 
     pub fn mappings(&self) -> Vec<SeenMapping> {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::faults::{Fault, PerfEvent, SamplerInfo, online_cpus};
 use crate::launch::{LaunchError, LaunchSpec, launch};
 use crate::procmaps::MapsHistory;
+use crate::scan::{ScannedRun, scan_process};
 use crate::signals;
 
 /// Where accesses come from.
@@ -35,6 +36,8 @@ pub struct RecordOptions {
     pub ring_pages: usize,
     /// Print a status line on stderr while the program runs.
     pub status_line: bool,
+    /// Query where every data page of the program is this often (`--page-scan-interval`).
+    pub page_scan_interval: Option<Duration>,
 }
 
 impl RecordOptions {
@@ -50,6 +53,7 @@ impl RecordOptions {
             track_objects: true,
             ring_pages: 1024,
             status_line: false,
+            page_scan_interval: None,
         }
     }
 }
@@ -62,6 +66,8 @@ pub struct RawRecording {
     pub tasks: Vec<PerfEvent>,
     pub lost: u64,
     pub maps: MapsHistory,
+    /// Answers of the periodic page → node scans.
+    pub scans: Vec<ScannedRun>,
     pub sampler: Option<SamplerInfo>,
     pub exit: std::process::ExitStatus,
     pub interrupted_by: Option<i32>,
@@ -156,6 +162,8 @@ pub fn run(
     raw.live.insert(launched.child.id());
     let mut status = StatusLine::new(opts.status_line);
     let mut last_snapshot: Option<Instant> = None;
+    let mut last_scan: Option<Instant> = None;
+    let page_size = crate::perf::page_size() as u64;
     let exit = loop {
         match &mut sampler {
             Some(s) => {
@@ -170,6 +178,16 @@ pub fn run(
             let now = monotonic_ns();
             for pid in &raw.live {
                 raw.maps.snapshot(*pid, now);
+            }
+        }
+        if let Some(every) = opts.page_scan_interval
+            && last_scan.is_none_or(|t| t.elapsed() >= every)
+        {
+            last_scan = Some(Instant::now());
+            let now = monotonic_ns();
+            for pid in &raw.live {
+                let mappings = raw.maps.snapshot(*pid, now);
+                scan_process(*pid, &mappings, page_size, now, &mut raw.scans);
             }
         }
         status.update(started.elapsed(), &raw);
@@ -191,6 +209,7 @@ pub fn run(
         tasks: raw.tasks,
         lost: raw.lost,
         maps: raw.maps,
+        scans: raw.scans,
         sampler: sampler.map(|s| s.info),
         exit,
         interrupted_by: signals::interrupted(),
@@ -209,6 +228,7 @@ struct Collected {
     tasks: Vec<PerfEvent>,
     lost: u64,
     maps: MapsHistory,
+    scans: Vec<ScannedRun>,
     /// Processes of the program that are running now.
     live: std::collections::BTreeSet<u32>,
 }

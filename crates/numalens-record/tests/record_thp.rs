@@ -12,7 +12,7 @@ use numalens_record::record::RecordOptions;
 use numalens_record::session::{Recorded, record};
 
 fn compile(dir: &Path, extra: &[&str]) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/thp_progs/huge.c");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/placement_progs/huge.c");
     let exe = dir.join("huge");
     let ok = Command::new("gcc")
         .args(["-O1", "-g", "-pthread"])
@@ -97,7 +97,7 @@ fn touching_code(profile: &Profile, start: u64, len: u64) -> BTreeSet<(String, S
 
 /// The line of `huge.c` that first-touches the pages.
 fn touch_line() -> u32 {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/thp_progs/huge.c");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/placement_progs/huge.c");
     let text = std::fs::read_to_string(src).unwrap();
     let index = text.lines().position(|l| l.contains("p[i] = 1;")).unwrap();
     index as u32 + 1

@@ -20,6 +20,7 @@ use crate::events::{Event, EventLog, find_event_logs, read_event_log};
 use crate::pagesize::{self, PageSizes, ThpMode};
 use crate::procmaps::SeenMapping;
 use crate::record::RawRecording;
+use crate::scan::ScannedRun;
 use crate::symbols::Symbolizer;
 
 pub use objects::ProcessView;
@@ -150,6 +151,7 @@ pub fn write_profile(
         }
         write_page_nodes(&mut writer, view, origin)?;
     }
+    write_scans(&mut writer, &raw.scans, origin)?;
     summary.threads = threads::write_threads(&mut writer, &views, &raw.tasks, origin)?;
     let meta = writer.finish(completeness)?;
     summary.complete = meta.completeness.complete;
@@ -318,26 +320,60 @@ fn write_page_nodes(
         else {
             continue;
         };
-        let (node, status) = match node {
-            n if n >= 0 => (Some(n as u32), String::new()),
-            n if n == -(libc::ENOENT as i64) => (None, "untouched".to_string()),
-            n => (
-                None,
-                std::io::Error::from_raw_os_error(-n as i32).to_string(),
-            ),
-        };
-        writer.push_page_nodes(PageNodes {
-            time_ns: t.saturating_sub(origin),
-            pid: view.pid,
-            start: first_page,
-            pages: count,
-            page_size,
+        writer.push_page_nodes(page_nodes_row(
+            t.saturating_sub(origin),
+            view.pid,
+            (first_page, count, page_size),
             node,
-            status,
-            source: "exit".into(),
-        })?;
+            "exit",
+        ))?;
     }
     Ok(())
+}
+
+fn write_scans(
+    writer: &mut ProfileWriter,
+    scans: &[ScannedRun],
+    origin: u64,
+) -> numalens_format::Result<()> {
+    for s in scans {
+        writer.push_page_nodes(page_nodes_row(
+            s.time_ns.saturating_sub(origin),
+            s.pid,
+            (s.start, s.pages, s.page_size),
+            s.node as i64,
+            "scan",
+        ))?;
+    }
+    Ok(())
+}
+
+/// A `page_nodes` row from a `move_pages` answer: a node, or a negative errno.
+fn page_nodes_row(
+    time_ns: u64,
+    pid: u32,
+    (start, pages, page_size): (u64, u64, u64),
+    answer: i64,
+    source: &str,
+) -> PageNodes {
+    let (node, status) = match answer {
+        n if n >= 0 => (Some(n as u32), String::new()),
+        n if n == -(libc::ENOENT as i64) => (None, "untouched".to_string()),
+        n => (
+            None,
+            std::io::Error::from_raw_os_error(-n as i32).to_string(),
+        ),
+    };
+    PageNodes {
+        time_ns,
+        pid,
+        start,
+        pages,
+        page_size,
+        node,
+        status,
+        source: source.into(),
+    }
 }
 
 fn completeness(

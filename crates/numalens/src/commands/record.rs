@@ -30,6 +30,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         track_objects: !args.no_runtime,
         ring_pages: args.ring_pages,
         status_line: true,
+        page_scan_interval: None,
     };
     let recorded = match record(&opts) {
         Err(RecordError::Launch(LaunchError::Sampler(e @ SamplerError::Denied(_))))
