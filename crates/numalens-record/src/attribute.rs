@@ -29,45 +29,60 @@ pub struct ObjectSpec {
     pub tracked: bool,
 }
 
-/// Live objects of one class (tracked or fallback), per process, by start address.
+/// Live objects of one class (tracked or fallback), per process, by size class and start.
+///
+/// An object of size class k (size in [2^k, 2^(k+1))) can contain an address only if it starts
+/// less than 2^(k+1) below it, so a lookup scans a bounded window in each class: exact for any
+/// nesting (a TLS block inside a stack inside a mapping) without walking over every object below
+/// the address.
 #[derive(Default)]
 struct LiveSet {
-    by_pid: HashMap<u32, BTreeMap<u64, Vec<usize>>>,
+    by_pid: HashMap<u32, Vec<BTreeMap<u64, Vec<usize>>>>,
+}
+
+fn size_class(size: u64) -> usize {
+    63 - size.max(1).leading_zeros() as usize
 }
 
 impl LiveSet {
-    fn insert(&mut self, pid: u32, start: u64, id: usize) {
-        self.by_pid
-            .entry(pid)
-            .or_default()
-            .entry(start)
-            .or_default()
-            .push(id);
+    fn insert(&mut self, pid: u32, o: &ObjectSpec, id: usize) {
+        let classes = self.by_pid.entry(pid).or_default();
+        let class = size_class(o.size);
+        if classes.len() <= class {
+            classes.resize_with(class + 1, BTreeMap::new);
+        }
+        classes[class].entry(o.start).or_default().push(id);
     }
 
-    fn remove(&mut self, pid: u32, start: u64, id: usize) {
-        if let Some(map) = self.by_pid.get_mut(&pid)
-            && let Some(ids) = map.get_mut(&start)
+    fn remove(&mut self, pid: u32, o: &ObjectSpec, id: usize) {
+        if let Some(classes) = self.by_pid.get_mut(&pid)
+            && let Some(map) = classes.get_mut(size_class(o.size))
+            && let Some(ids) = map.get_mut(&o.start)
         {
             ids.retain(|i| *i != id);
             if ids.is_empty() {
-                map.remove(&start);
+                map.remove(&o.start);
             }
         }
     }
 
-    /// The smallest live object containing `address`; nested objects (a stack inside a mapping)
-    /// are found by walking back over starts below the address, bounded to a few steps.
+    /// The smallest live object containing `address`.
     fn find(&self, pid: u32, address: u64, objects: &[ObjectSpec]) -> Option<usize> {
-        let map = self.by_pid.get(&pid)?;
+        let classes = self.by_pid.get(&pid)?;
         let mut best: Option<usize> = None;
-        for (_, ids) in map.range(..=address).rev().take(8) {
-            for &id in ids {
-                let o = &objects[id];
-                if address < o.start.saturating_add(o.size)
-                    && best.is_none_or(|b| o.size < objects[b].size)
-                {
-                    best = Some(id);
+        for (class, map) in classes.iter().enumerate() {
+            if map.is_empty() {
+                continue;
+            }
+            let window = 1u64.checked_shl(class as u32 + 1).unwrap_or(u64::MAX);
+            for (_, ids) in map.range(address.saturating_sub(window)..=address) {
+                for &id in ids {
+                    let o = &objects[id];
+                    if address < o.start.saturating_add(o.size)
+                        && best.is_none_or(|b| o.size < objects[b].size)
+                    {
+                        best = Some(id);
+                    }
                 }
             }
         }
@@ -116,9 +131,9 @@ pub fn attribute(
                 &mut fallback
             };
             if starts {
-                set.insert(o.pid, o.start, id);
+                set.insert(o.pid, o, id);
             } else {
-                set.remove(o.pid, o.start, id);
+                set.remove(o.pid, o, id);
             }
             next += 1;
         }
@@ -228,6 +243,28 @@ mod tests {
             true,
         );
         assert_eq!(got[1].kind, SampleKind::Hint);
+    }
+
+    #[test]
+    fn a_container_is_found_past_any_number_of_objects_inside_it() {
+        // A 64 MiB tracked mapping holding a thousand tracked blocks below the fault's address.
+        let mut objects = vec![object(0x1000_0000, 64 << 20, 0, None, true)];
+        for i in 0..1000 {
+            objects.push(object(0x1000_0000 + i * 0x2000, 0x1000, 0, None, true));
+        }
+        let got = attribute(
+            &[
+                fault(1, 0x1000_0000 + 1000 * 0x2000 + 8),
+                fault(2, 0x1000_1010),
+            ],
+            &objects,
+            &small_pages(),
+            false,
+        );
+        assert_eq!(got[0].object, Some(0));
+        assert_eq!(got[1].object, Some(0), "between two blocks");
+        let got = attribute(&[fault(3, 0x1000_2010)], &objects, &small_pages(), false);
+        assert_eq!(got[0].object, Some(2), "inside a block");
     }
 
     #[test]
