@@ -211,8 +211,11 @@ static struct nl_tbuf *nl_buf_acquire(void)
             atomic_compare_exchange_strong(&b->state, &z, 1))
             return b;
     }
+    /* MAP_POPULATE: the kernel fills the pages in now, inside the system call, where the page-fault
+     * sampler does not see it; left to fault in as records are written, the runtime's own buffer
+     * would show up as first touches of the program. */
     void *m = (void *)syscall(SYS_mmap, NULL, sizeof(struct nl_tbuf), PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (m == MAP_FAILED)
         return NULL;
     struct nl_tbuf *b = m;

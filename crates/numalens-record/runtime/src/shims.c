@@ -55,12 +55,12 @@ void nl_small_tick(void)
     nl_self.guard--;
 }
 
-/** Whether @p p may be a block of at least min_object bytes; nl_free_traced() decides. */
-static inline int nl_maybe_large(const void *p)
+/** The size of glibc's chunk holding @p p. glibc keeps it (with 3 flag bits) just below the
+ * block, and it is never smaller than the usable size: below min_object, the block is small and
+ * free() needs no call to find out. Only valid when nl_glibc_chunks. */
+static inline size_t nl_chunk_size(const void *p)
 {
-    /* glibc keeps the chunk size (with 3 flag bits) just below the block, and the chunk is never
-     * smaller than the usable size: small blocks are ruled out without a call. */
-    return !nl_glibc_chunks || (((const size_t *)p)[-1] & ~(size_t)7) >= nl_g.min_object;
+    return ((const size_t *)p)[-1] & ~(size_t)7;
 }
 
 /** Before dlsym has answered: resolve (once per thread), else serve from the pool. */
@@ -81,11 +81,33 @@ static inline void *nl_after(void *p, size_t size, size_t align, int fn)
     return p;
 }
 
-NL_EXPORT void *malloc(size_t size)
+/* malloc and calloc count a small request before forwarding it, so that the forward is a tail
+ * call: no frame, no return through the shim. A small request that fails is counted all the
+ * same, as it always was. The real function is tested for NULL instead of a separate "resolved"
+ * flag: it is loaded for the call anyway, and it is only published once dlsym has answered. */
+
+__attribute__((noinline)) static void *nl_malloc_slow(size_t size)
 {
     if (nl_unlikely(!nl_real.free))
         return nl_early() ? malloc(size) : nl_boot_alloc(size, 0, 0);
     return nl_after(nl_real.malloc(size), size, 0, NL_FN_MALLOC);
+}
+
+NL_EXPORT void *malloc(size_t size)
+{
+    void *(*real)(size_t) = nl_real.malloc;
+    if (nl_likely(size < nl_g.min_object && real)) {
+        nl_count_small(size);
+        return real(size);
+    }
+    return nl_malloc_slow(size);
+}
+
+__attribute__((noinline)) static void *nl_calloc_slow(size_t n, size_t m, size_t size)
+{
+    if (nl_unlikely(!nl_real.free))
+        return nl_early() ? calloc(n, m) : nl_boot_alloc(size, 0, 1);
+    return nl_after(nl_real.calloc(n, m), size, 0, NL_FN_CALLOC);
 }
 
 NL_EXPORT void *calloc(size_t n, size_t m)
@@ -93,9 +115,12 @@ NL_EXPORT void *calloc(size_t n, size_t m)
     size_t size;
     if (__builtin_mul_overflow(n, m, &size))
         size = SIZE_MAX;
-    if (nl_unlikely(!nl_real.free))
-        return nl_early() ? calloc(n, m) : nl_boot_alloc(size, 0, 1);
-    return nl_after(nl_real.calloc(n, m), size, 0, NL_FN_CALLOC);
+    void *(*real)(size_t, size_t) = nl_real.calloc;
+    if (nl_likely(size < nl_g.min_object && real)) {
+        nl_count_small(size);
+        return real(n, m);
+    }
+    return nl_calloc_slow(n, m, size);
 }
 
 /** free() while tracing, for blocks that may be large. */
@@ -111,11 +136,14 @@ NL_EXPORT void free(void *p)
     void (*real)(void *) = nl_real.free;
     if (nl_unlikely(!p || nl_boot_owns(p) || !real))
         return;
-    if (atomic_load_explicit(&nl_g.on, memory_order_relaxed) && nl_maybe_large(p)) {
-        nl_free_traced(p);
+    /* With glibc's chunks, min_object alone decides (it is UINT64_MAX whenever tracing is off):
+     * one load and one compare, then a tail call. */
+    if (nl_likely(nl_glibc_chunks) ? nl_likely(nl_chunk_size(p) < nl_g.min_object)
+                                   : !atomic_load_explicit(&nl_g.on, memory_order_relaxed)) {
+        real(p);
         return;
     }
-    real(p);
+    nl_free_traced(p);
 }
 
 NL_EXPORT void *realloc(void *old, size_t size)

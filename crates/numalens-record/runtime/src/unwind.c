@@ -68,8 +68,11 @@ int nl_site_note(uint64_t id, const uint64_t *frames, unsigned n)
 
 void nl_sites_reset(void)
 {
+    /* Only used slots are cleared: in a fork child every write copies a page of the 128 KiB table,
+     * and those copies would be the child's first touches, not the program's. */
     for (unsigned i = 0; i < NL_SITE_SLOTS; i++)
-        atomic_store_explicit(&nl_sites[i], 0, memory_order_relaxed);
+        if (atomic_load_explicit(&nl_sites[i], memory_order_relaxed))
+            atomic_store_explicit(&nl_sites[i], 0, memory_order_relaxed);
 }
 
 struct nl_walk {
