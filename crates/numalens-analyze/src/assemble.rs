@@ -285,6 +285,7 @@ fn node_totals(pages: &PageMap, tally: &SampleTally) -> NodeTotals {
     ids.sort_unstable();
     ids.dedup();
     NodeTotals {
+        page_runs: pages.rows,
         nodes: ids
             .into_iter()
             .map(|node| {

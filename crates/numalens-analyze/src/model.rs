@@ -214,6 +214,9 @@ pub struct ThreadReport {
 /// Totals per memory node.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeTotals {
+    /// Rows of the `page_nodes` table: 0 when the recording did not query page placement, in
+    /// which case every page count of the report is 0.
+    pub page_runs: u64,
     /// Every node that holds a page or a sample, by id.
     pub nodes: Vec<NodeSummary>,
     /// Pages the queries found untouched.

@@ -29,6 +29,8 @@ struct PageRun {
 #[derive(Debug, Default)]
 pub(crate) struct PageMap {
     by_pid: HashMap<u32, BTreeMap<u64, PageRun>>,
+    /// Rows read from the table.
+    pub rows: u64,
 }
 
 /// Pages and bytes on one node.
@@ -50,7 +52,10 @@ impl PageMap {
     pub(crate) fn read(profile: &Profile) -> Result<Self, FormatError> {
         let mut rows = profile.read_all::<PageNodes>()?;
         rows.sort_by_key(|r| r.time_ns);
-        let mut map = PageMap::default();
+        let mut map = PageMap {
+            rows: rows.len() as u64,
+            ..PageMap::default()
+        };
         for row in rows.iter().filter(|r| r.pages > 0 && r.page_size > 0) {
             let state = match (row.node, row.status.as_str()) {
                 (Some(node), _) => PageState::Node(node),
@@ -174,7 +179,10 @@ mod tests {
 
     #[test]
     fn later_answers_replace_earlier_ones_page_by_page() {
-        let mut map = PageMap::default();
+        let mut map = PageMap {
+            rows: rows.len() as u64,
+            ..PageMap::default()
+        };
         map.insert(1, 0x10000, run(0x20000, PageState::Node(0)));
         map.insert(1, 0x14000, run(0x16000, PageState::Node(1)));
         map.insert(1, 0x1f000, run(0x22000, PageState::Untouched));
@@ -189,7 +197,10 @@ mod tests {
 
     #[test]
     fn partial_pages_count_and_gaps_are_not_queried() {
-        let mut map = PageMap::default();
+        let mut map = PageMap {
+            rows: rows.len() as u64,
+            ..PageMap::default()
+        };
         map.insert(1, 0x10000, run(0x12000, PageState::Node(2)));
         // An object from the middle of the first page to past the queried range.
         let p = map.placement(1, 0x10010, 0x3000, 4096);

@@ -191,9 +191,10 @@ fn objects(out: &mut String, s: Style, m: &ReportModel, names: &ThreadNames) {
         );
         return;
     }
+    let placement_recorded = m.nodes.page_runs > 0;
     for (rank, o) in m.objects.iter().enumerate() {
         object_row(out, s, rank + 1, o);
-        object_details(out, s, o, names);
+        object_details(out, s, o, names, placement_recorded);
     }
 }
 
@@ -205,14 +206,25 @@ fn object_row(out: &mut String, s: Style, rank: usize, o: &ObjectReport) {
         s.dim(&format!("[{}]", o.kind)),
         bytes(o.size)
     );
-    let _ = writeln!(
+    let _ = write!(
         out,
         "\n{head}: {} first touches, {} samples, {} resident pages",
         o.samples.first_touch, o.samples.total, resident
     );
+    // Sampled backends: what the samples stand for.
+    if o.weight != o.samples.total {
+        let _ = write!(out, ", {} accesses", o.weight);
+    }
+    let _ = writeln!(out);
 }
 
-fn object_details(out: &mut String, s: Style, o: &ObjectReport, names: &ThreadNames) {
+fn object_details(
+    out: &mut String,
+    s: Style,
+    o: &ObjectReport,
+    names: &ThreadNames,
+    placement_recorded: bool,
+) {
     let detail = |out: &mut String, label: &str, value: String| {
         let _ = writeln!(out, "       {}  {value}", s.dim(&format!("{label:<13}")));
     };
@@ -238,7 +250,9 @@ fn object_details(out: &mut String, s: Style, o: &ObjectReport, names: &ThreadNa
             .collect();
         detail(out, "first touched", list.join(", "));
     }
-    detail(out, "pages", placement(&o.pages));
+    if placement_recorded {
+        detail(out, "pages", placement(&o.pages));
+    }
     detail(out, "samples", kinds(&o.samples));
 }
 
@@ -335,6 +349,13 @@ fn nodes(out: &mut String, s: Style, m: &ReportModel) {
         "Memory nodes (pages at the end of the run, samples when taken)",
     );
     let n = &m.nodes;
+    if n.page_runs == 0 {
+        let _ = writeln!(
+            out,
+            "  {}",
+            s.dim("page placement was not recorded; samples only")
+        );
+    }
     if n.nodes.is_empty() {
         let _ = writeln!(
             out,
