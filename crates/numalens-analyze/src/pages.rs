@@ -179,10 +179,7 @@ mod tests {
 
     #[test]
     fn later_answers_replace_earlier_ones_page_by_page() {
-        let mut map = PageMap {
-            rows: rows.len() as u64,
-            ..PageMap::default()
-        };
+        let mut map = PageMap::default();
         map.insert(1, 0x10000, run(0x20000, PageState::Node(0)));
         map.insert(1, 0x14000, run(0x16000, PageState::Node(1)));
         map.insert(1, 0x1f000, run(0x22000, PageState::Untouched));
@@ -197,10 +194,7 @@ mod tests {
 
     #[test]
     fn partial_pages_count_and_gaps_are_not_queried() {
-        let mut map = PageMap {
-            rows: rows.len() as u64,
-            ..PageMap::default()
-        };
+        let mut map = PageMap::default();
         map.insert(1, 0x10000, run(0x12000, PageState::Node(2)));
         // An object from the middle of the first page to past the queried range.
         let p = map.placement(1, 0x10010, 0x3000, 4096);
