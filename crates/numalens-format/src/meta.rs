@@ -117,6 +117,16 @@ pub struct Overhead {
     /// CPU seconds spent by the recorder process itself.
     #[serde(default)]
     pub recorder_cpu_s: Option<f64>,
+    /// CPU seconds the recorder spent while the program ran (draining samples, maps snapshots,
+    /// page scans): the steady cost, without start-up and writing the profile. Since 1.1.
+    #[serde(default)]
+    pub running_cpu_s: Option<f64>,
+    /// Wall seconds the program ran under the recorder. Since 1.1.
+    #[serde(default)]
+    pub program_wall_s: Option<f64>,
+    /// Wall seconds spent writing the profile after the program ended. Since 1.1.
+    #[serde(default)]
+    pub writing_wall_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,6 +4,7 @@
 pub mod assemble;
 pub mod attribute;
 pub mod events;
+pub mod events_tail;
 pub mod faults;
 pub mod launch;
 pub mod pagesize;

@@ -5,6 +5,7 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::events_tail::ObjectCounter;
 use crate::faults::{Fault, PerfEvent, SamplerInfo, online_cpus};
 use crate::launch::{LaunchError, LaunchSpec, launch};
 use crate::procmaps::MapsHistory;
@@ -74,6 +75,8 @@ pub struct RawRecording {
     pub start_unix_ns: u64,
     pub clock_origin_ns: u64,
     pub wall: Duration,
+    /// The recorder's own CPU time while the program ran.
+    pub running_cpu: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -156,11 +159,12 @@ pub fn run(
     let start_unix_ns = numalens_format::meta::unix_now_ns();
     let clock_origin_ns = monotonic_ns();
     let started = Instant::now();
+    let cpu_at_start = own_cpu_time();
     let mut launched = launch(&spec)?;
     let mut sampler = launched.sampler.take();
     let mut raw = Collected::default();
     raw.live.insert(launched.child.id());
-    let mut status = StatusLine::new(opts.status_line);
+    let mut status = StatusLine::new(opts.status_line, &events_dir);
     let mut last_snapshot: Option<Instant> = None;
     let mut last_scan: Option<Instant> = None;
     let page_size = crate::perf::page_size() as u64;
@@ -216,7 +220,20 @@ pub fn run(
         start_unix_ns,
         clock_origin_ns,
         wall: started.elapsed(),
+        running_cpu: own_cpu_time().saturating_sub(cpu_at_start),
     })
+}
+
+/// User + system CPU time of the recorder process so far.
+pub fn own_cpu_time() -> Duration {
+    // SAFETY: getrusage writes into the zeroed struct.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 /// How often the recorder reads the maps of the program's processes.
@@ -260,17 +277,22 @@ impl Collected {
     }
 }
 
-/// `elapsed  samples  lost` on one stderr line, redrawn in place, on a terminal only.
+/// `elapsed  faults  objects  tasks  lost` on one stderr line, redrawn in place, on a terminal
+/// only.
 struct StatusLine {
     enabled: bool,
     last: Option<Instant>,
+    events_dir: PathBuf,
+    objects: ObjectCounter,
 }
 
 impl StatusLine {
-    fn new(wanted: bool) -> Self {
+    fn new(wanted: bool, events_dir: &Path) -> Self {
         StatusLine {
             enabled: wanted && std::io::stderr().is_terminal(),
             last: None,
+            events_dir: events_dir.to_path_buf(),
+            objects: ObjectCounter::default(),
         }
     }
 
@@ -283,6 +305,7 @@ impl StatusLine {
             return;
         }
         self.last = Some(Instant::now());
+        self.objects.update(&self.events_dir);
         let threads = raw
             .tasks
             .iter()
@@ -290,9 +313,10 @@ impl StatusLine {
             .count();
         let _ = write!(
             std::io::stderr(),
-            "\r\x1b[Knumalens: {:>6.1}s  {} faults  {} new tasks  {} lost",
+            "\r\x1b[Knumalens: {:>6.1}s  {} faults  {} objects  {} new tasks  {} lost",
             elapsed.as_secs_f64(),
             raw.faults.len(),
+            self.objects.objects,
             threads,
             raw.lost
         );

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use numalens_format::{
     Backend, Clock, Completeness, DataSource, Host, Meta, NumaBalancing, Object, ObjectKind,
-    PageNodes, ProfileWriter, ProgramExit, Sample, SampleKind,
+    Overhead, PageNodes, ProfileWriter, ProgramExit, Sample, SampleKind,
 };
 use numalens_topology::Topology;
 
@@ -72,6 +72,7 @@ pub fn write_profile(
     output: &Path,
     opts: AssembleOptions<'_>,
 ) -> numalens_format::Result<Summary> {
+    let writing_started = std::time::Instant::now();
     let mut reasons = Vec::new();
     let logs = read_logs(&raw.events_dir, &mut reasons);
     let mut symbols = Symbolizer::new();
@@ -153,6 +154,13 @@ pub fn write_profile(
     }
     write_scans(&mut writer, &raw.scans, origin)?;
     summary.threads = threads::write_threads(&mut writer, &views, &raw.tasks, origin)?;
+    writer.meta_mut().overhead = Some(Overhead {
+        slowdown: None,
+        recorder_cpu_s: Some(crate::record::own_cpu_time().as_secs_f64()),
+        running_cpu_s: Some(raw.running_cpu.as_secs_f64()),
+        program_wall_s: Some(raw.wall.as_secs_f64()),
+        writing_wall_s: Some(writing_started.elapsed().as_secs_f64()),
+    });
     let meta = writer.finish(completeness)?;
     summary.complete = meta.completeness.complete;
     summary.reasons = meta.completeness.reasons.clone();
