@@ -38,6 +38,18 @@ pub struct ObjectSpec {
 #[derive(Default)]
 struct LiveSet {
     by_pid: HashMap<u32, Vec<BTreeMap<u64, Vec<usize>>>>,
+    /// The last answer, valid while nothing is inserted or removed: consecutive faults mostly
+    /// hit the same object, and a lookup costs a range query per size class.
+    cached: Option<Cached>,
+}
+
+/// Object `id` of process `pid` is the answer for every address in [start, end).
+#[derive(Clone, Copy)]
+struct Cached {
+    pid: u32,
+    start: u64,
+    end: u64,
+    id: usize,
 }
 
 fn size_class(size: u64) -> usize {
@@ -46,6 +58,7 @@ fn size_class(size: u64) -> usize {
 
 impl LiveSet {
     fn insert(&mut self, pid: u32, o: &ObjectSpec, id: usize) {
+        self.cached = None;
         let classes = self.by_pid.entry(pid).or_default();
         let class = size_class(o.size);
         if classes.len() <= class {
@@ -55,6 +68,7 @@ impl LiveSet {
     }
 
     fn remove(&mut self, pid: u32, o: &ObjectSpec, id: usize) {
+        self.cached = None;
         if let Some(classes) = self.by_pid.get_mut(&pid)
             && let Some(map) = classes.get_mut(size_class(o.size))
             && let Some(ids) = map.get_mut(&o.start)
@@ -67,7 +81,13 @@ impl LiveSet {
     }
 
     /// The smallest live object containing `address`.
-    fn find(&self, pid: u32, address: u64, objects: &[ObjectSpec]) -> Option<usize> {
+    fn find(&mut self, pid: u32, address: u64, objects: &[ObjectSpec]) -> Option<usize> {
+        if let Some(c) = self.cached
+            && c.pid == pid
+            && (c.start..c.end).contains(&address)
+        {
+            return Some(c.id);
+        }
         let classes = self.by_pid.get(&pid)?;
         let mut best: Option<usize> = None;
         for (class, map) in classes.iter().enumerate() {
@@ -85,6 +105,21 @@ impl LiveSet {
                     }
                 }
             }
+        }
+        let id = best?;
+        let (start, end) = (objects[id].start, objects[id].start + objects[id].size);
+        // The answer holds for the whole object unless another object starts inside it.
+        let nested = classes
+            .iter()
+            .flat_map(|map| map.range(start..end))
+            .any(|(_, ids)| ids.iter().any(|i| *i != id));
+        if !nested {
+            self.cached = Some(Cached {
+                pid,
+                start,
+                end,
+                id,
+            });
         }
         best
     }

@@ -62,12 +62,15 @@ fn module_of(modules: &[LoadedModule], ip: u64) -> Option<(String, u64, bool)> {
     Some((m.path.clone(), ip.wrapping_sub(m.load_bias), true))
 }
 
+/// A loadable ELF segment: file offset, size in the file, virtual address.
+type Segment = (u64, u64, u64);
+
 /// Executable file mappings from perf MMAP2 records, turned into module addresses through the
 /// ELF program headers (a file offset is not a virtual address for non-PIE executables).
 struct MappedModules {
     maps: HashMap<u32, Vec<(u64, u64, u64, String)>>,
     /// Per module path: (file offset, size, virtual address) of each loadable segment.
-    segments: HashMap<String, Option<Vec<(u64, u64, u64)>>>,
+    segments: HashMap<String, Option<Vec<Segment>>>,
 }
 
 impl MappedModules {
@@ -122,7 +125,7 @@ impl MappedModules {
     }
 }
 
-fn load_segments(path: &Path) -> Option<Vec<(u64, u64, u64)>> {
+fn load_segments(path: &Path) -> Option<Vec<Segment>> {
     let bytes = std::fs::read(path).ok()?;
     let file = object::File::parse(&*bytes).ok()?;
     Some(
