@@ -198,3 +198,36 @@ fn record_of_a_missing_program_exits_127() {
     );
     assert!(!out.exists(), "no half-made profile is left behind");
 }
+
+#[test]
+fn page_scan_interval_is_checked_and_scans_are_written() {
+    let out = numalens(&["record", "--page-scan-interval", "soon", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("not a duration like 500ms or 2s"));
+    let out = numalens(&["record", "--page-scan-interval", "0.1ms", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("at least 1ms"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("sleep.numalens");
+    let out = numalens(&[
+        "record",
+        "--page-scan-interval",
+        "20ms",
+        "-o",
+        profile.to_str().unwrap(),
+        "sleep",
+        "0.3",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = numalens_format::Profile::open(&profile)
+        .unwrap()
+        .read_all::<numalens_format::PageNodes>()
+        .unwrap();
+    let scans: std::collections::BTreeSet<u64> = rows
+        .iter()
+        .filter(|r| r.source == "scan")
+        .map(|r| r.time_ns)
+        .collect();
+    assert!(scans.len() >= 5, "{} scans", scans.len());
+}

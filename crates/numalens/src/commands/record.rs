@@ -30,7 +30,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         track_objects: !args.no_runtime,
         ring_pages: args.ring_pages,
         status_line: true,
-        page_scan_interval: None,
+        page_scan_interval: args.page_scan_interval,
     };
     let recorded = match record(&opts) {
         Err(RecordError::Launch(LaunchError::Sampler(e @ SamplerError::Denied(_))))
