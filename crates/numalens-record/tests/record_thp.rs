@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use numalens_format::{CodeLocation, Profile, Sample, SampleKind};
+use numalens_format::{CodeLocation, Object, ObjectKind, Profile, Sample, SampleKind};
 use numalens_record::pagesize::{HUGE_PAGE, ThpMode};
 use numalens_record::record::RecordOptions;
 use numalens_record::session::{Recorded, record};
@@ -128,6 +128,22 @@ fn a_huge_page_is_one_first_touch_of_2_mib_and_small_pages_one_per_4_kib() {
         settings["transparent_hugepage"].as_str().unwrap()
     ));
     let samples = profile.read_all::<Sample>().unwrap();
+    let stacks: Vec<(u32, String, u64)> = profile
+        .read_all::<Object>()
+        .unwrap()
+        .into_iter()
+        .filter(|o| o.kind == ObjectKind::Stack && o.name.starts_with("stack[T"))
+        .map(|o| (o.pid, o.name, o.start))
+        .collect();
+    let distinct: BTreeSet<_> = stacks.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        stacks.len(),
+        "one stack per thread: {stacks:?}"
+    );
+    for name in ["stack[T1]", "stack[T2]"] {
+        assert!(stacks.iter().any(|(_, n, _)| n == name), "{stacks:?}");
+    }
 
     // MADV_NOHUGEPAGE: one 4 KiB first touch per page, each half by its thread.
     let got = first_touches(&samples, small, bytes);

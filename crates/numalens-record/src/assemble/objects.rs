@@ -179,10 +179,9 @@ fn apply(
             logical_id,
             start_routine,
             parent_tid,
-            stack_low,
-            stack_size,
             ..
         } => {
+            // The thread's stack comes in the STACK record that follows.
             view.threads.push(RuntimeThread {
                 tid,
                 logical_id: logical_id.max(0) as u32,
@@ -191,20 +190,6 @@ fn apply(
                 start_ns: t,
                 exit_ns: None,
             });
-            if stack_size > 0 {
-                let name = format!("stack[T{logical_id}]");
-                let id = push_named(
-                    view,
-                    ObjectKind::Stack,
-                    name,
-                    stack_low,
-                    stack_size,
-                    t,
-                    Some(tid),
-                    None,
-                );
-                per_thread.entry(logical_id).or_default().push(id);
-            }
         }
         Event::Stack {
             low,
