@@ -2,6 +2,7 @@
 //! records) into a profile directory.
 
 mod code;
+mod inherit;
 mod objects;
 mod sites;
 mod threads;
@@ -86,6 +87,8 @@ pub fn write_profile(
         .collect();
     objects.extend(raw.maps.mappings().iter().map(fallback_object));
     objects.extend(raw.tasks.iter().filter_map(mapped_object));
+    inherit::backdate_main_stacks(&mut objects, &raw.tasks);
+    inherit::inherit_objects(&mut objects, &raw.tasks, &raw.faults);
     let page_size = crate::perf::page_size() as u64;
     // Rings are drained CPU by CPU; attribution needs one time order. Sorted in place: a run can
     // hold millions of faults, and a copy would double the recorder's memory.
