@@ -110,15 +110,18 @@ static long pages_on(char *buf, size_t size, int node)
 }
 
 /* Reads every cache line until the pages have moved to this thread's node. The query runs
- * only every 0.2 s: it is not free, and the balancing scanner needs time between passes. */
+ * only every 0.2 s: it is not free, and the balancing scanner needs time between passes.
+ * Backwards, so that under THP the reader's first access to a huge page is on another base
+ * page than the writer's first touch (forwards, both would hit its first base page, and a
+ * recorder that tracked pages at the base size could not be told from a correct one). */
 static void read_until_moved(struct worker *w)
 {
     volatile unsigned long sum = 0;
     double start = now(), next_check = start;
     w->pages = (long)(w->size / sysconf(_SC_PAGESIZE));
     while (now() - start < MAX_READ_SECONDS) {
-        for (size_t k = 0; k < w->size; k += 64)
-            sum += (unsigned char)w->heap[k];
+        for (size_t k = w->size; k >= 64; k -= 64)
+            sum += (unsigned char)w->heap[k - 64];
         if (now() >= next_check) {
             w->on_node = pages_on(w->heap, w->size, w->node);
             if (w->on_node >= w->pages * MOVED_FRACTION)
