@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use numalens_format::{FormatError, Profile, SiteFrame};
+use numalens_format::{FormatError, Profile, SiteFrame, is_system_source};
 
 use crate::model::{Frame, SiteReport};
 
@@ -32,11 +32,15 @@ fn site(key: u64, rows: Vec<SiteFrame>) -> SiteReport {
             line: f.line,
         })
         .collect();
-    // The innermost frame with a source line is the user's code that allocated (allocator
-    // internals and libc frames have none).
+    // The innermost frame with a source line outside the system's headers is the user's code
+    // that allocated (allocator internals and libc frames have no line; templates inlined from
+    // the C++ library have one in a system header).
+    let own =
+        |f: &&Frame| f.line.is_some() && f.file.as_deref().is_some_and(|p| !is_system_source(p));
     let location = frames
         .iter()
-        .find(|f| f.file.is_some() && f.line.is_some())
+        .find(own)
+        .or_else(|| frames.iter().find(|f| f.file.is_some() && f.line.is_some()))
         .or_else(|| frames.iter().find(|f| f.function.is_some()))
         .or(frames.first())
         .cloned()

@@ -29,7 +29,7 @@ pub use meta::{
 pub use reader::{Batches, Profile};
 pub use table::{ColumnEncoding, ColumnSpec, ROW_GROUP_ROWS, Row};
 pub use tables::{
-    CodeLocation, DataSource, Migration, Object, ObjectKind, PageNodes, PageStat, Sample, SampleKind, SiteFrame,
-    Thread,
+    CodeLocation, DataSource, Migration, Object, ObjectKind, PageNodes, PageStat, Sample,
+    SampleKind, SiteFrame, Thread, is_system_source,
 };
 pub use writer::{ProfileWriter, TableWriter};

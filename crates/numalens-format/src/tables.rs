@@ -107,7 +107,7 @@ table! {
     pub struct SiteFrame in "sites" {
         /// Stable site key: hash of (module build id, offset) of every frame; survives ASLR.
         pub site_key: u64 => Dict,
-        /// Frame depth, 0 = the allocation call itself.
+        /// Frame depth, 0 = the allocation call itself; functions inlined at a return address are frames of their own, at the same offset.
         pub depth: u32 => Dict,
         /// Path of the module (executable or shared library) holding the frame.
         pub module: String => Dict,
@@ -120,6 +120,16 @@ table! {
         /// Source line, when debug information has it.
         pub line: Option<u32> => Plain,
     }
+}
+
+/// True for a source file of the compiler's or the system's headers (`/usr/include`, the C++
+/// standard library): a site frame inlined from there is not where the user allocates, so names
+/// and reports skip it.
+pub fn is_system_source(file: &str) -> bool {
+    file.starts_with("/usr/include/")
+        || file.starts_with("/usr/lib/gcc/")
+        || file.starts_with("/usr/lib/llvm")
+        || file.contains("/include/c++/")
 }
 
 table! {

@@ -30,30 +30,44 @@ impl Symbolizer {
     /// Location of `svma` (stated virtual memory address: runtime address minus load bias).
     /// For return addresses pass `svma - 1` so that the call instruction itself is looked up.
     pub fn locate(&mut self, module: &Path, svma: u64) -> SourceLocation {
+        self.locate_inlined(module, svma).swap_remove(0)
+    }
+
+    /// The location of `svma` with the functions inlined there: innermost first, the function
+    /// that holds the code last. Never empty.
+    pub fn locate_inlined(&mut self, module: &Path, svma: u64) -> Vec<SourceLocation> {
         let loader = self
             .loaders
             .entry(module.to_path_buf())
             .or_insert_with(|| addr2line::Loader::new(module).ok());
         let Some(loader) = loader else {
-            return SourceLocation::default();
+            return vec![SourceLocation::default()];
         };
-        let mut found = SourceLocation::default();
-        if let Ok(mut frames) = loader.find_frames(svma)
-            && let Ok(Some(frame)) = frames.next()
-        {
-            found.function = frame
-                .function
-                .as_ref()
-                .and_then(|f| f.demangle().ok().map(|s| s.into_owned()));
-            if let Some(location) = frame.location {
-                found.file = location.file.map(str::to_string);
-                found.line = location.line;
+        let mut chain = Vec::new();
+        if let Ok(mut frames) = loader.find_frames(svma) {
+            while let Ok(Some(frame)) = frames.next() {
+                let function = frame
+                    .function
+                    .as_ref()
+                    .and_then(|f| f.demangle().ok().map(|s| s.into_owned()));
+                let (file, line) = frame
+                    .location
+                    .map_or((None, None), |l| (l.file.map(str::to_string), l.line));
+                chain.push(SourceLocation {
+                    function,
+                    file,
+                    line,
+                });
             }
         }
-        if found.function.is_none() {
-            found.function = loader.find_symbol(svma).map(demangle);
+        if chain.is_empty() {
+            chain.push(SourceLocation::default());
         }
-        found
+        let last = chain.len() - 1;
+        if chain[last].function.is_none() {
+            chain[last].function = loader.find_symbol(svma).map(demangle);
+        }
+        chain
     }
 }
 

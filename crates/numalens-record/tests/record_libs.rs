@@ -121,9 +121,6 @@ fn cxx_new_arrays_and_vectors_in_std_threads_have_objects_and_first_touchers() {
 }
 
 #[test]
-#[ignore = "recorder: a site frame is symbolised to its innermost inlined function only, so a \
-            std::vector allocation is named after std::__new_allocator<int>::allocate \
-            (new_allocator.h), not the user's function that the template was inlined into"]
 fn a_vector_s_site_names_the_user_s_function_not_the_inlined_allocator() {
     let dir = tempfile::tempdir().unwrap();
     let (_, view, threads) = record_cxx(dir.path());

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use numalens_format::SiteFrame;
+use numalens_format::{SiteFrame, is_system_source};
 
 use crate::symbols::{SourceLocation, Symbolizer};
 
@@ -40,9 +40,9 @@ const ALLOCATOR_MODULES: &[&str] = &[
 pub fn site(frames: &[u64], modules: &[LoadedModule], symbols: &mut Symbolizer) -> Site {
     let mut rows = Vec::new();
     let mut key = Fnv::new();
-    for (depth, &address) in frames.iter().enumerate() {
+    for &address in frames {
         let module = modules.iter().find(|m| (m.low..m.high).contains(&address));
-        let (path, offset, location) = match module {
+        let (path, offset, chain) = match module {
             Some(m) => {
                 let svma = address.wrapping_sub(m.load_bias);
                 key.write(if m.build_id.is_empty() {
@@ -51,30 +51,27 @@ pub fn site(frames: &[u64], modules: &[LoadedModule], symbols: &mut Symbolizer) 
                     &m.build_id
                 });
                 key.write(&svma.to_le_bytes());
-                (
-                    m.path.clone(),
-                    svma,
-                    symbols.locate(Path::new(&m.path), svma.saturating_sub(1)),
-                )
+                let chain = symbols.locate_inlined(Path::new(&m.path), svma.saturating_sub(1));
+                (m.path.clone(), svma, chain)
             }
             None => {
                 key.write(&address.to_le_bytes());
-                (
-                    String::from("[unknown]"),
-                    address,
-                    SourceLocation::default(),
-                )
+                let unknown = vec![SourceLocation::default()];
+                (String::from("[unknown]"), address, unknown)
             }
         };
-        rows.push(SiteFrame {
-            site_key: 0,
-            depth: depth as u32,
-            module: path,
-            offset,
-            function: location.function,
-            file: location.file,
-            line: location.line,
-        });
+        // Functions inlined at the return address are frames of their own, at the same offset.
+        for location in chain {
+            rows.push(SiteFrame {
+                site_key: 0,
+                depth: rows.len() as u32,
+                module: path.clone(),
+                offset,
+                function: location.function,
+                file: location.file,
+                line: location.line,
+            });
+        }
     }
     let key = key.finish();
     for row in &mut rows {
@@ -88,7 +85,10 @@ pub fn site(frames: &[u64], modules: &[LoadedModule], symbols: &mut Symbolizer) 
 }
 
 fn site_name(frames: &[SiteFrame]) -> String {
-    let own = |f: &&SiteFrame| !ALLOCATOR_MODULES.iter().any(|m| f.module.contains(m));
+    let own = |f: &&SiteFrame| {
+        !ALLOCATOR_MODULES.iter().any(|m| f.module.contains(m))
+            && !f.file.as_deref().is_some_and(is_system_source)
+    };
     let Some(frame) = frames.iter().find(own).or(frames.first()) else {
         return "[no call site]".into();
     };
