@@ -15,6 +15,8 @@ pub(crate) struct Tables<'a> {
     pub objects: &'a [Object],
     pub threads: &'a [Thread],
     pub sites: &'a HashMap<u64, SiteReport>,
+    /// `function (file:line)` of code addresses by (pid, address), from `code_locations`.
+    pub code: &'a HashMap<(u32, u64), String>,
     pub pages: &'a PageMap,
     /// Base page size of the recording machine.
     pub page_size: u64,
@@ -30,7 +32,7 @@ pub(crate) fn model(
 ) -> ReportModel {
     let logical = logical_ids(tables.threads);
     let (objects, ranked) = top_objects(options.top, tables, tally, &logical);
-    let threads = thread_reports(tables.threads, tally, &listed_threads(options, tables));
+    let threads = thread_reports(tables, tally, &listed_threads(options, tables));
     let mut samples: Kinds = [0; 5];
     let mut weight = 0;
     for t in tally.threads.values() {
@@ -217,13 +219,10 @@ fn listed_threads(options: &Options, tables: &Tables) -> Vec<ThreadKey> {
 
 /// The `listed` threads and every thread with a selected sample, by process, then logical id,
 /// then tid.
-fn thread_reports(
-    table: &[Thread],
-    tally: &SampleTally,
-    listed: &[ThreadKey],
-) -> Vec<ThreadReport> {
+fn thread_reports(tables: &Tables, tally: &SampleTally, listed: &[ThreadKey]) -> Vec<ThreadReport> {
     let empty = ThreadTally::default();
-    let known: HashMap<ThreadKey, &Thread> = table.iter().map(|t| ((t.pid, t.tid), t)).collect();
+    let known: HashMap<ThreadKey, &Thread> =
+        tables.threads.iter().map(|t| ((t.pid, t.tid), t)).collect();
     let mut keys: Vec<ThreadKey> = tally
         .threads
         .iter()
@@ -239,7 +238,10 @@ fn thread_reports(
     keys.into_iter()
         .map(|key| {
             let t = tally.threads.get(&key).unwrap_or(&empty);
-            thread_report(key, known.get(&key).copied(), t)
+            let mut report = thread_report(key, known.get(&key).copied(), t);
+            let routine = known.get(&key).and_then(|r| r.start_routine);
+            report.start_function = routine.and_then(|a| tables.code.get(&(key.0, a)).cloned());
+            report
         })
         .collect()
 }
@@ -256,6 +258,7 @@ fn thread_report(key: ThreadKey, row: Option<&Thread>, t: &ThreadTally) -> Threa
         logical_id: row.map(|r| r.logical_id),
         name: row.and_then(|r| r.name.clone()),
         start_routine: row.and_then(|r| r.start_routine).map(|a| format!("{a:#x}")),
+        start_function: None,
         parent_tid: row.and_then(|r| r.parent_tid),
         create_ns: row.map(|r| r.create_ns),
         exit_ns: row.and_then(|r| r.exit_ns),

@@ -57,10 +57,12 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
     let tally = samples::tally(profile, &filter, objects.len(), options.workers)?;
     let pages = pages::PageMap::read(profile)?;
     let sites = sites::read_sites(profile)?;
+    let code = sites::read_code_names(profile)?;
     let tables = assemble::Tables {
         objects: &objects,
         threads: &threads,
         sites: &sites,
+        code: &code,
         pages: &pages,
         page_size: profile.meta().page_size.max(1),
         object_selected: filter.object_selected.as_deref(),

@@ -200,6 +200,8 @@ pub struct ThreadReport {
     pub name: Option<String>,
     /// Address of the start routine, as hex, when created through `pthread_create`.
     pub start_routine: Option<String>,
+    /// The start routine's `function (file:line)`, when the profile symbolised it.
+    pub start_function: Option<String>,
     pub parent_tid: Option<u32>,
     pub create_ns: Option<u64>,
     pub exit_ns: Option<u64>,

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use numalens_format::{FormatError, Profile, SiteFrame, is_system_source};
+use numalens_format::{CodeLocation, FormatError, Profile, SiteFrame, is_system_source};
 
 use crate::model::{Frame, SiteReport};
 
@@ -56,4 +56,25 @@ fn site(key: u64, rows: Vec<SiteFrame>) -> SiteReport {
         location,
         frames,
     }
+}
+
+/// `function (file:line)` of every symbolised code address, by (pid, address).
+pub(crate) fn read_code_names(
+    profile: &Profile,
+) -> Result<HashMap<(u32, u64), String>, FormatError> {
+    Ok(profile
+        .read_all::<CodeLocation>()?
+        .into_iter()
+        .filter_map(|c| {
+            let function = c.function?;
+            let name = match (c.file, c.line) {
+                (Some(file), Some(line)) => {
+                    let file = file.rsplit('/').next().unwrap_or_default().to_string();
+                    format!("{function} ({file}:{line})")
+                }
+                _ => function,
+            };
+            Some(((c.pid, c.ip), name))
+        })
+        .collect())
 }

@@ -311,7 +311,10 @@ fn threads(out: &mut String, s: Style, m: &ReportModel, names: &ThreadNames) {
                 names.name(t.pid, t.tid, t.logical_id),
                 t.tid.to_string(),
                 t.name.clone().unwrap_or_else(|| "-".into()),
-                t.start_routine.clone().unwrap_or_else(|| "-".into()),
+                t.start_function
+                    .clone()
+                    .or_else(|| t.start_routine.clone())
+                    .unwrap_or_else(|| "-".into()),
                 t.samples.total.to_string(),
             ];
             let own = kind_columns(&t.samples);

@@ -140,6 +140,17 @@ fn report_of_a_recorded_program_names_objects_sites_and_first_touchers() {
     assert_eq!(touches_by(table, 0) + touches_by(table, 2), 0, "{table:#}");
     assert!(report.contains("lookup_table [static] 1.0 MiB"), "{report}");
 
+    // The workers' start routine, by name and the line of its entry (its opening brace).
+    let worker = format!(
+        "worker (halves.c:{})",
+        source_line("static void *worker") + 1
+    );
+    for t in json["threads"].as_array().unwrap() {
+        let expected = (t["logical_id"] != 0).then_some(worker.as_str());
+        assert_eq!(t["start_function"].as_str(), expected, "{t:#}");
+    }
+    assert!(report.contains(&worker), "{report}");
+
     assert_json_matches_text(&json, &report);
 }
 

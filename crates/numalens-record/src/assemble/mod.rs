@@ -143,6 +143,14 @@ pub fn write_profile(
     for (id, o) in objects.iter().enumerate() {
         writer.push_object(object_row(id as u64, o, origin))?;
     }
+    // Thread start routines are code addresses too: the report names them.
+    for view in &views {
+        for t in &view.threads {
+            if t.start_routine != 0 {
+                ips.insert((view.pid, t.start_routine));
+            }
+        }
+    }
     for row in code::code_locations(&ips, &views, &raw.tasks, &mut symbols) {
         writer.push_code_location(row)?;
     }
