@@ -6,6 +6,7 @@
 //! (allocations, statics, stacks, TLS) win over fallback objects (mappings seen in
 //! `/proc/PID/maps`), which only answer for addresses no tracked object covers.
 
+use ahash::AHashMap;
 use std::collections::{BTreeMap, HashMap};
 
 use numalens_format::{ObjectKind, SampleKind};
@@ -154,7 +155,7 @@ pub fn attribute(
     lifetimes.sort_by_key(|(t, start, id)| (*t, *start, *id));
     let (mut tracked, mut fallback) = (LiveSet::default(), LiveSet::default());
     let mut next = 0;
-    let mut last_fault: HashMap<(u32, u64), u64> = HashMap::new();
+    let mut last_fault: AHashMap<(u32, u64), u64> = AHashMap::with_capacity(faults.len() / 4);
     let mut out = Vec::with_capacity(faults.len());
     for fault in faults {
         while next < lifetimes.len() && lifetimes[next].0 <= fault.time_ns {

@@ -12,7 +12,8 @@
 //!   mapping and THP is `always`, or the exit query found every one of its pages present (under
 //!   `madvise`, where a mapping's advice is not known to the recorder).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use ahash::{AHashMap, AHashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use crate::faults::Fault;
 
@@ -79,7 +80,7 @@ pub struct Evidence<'a> {
 /// The page size decided for every 2 MiB region that took a fault.
 pub struct PageSizes {
     base_page: u64,
-    huge: HashSet<(u32, u64)>,
+    huge: AHashSet<(u32, u64)>,
 }
 
 #[derive(Default)]
@@ -93,14 +94,14 @@ struct RegionFaults {
 impl PageSizes {
     /// Decides each faulted region's page size from `faults` and `evidence`.
     pub fn infer(faults: &[Fault], evidence: &Evidence<'_>) -> PageSizes {
-        let mut huge = HashSet::new();
+        let mut huge = AHashSet::new();
         if evidence.mode == ThpMode::Never || evidence.base_page >= HUGE_PAGE {
             return PageSizes {
                 base_page: evidence.base_page,
                 huge,
             };
         }
-        let mut regions: HashMap<(u32, u64), RegionFaults> = HashMap::new();
+        let mut regions: AHashMap<(u32, u64), RegionFaults> = AHashMap::new();
         for f in faults {
             let r = regions
                 .entry((f.pid, f.address & !(HUGE_PAGE - 1)))
