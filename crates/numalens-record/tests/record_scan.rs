@@ -1,29 +1,15 @@
 //! `--page-scan-interval`: the recorder's periodic page → node queries show placement over time.
 
-use std::collections::HashMap;
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use common::record::{Printed, printed};
 use numalens_format::{PageNodes, Profile};
 use numalens_record::record::RecordOptions;
 use numalens_record::session::record;
-
-fn printed(path: &Path) -> HashMap<String, u64> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| {
-            let v = v.trim();
-            let n = match v.strip_prefix("0x") {
-                Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
-                None => v.parse().unwrap(),
-            };
-            (k.to_string(), n)
-        })
-        .collect()
-}
 
 /// (present, untouched) pages of [start, start+len) in the scan rows of one moment.
 fn counts(rows: &[&PageNodes], start: u64, len: u64) -> (u64, u64) {
@@ -56,7 +42,7 @@ fn scans_show_the_second_half_arriving_later() {
         .status()
         .unwrap();
     assert!(ok.success());
-    let out = dir.path().join("out.txt");
+    let out = dir.path().join("stdout.txt");
     let command = format!("exec {} > {}", exe.display(), out.display());
     let mut opts = RecordOptions::new(
         "sh",
@@ -66,8 +52,8 @@ fn scans_show_the_second_half_arriving_later() {
     opts.page_scan_interval = Some(Duration::from_millis(50));
     let recorded = record(&opts).unwrap();
     assert!(recorded.exit.success());
-    let p = printed(&out);
-    let (block, bytes) = (p["block"], p["bytes"]);
+    let p = printed(dir.path());
+    let (block, bytes) = (p.addr("block"), p.num("bytes"));
     let pages = bytes / 4096;
 
     let profile = Profile::open(&recorded.profile).unwrap();

@@ -2,10 +2,13 @@
 //! profile counts it as one page of 2 MiB, while the same pattern on 4 KiB pages gives one sample
 //! per 4 KiB page.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::record::{Printed, printed};
 use numalens_format::{CodeLocation, Object, ObjectKind, Profile, Sample, SampleKind};
 use numalens_record::pagesize::{HUGE_PAGE, ThpMode};
 use numalens_record::record::RecordOptions;
@@ -26,22 +29,6 @@ fn compile(dir: &Path, extra: &[&str]) -> PathBuf {
     exe
 }
 
-fn printed(path: &Path) -> HashMap<String, u64> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| {
-            let v = v.trim();
-            let n = match v.strip_prefix("0x") {
-                Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
-                None => v.parse().unwrap(),
-            };
-            (k.to_string(), n)
-        })
-        .collect()
-}
-
 /// First-touch samples in [start, start+len): (page start, page size) → tid.
 fn first_touches(samples: &[Sample], start: u64, len: u64) -> BTreeMap<(u64, u32), u32> {
     samples
@@ -55,9 +42,9 @@ fn first_touches(samples: &[Sample], start: u64, len: u64) -> BTreeMap<(u64, u32
         .collect()
 }
 
-fn record_huge(dir: &Path, extra: &[&str]) -> (Recorded, HashMap<String, u64>) {
+fn record_huge(dir: &Path, extra: &[&str]) -> (Recorded, HashMap<String, String>) {
     let exe = compile(dir, extra);
-    let out = dir.join("out.txt");
+    let out = dir.join("stdout.txt");
     let command = format!("exec {} 8 > {}", exe.display(), out.display());
     let opts = RecordOptions::new(
         "sh",
@@ -66,7 +53,7 @@ fn record_huge(dir: &Path, extra: &[&str]) -> (Recorded, HashMap<String, u64>) {
     );
     let recorded = record(&opts).unwrap();
     assert!(recorded.exit.success());
-    (recorded, printed(&out))
+    (recorded, printed(dir))
 }
 
 /// The code location of every first touch in [start, start+len).
@@ -109,7 +96,7 @@ fn first_touches_name_the_line_of_code_that_made_them() {
         let dir = tempfile::tempdir().unwrap();
         let (recorded, p) = record_huge(dir.path(), extra);
         let profile = Profile::open(&recorded.profile).unwrap();
-        let code = touching_code(&profile, p["small"], p["bytes"]);
+        let code = touching_code(&profile, p.addr("small"), p.num("bytes"));
         let expected = ("touch".to_string(), "huge.c".to_string(), touch_line());
         assert_eq!(code, BTreeSet::from([expected]), "{label}");
     }
@@ -119,8 +106,8 @@ fn first_touches_name_the_line_of_code_that_made_them() {
 fn a_huge_page_is_one_first_touch_of_2_mib_and_small_pages_one_per_4_kib() {
     let dir = tempfile::tempdir().unwrap();
     let (recorded, p) = record_huge(dir.path(), &[]);
-    let (huge, small, bytes) = (p["huge"], p["small"], p["bytes"]);
-    let (tid1, tid2) = (p["tid1"] as u32, p["tid2"] as u32);
+    let (huge, small, bytes) = (p.addr("huge"), p.addr("small"), p.num("bytes"));
+    let (tid1, tid2) = (p.num("tid1") as u32, p.num("tid2") as u32);
     let profile = Profile::open(&recorded.profile).unwrap();
     let settings = &profile.meta().backend.settings;
     let mode = ThpMode::parse(&format!(
