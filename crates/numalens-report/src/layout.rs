@@ -2,91 +2,11 @@
 
 use std::fmt::Write;
 
-/// ANSI styling, or none.
-#[derive(Clone, Copy)]
-pub(crate) struct Style {
-    pub color: bool,
-}
-
-impl Style {
-    fn paint(self, code: &str, text: &str) -> String {
-        if self.color {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_string()
-        }
-    }
-    pub fn heading(self, text: &str) -> String {
-        self.paint("1", text)
-    }
-    pub fn dim(self, text: &str) -> String {
-        self.paint("2", text)
-    }
-    pub fn warn(self, text: &str) -> String {
-        self.paint("33", text)
-    }
-    pub fn good(self, text: &str) -> String {
-        self.paint("32", text)
-    }
-}
-
-pub(crate) fn section(out: &mut String, s: Style, title: &str) {
-    let _ = writeln!(out, "\n{}", s.heading(title));
-}
+pub(crate) use numalens_term::{Align, Style, section, table};
 
 /// A `label  value` line of a summary block.
 pub(crate) fn field(out: &mut String, s: Style, label: &str, value: &str) {
     let _ = writeln!(out, "  {}  {value}", s.dim(&format!("{label:<10}")));
-}
-
-/// Where a column's cells go.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Align {
-    Left,
-    Right,
-}
-
-/// Aligned columns under a bold header; widths ignore ANSI escapes.
-pub(crate) fn table(out: &mut String, s: Style, head: &[(&str, Align)], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = head.iter().map(|(h, _)| visible_len(h)).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(visible_len(cell));
-        }
-    }
-    let line = |cells: &mut dyn Iterator<Item = &str>| {
-        let padded: Vec<String> = cells
-            .zip(&widths)
-            .zip(head)
-            .map(|((cell, &width), (_, align))| {
-                let pad = " ".repeat(width - visible_len(cell));
-                match align {
-                    Align::Right => format!("{pad}{cell}"),
-                    Align::Left => format!("{cell}{pad}"),
-                }
-            })
-            .collect();
-        format!("  {}", padded.join("  ").trim_end())
-    };
-    let header = line(&mut head.iter().map(|(h, _)| *h));
-    let _ = writeln!(out, "{}", s.heading(&header));
-    for row in rows {
-        let _ = writeln!(out, "{}", line(&mut row.iter().map(String::as_str)));
-    }
-}
-
-fn visible_len(text: &str) -> usize {
-    let mut len = 0;
-    let mut in_escape = false;
-    for c in text.chars() {
-        match (in_escape, c) {
-            (false, '\x1b') => in_escape = true,
-            (true, 'm') => in_escape = false,
-            (true, _) => {}
-            (false, _) => len += 1,
-        }
-    }
-    len
 }
 
 /// Bytes with a binary unit: `512 B`, `4.0 KiB`, `8.0 MiB`.

@@ -9,7 +9,8 @@ use crate::cpulist::format_cpulist;
 use crate::{LatencyUnit, Provenance, ProvenanceKind, Topology};
 
 mod layout;
-use layout::{matrix, note, number, plural, section, table};
+use layout::{matrix, note, number, plural};
+use numalens_term::{Align, Style, section, table};
 
 /// Longest CPU list shown in the node table before it is cut (odd numberings get long).
 const MAX_CPULIST: usize = 40;
@@ -28,33 +29,13 @@ pub fn render_text(t: &Topology, color: bool) -> String {
     out
 }
 
-#[derive(Clone, Copy)]
-struct Style {
-    color: bool,
-}
-
-impl Style {
-    fn paint(self, code: &str, text: &str) -> String {
-        if self.color {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_string()
-        }
-    }
-    fn heading(self, text: &str) -> String {
-        self.paint("1", text)
-    }
-    fn dim(self, text: &str) -> String {
-        self.paint("2", text)
-    }
-    /// Assumptions stand out so nobody mistakes them for measurements.
-    fn kind(self, kind: ProvenanceKind) -> String {
-        let name = kind_name(kind);
-        match kind {
-            ProvenanceKind::Assumed => self.paint("33", name),
-            ProvenanceKind::DerivedFromSlit | ProvenanceKind::Derived => self.paint("36", name),
-            _ => name.to_string(),
-        }
+/// A provenance kind's name; assumptions stand out so nobody mistakes them for measurements.
+fn kind_label(s: Style, kind: ProvenanceKind) -> String {
+    let name = kind_name(kind);
+    match kind {
+        ProvenanceKind::Assumed => s.paint("33", name),
+        ProvenanceKind::DerivedFromSlit | ProvenanceKind::Derived => s.paint("36", name),
+        _ => name.to_string(),
     }
 }
 
@@ -69,7 +50,7 @@ fn kind_name(kind: ProvenanceKind) -> &'static str {
 }
 
 fn provenance(s: Style, p: &Provenance) -> String {
-    format!("{}: {}", s.kind(p.kind), p.source)
+    format!("{}: {}", kind_label(s, p.kind), p.source)
 }
 
 fn header(out: &mut String, t: &Topology, s: Style) {
@@ -89,7 +70,7 @@ fn header(out: &mut String, t: &Topology, s: Style) {
 }
 
 fn nodes(out: &mut String, t: &Topology, s: Style) {
-    let rows = t
+    let rows: Vec<Vec<String>> = t
         .nodes
         .iter()
         .map(|n| {
@@ -102,20 +83,25 @@ fn nodes(out: &mut String, t: &Topology, s: Style) {
                 }),
                 n.memory_kind.clone().unwrap_or_else(|| "-".into()),
                 n.memory_bandwidth_mbps.as_ref().map_or("-".into(), |q| {
-                    format!("{} MB/s ({})", number(q.value), s.kind(q.provenance.kind))
+                    format!(
+                        "{} MB/s ({})",
+                        number(q.value),
+                        kind_label(s, q.provenance.kind)
+                    )
                 }),
             ]
         })
         .collect();
     section(out, s, &format!("Nodes ({})", t.nodes.len()));
-    let head = ["node", "CPUs", "#CPUs", "memory", "kind", "MC bandwidth"];
-    table(
-        out,
-        s,
-        &head,
-        rows,
-        &[true, false, true, true, false, false],
-    );
+    let head = [
+        ("node", Align::Right),
+        ("CPUs", Align::Left),
+        ("#CPUs", Align::Right),
+        ("memory", Align::Right),
+        ("kind", Align::Left),
+        ("MC bandwidth", Align::Left),
+    ];
+    table(out, s, &head, &rows);
 }
 
 fn short_cpulist(cpus: &[u32]) -> String {
@@ -245,7 +231,7 @@ fn links(out: &mut String, t: &Topology, s: Style) {
         return;
     }
     section(out, s, &format!("Links ({})", t.links.len()));
-    let rows = t
+    let rows: Vec<Vec<String>> = t
         .links
         .iter()
         .map(|l| {
@@ -255,17 +241,17 @@ fn links(out: &mut String, t: &Topology, s: Style) {
                     .as_ref()
                     .map_or("-".into(), |q| format!("{} MB/s", number(q.value))),
                 l.width_bits.map_or("-".into(), |w| format!("{w}-bit")),
-                s.kind(l.provenance.kind),
+                kind_label(s, l.provenance.kind),
             ]
         })
         .collect();
-    table(
-        out,
-        s,
-        &["link", "bandwidth", "width", "link map"],
-        rows,
-        &[false, true, true, false],
-    );
+    let head = [
+        ("link", Align::Left),
+        ("bandwidth", Align::Right),
+        ("width", Align::Right),
+        ("link map", Align::Left),
+    ];
+    table(out, s, &head, &rows);
     let mut seen = Vec::new();
     for p in t
         .links
