@@ -177,21 +177,22 @@ pub fn run(
             None => std::thread::sleep(Duration::from_millis(20)),
         }
         signals::forward_pending(launched.child.id());
-        if last_snapshot.is_none_or(|t| t.elapsed() >= MAPS_INTERVAL) {
+        let snapshot_due = last_snapshot.is_none_or(|t| t.elapsed() >= MAPS_INTERVAL);
+        let scan_due = opts
+            .page_scan_interval
+            .is_some_and(|every| last_scan.is_none_or(|t| t.elapsed() >= every));
+        if snapshot_due || scan_due {
+            // A scan needs the mappings of the moment: one read of the maps serves both.
             last_snapshot = Some(Instant::now());
-            let now = monotonic_ns();
-            for pid in &raw.live {
-                raw.maps.snapshot(*pid, now);
+            if scan_due {
+                last_scan = last_snapshot;
             }
-        }
-        if let Some(every) = opts.page_scan_interval
-            && last_scan.is_none_or(|t| t.elapsed() >= every)
-        {
-            last_scan = Some(Instant::now());
             let now = monotonic_ns();
             for pid in &raw.live {
                 let mappings = raw.maps.snapshot(*pid, now);
-                scan_process(*pid, &mappings, page_size, now, &mut raw.scans);
+                if scan_due {
+                    scan_process(*pid, &mappings, page_size, now, &mut raw.scans);
+                }
             }
         }
         status.update(started.elapsed(), &raw);
