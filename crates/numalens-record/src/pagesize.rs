@@ -13,7 +13,7 @@
 //!   `madvise`, where a mapping's advice is not known to the recorder).
 
 use ahash::{AHashMap, AHashSet};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use crate::faults::Fault;
 
@@ -193,11 +193,11 @@ pub fn add_residency(
 pub fn anonymous_by_pid(
     rows: impl Iterator<Item = (u32, u64, u64)>,
 ) -> HashMap<u32, Vec<(u64, u64)>> {
-    let mut by_pid: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+    let mut by_pid: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
     for (pid, start, end) in rows {
         by_pid.entry(pid).or_default().push((start, end));
     }
-    by_pid.into_iter().collect()
+    by_pid
 }
 
 #[cfg(test)]

@@ -63,12 +63,11 @@ impl MapsHistory {
     pub fn add(&mut self, pid: u32, text: &str, now_ns: u64) -> Vec<Mapping> {
         let mappings = parse_maps(text);
         for mapping in &mappings {
-            match self.seen.get_mut(&(pid, mapping.clone())) {
-                Some(times) => times.1 = now_ns,
-                None => {
-                    self.seen.insert((pid, mapping.clone()), (now_ns, now_ns));
-                }
-            }
+            let times = self
+                .seen
+                .entry((pid, mapping.clone()))
+                .or_insert((now_ns, now_ns));
+            times.1 = now_ns;
         }
         mappings
     }

@@ -217,10 +217,15 @@ fn page_sizes(
             } = *event
             {
                 let present = node >= 0;
-                let untouched = node == -(libc::ENOENT as i64);
-                if present || untouched {
-                    let r = &mut residency;
-                    pagesize::add_residency(r, view.pid, first_page, count, page_size, present);
+                if present || node == -(libc::ENOENT as i64) {
+                    pagesize::add_residency(
+                        &mut residency,
+                        view.pid,
+                        first_page,
+                        count,
+                        page_size,
+                        present,
+                    );
                 }
             }
         }
