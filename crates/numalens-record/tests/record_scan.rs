@@ -2,11 +2,9 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use common::record::{Printed, printed};
+use common::record::{Printed, build, printed};
 use numalens_format::{PageNodes, Profile};
 use numalens_record::record::RecordOptions;
 use numalens_record::session::record;
@@ -33,15 +31,7 @@ fn counts(rows: &[&PageNodes], start: u64, len: u64) -> (u64, u64) {
 #[test]
 fn scans_show_the_second_half_arriving_later() {
     let dir = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/placement_progs/two_steps.c");
-    let exe = dir.path().join("two_steps");
-    let ok = Command::new("gcc")
-        .args(["-O1", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    let exe = build(dir.path(), "gcc", &["two_steps.c"], "two_steps", &[]);
     let out = dir.path().join("stdout.txt");
     let command = format!("exec {} > {}", exe.display(), out.display());
     let mut opts = RecordOptions::new(

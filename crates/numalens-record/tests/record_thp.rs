@@ -5,29 +5,13 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-use common::record::{Printed, printed};
+use common::record::{Printed, build, line_of, printed};
 use numalens_format::{CodeLocation, Object, ObjectKind, Profile, Sample, SampleKind};
 use numalens_record::pagesize::{HUGE_PAGE, ThpMode};
 use numalens_record::record::RecordOptions;
 use numalens_record::session::{Recorded, record};
-
-fn compile(dir: &Path, extra: &[&str]) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/placement_progs/huge.c");
-    let exe = dir.join("huge");
-    let ok = Command::new("gcc")
-        .args(["-O1", "-g", "-pthread"])
-        .args(extra)
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    exe
-}
 
 /// First-touch samples in [start, start+len): (page start, page size) → tid.
 fn first_touches(samples: &[Sample], start: u64, len: u64) -> BTreeMap<(u64, u32), u32> {
@@ -43,7 +27,7 @@ fn first_touches(samples: &[Sample], start: u64, len: u64) -> BTreeMap<(u64, u32
 }
 
 fn record_huge(dir: &Path, extra: &[&str]) -> (Recorded, HashMap<String, String>) {
-    let exe = compile(dir, extra);
+    let exe = build(dir, "gcc", &["huge.c"], "huge", extra);
     let out = dir.join("stdout.txt");
     let command = format!("exec {} 8 > {}", exe.display(), out.display());
     let opts = RecordOptions::new(
@@ -82,14 +66,6 @@ fn touching_code(profile: &Profile, start: u64, len: u64) -> BTreeSet<(String, S
         .collect()
 }
 
-/// The line of `huge.c` that first-touches the pages.
-fn touch_line() -> u32 {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/placement_progs/huge.c");
-    let text = std::fs::read_to_string(src).unwrap();
-    let index = text.lines().position(|l| l.contains("p[i] = 1;")).unwrap();
-    index as u32 + 1
-}
-
 #[test]
 fn first_touches_name_the_line_of_code_that_made_them() {
     for (label, extra) in [("dynamic", &[][..]), ("static", &["-static"][..])] {
@@ -97,7 +73,11 @@ fn first_touches_name_the_line_of_code_that_made_them() {
         let (recorded, p) = record_huge(dir.path(), extra);
         let profile = Profile::open(&recorded.profile).unwrap();
         let code = touching_code(&profile, p.addr("small"), p.num("bytes"));
-        let expected = ("touch".to_string(), "huge.c".to_string(), touch_line());
+        let expected = (
+            "touch".to_string(),
+            "huge.c".to_string(),
+            line_of("huge.c", "p[i] = 1;"),
+        );
         assert_eq!(code, BTreeSet::from([expected]), "{label}");
     }
 }
