@@ -1,19 +1,9 @@
 //! The `numalens` binary, run as a user runs it: outputs, exit statuses and error messages.
 
+mod common;
+
+use common::{numalens, text};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn numalens(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_numalens"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run numalens")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 #[test]
 fn host_topology_as_table_and_json() {

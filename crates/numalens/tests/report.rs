@@ -1,8 +1,11 @@
 //! `numalens report` as a user runs it: on a real recorded program, as text and JSON, and on
 //! profiles that are missing, too new, truncated, or asked for what they do not hold.
 
+mod common;
+
+use common::{numalens, text};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -38,18 +41,6 @@ int main(void)
     return halves[BYTES - 1] + lookup_table[7] == 3 ? 0 : 1;
 }
 "#;
-
-fn numalens(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_numalens"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run numalens")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 fn arg(path: &Path) -> &str {
     path.to_str().unwrap()
