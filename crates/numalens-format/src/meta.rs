@@ -12,7 +12,7 @@ use crate::error::{FormatError, Result};
 /// a newer minor version only adds tables, columns or fields, which older readers ignore.
 pub const FORMAT_MAJOR: u32 = 1;
 /// Minor version of the profile format written by this crate.
-pub const FORMAT_MINOR: u32 = 1;
+pub const FORMAT_MINOR: u32 = 2;
 /// Version of the numalens crates writing the profile.
 pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
 

@@ -173,6 +173,8 @@ table! {
         pub writes: u64 => Plain,
         /// Time of this thread's first access, ns since the clock origin.
         pub first_access_ns: u64 => Plain,
+        /// Object the page belonged to at this thread's first access (`objects.object_id`): the object holding most of the page's bytes, when attributed. Since 1.2.
+        pub object_id: Option<u64> => Dict,
     }
 }
 

@@ -55,6 +55,7 @@ fn all_tables_round_trip() {
         reads: 10,
         writes: 2,
         first_access_ns: 6,
+        object_id: Some(3),
     };
     let migration = Migration {
         time_ns: 1000,
