@@ -144,38 +144,12 @@ pub fn attribute(
     pages: &PageSizes,
     balancing: bool,
 ) -> Vec<Attributed> {
-    let mut lifetimes: Vec<(u64, bool, usize)> = Vec::with_capacity(objects.len() * 2);
-    for (id, o) in objects.iter().enumerate() {
-        lifetimes.push((o.alloc_ns, true, id));
-        if let Some(free) = o.free_ns {
-            lifetimes.push((free, false, id));
-        }
-    }
-    // At equal times ends come first, so a range freed and reused at once maps to the new object.
-    lifetimes.sort_by_key(|(t, start, id)| (*t, *start, *id));
-    let (mut tracked, mut fallback) = (LiveSet::default(), LiveSet::default());
-    let mut next = 0;
+    let mut locator = Locator::new(objects);
     let mut last_fault: AHashMap<(u32, u64), u64> = AHashMap::with_capacity(faults.len() / 4);
     let mut out = Vec::with_capacity(faults.len());
     for fault in faults {
-        while next < lifetimes.len() && lifetimes[next].0 <= fault.time_ns {
-            let (_, starts, id) = lifetimes[next];
-            let o = &objects[id];
-            let set = if o.tracked {
-                &mut tracked
-            } else {
-                &mut fallback
-            };
-            if starts {
-                set.insert(o.pid, o, id);
-            } else {
-                set.remove(o.pid, o, id);
-            }
-            next += 1;
-        }
-        let object = tracked
-            .find(fault.pid, fault.address, objects)
-            .or_else(|| fallback.find(fault.pid, fault.address, objects));
+        locator.advance_to(fault.time_ns);
+        let object = locator.find(fault.pid, fault.address);
         let (page, page_size) = pages.page_of(fault.pid, fault.address);
         let previous = last_fault.insert((fault.pid, page), fault.time_ns);
         let born = object.map_or(0, |o| objects[o].alloc_ns);
@@ -196,6 +170,65 @@ pub fn attribute(
         });
     }
     out
+}
+
+/// Which object held an address at a time, for queries in time order: the smallest live tracked
+/// object (allocation, static, stack, TLS) containing it, else the smallest fallback mapping.
+pub struct Locator<'a> {
+    objects: &'a [ObjectSpec],
+    /// (time, starts, object): allocations and frees in time order.
+    lifetimes: Vec<(u64, bool, usize)>,
+    next: usize,
+    tracked: LiveSet,
+    fallback: LiveSet,
+}
+
+impl<'a> Locator<'a> {
+    pub fn new(objects: &'a [ObjectSpec]) -> Self {
+        let mut lifetimes: Vec<(u64, bool, usize)> = Vec::with_capacity(objects.len() * 2);
+        for (id, o) in objects.iter().enumerate() {
+            lifetimes.push((o.alloc_ns, true, id));
+            if let Some(free) = o.free_ns {
+                lifetimes.push((free, false, id));
+            }
+        }
+        // At equal times ends come first, so a range freed and reused at once maps to the new
+        // object.
+        lifetimes.sort_by_key(|(t, start, id)| (*t, *start, *id));
+        Locator {
+            objects,
+            lifetimes,
+            next: 0,
+            tracked: LiveSet::default(),
+            fallback: LiveSet::default(),
+        }
+    }
+
+    /// Applies every allocation and free up to `time_ns` (which must not go backwards).
+    pub fn advance_to(&mut self, time_ns: u64) {
+        while self.next < self.lifetimes.len() && self.lifetimes[self.next].0 <= time_ns {
+            let (_, starts, id) = self.lifetimes[self.next];
+            let o = &self.objects[id];
+            let set = if o.tracked {
+                &mut self.tracked
+            } else {
+                &mut self.fallback
+            };
+            if starts {
+                set.insert(o.pid, o, id);
+            } else {
+                set.remove(o.pid, o, id);
+            }
+            self.next += 1;
+        }
+    }
+
+    /// The object holding `address` of process `pid` at the time last advanced to.
+    pub fn find(&mut self, pid: u32, address: u64) -> Option<usize> {
+        self.tracked
+            .find(pid, address, self.objects)
+            .or_else(|| self.fallback.find(pid, address, self.objects))
+    }
 }
 
 #[cfg(test)]
