@@ -1,6 +1,7 @@
 //! Builds the `libnumalens` C runtime into `$OUT_DIR/libnumalens.so`, which `src/runtime.rs`
-//! embeds. The compiler is found the way every `-sys` crate finds it (the `cc` crate), but the
-//! link is a plain shared-object link, which `cc::Build` does not do.
+//! embeds, and the instrumentation runtime into `$OUT_DIR/libnumalens_inst.a`, which
+//! `src/inst/toolchain.rs` embeds. The compiler is found the way every `-sys` crate finds it (the
+//! `cc` crate); the shared object is a plain shared-object link, which `cc::Build` does not do.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -47,6 +48,35 @@ fn main() {
     if !status.success() {
         panic!("building libnumalens.so failed: {cmd:?} exited with {status}");
     }
+    build_inst_archive(&runtime);
+}
+
+/// The instrumentation hooks: a static archive linked into instrumented programs by `numalens
+/// cc`, so the hooks are direct calls inside the program and need no preloading.
+fn build_inst_archive(runtime: &Path) {
+    let dir = runtime.join("inst");
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let sources = c_sources(&dir);
+    for s in &sources {
+        println!("cargo:rerun-if-changed={}", s.display());
+    }
+    cc::Build::new()
+        .cargo_metadata(false)
+        .files(&sources)
+        .include(runtime.join("include"))
+        .include(&dir)
+        .opt_level(2)
+        .debug(true)
+        .pic(true)
+        .std("gnu11")
+        .define("_GNU_SOURCE", None)
+        .flag("-fvisibility=hidden")
+        // Loops must not become memset/memcpy calls: the program's calls to those are counted.
+        .flag("-fno-tree-loop-distribute-patterns")
+        .flag("-fno-sanitize=all")
+        .warnings(true)
+        .extra_warnings(true)
+        .compile("numalens_inst");
 }
 
 /// The runtime's C sources, sorted so the link line is stable.

@@ -6,6 +6,7 @@ pub mod attribute;
 pub mod events;
 pub mod events_tail;
 pub mod faults;
+pub mod inst;
 pub mod launch;
 pub mod pagesize;
 pub mod perf;

@@ -39,6 +39,8 @@ pub struct RecordOptions {
     pub status_line: bool,
     /// Query where every data page of the program is this often (`--page-scan-interval`).
     pub page_scan_interval: Option<Duration>,
+    /// Count or sample every access of a program built with `numalens cc` (`--backend inst`).
+    pub inst: Option<crate::inst::InstOptions>,
 }
 
 impl RecordOptions {
@@ -55,6 +57,7 @@ impl RecordOptions {
             ring_pages: 1024,
             status_line: false,
             page_scan_interval: None,
+            inst: None,
         }
     }
 }
@@ -88,6 +91,8 @@ pub enum RecordError {
     Launch(#[from] LaunchError),
     #[error("runtime: {0}")]
     Runtime(String),
+    #[error(transparent)]
+    Inst(#[from] crate::inst::InstCheckError),
     #[error("waiting for the program failed: {0}")]
     Wait(std::io::Error),
 }
@@ -134,6 +139,7 @@ pub fn run(
         ),
         ("NUMALENS_PAGE_NODES".into(), "1".into()),
     ];
+    env.extend(opts.inst.iter().flat_map(|i| i.env()));
     if let Some(runtime) = runtime {
         let mut preload = OsString::from(runtime);
         if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {

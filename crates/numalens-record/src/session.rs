@@ -25,6 +25,9 @@ pub struct Recorded {
 /// Records `opts.program` into `opts.output`.
 pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
     let mut notes = Vec::new();
+    if opts.inst.is_some() {
+        crate::inst::check_program(&opts.program)?;
+    }
     let events_dir = prepare_output(&opts.output)?;
     let mut track_objects = opts.track_objects;
     if track_objects && is_static_program(&opts.program) {
@@ -61,9 +64,15 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
     settings.insert("transparent_hugepage".into(), thp.name().into());
     settings.insert("objects_tracked".into(), track_objects.into());
     settings.insert("min_object".into(), opts.min_object.into());
-    let backend = match opts.source {
-        SampleSource::Faults => "faults",
-        SampleSource::None => "none",
+    if let Some(inst) = &opts.inst {
+        settings.insert("inst_mode".into(), inst.mode.env_value().into());
+        settings.insert("sample_every".into(), inst.sample_every.into());
+        settings.insert("page_faults_sampled".into(), raw.sampler.is_some().into());
+    }
+    let backend = match (opts.inst.is_some(), opts.source) {
+        (true, _) => "inst",
+        (false, SampleSource::Faults) => "faults",
+        (false, SampleSource::None) => "none",
     };
     let assemble = AssembleOptions {
         topology: numalens_topology::host().ok(),
@@ -104,7 +113,7 @@ fn is_static_program(program: &std::ffi::OsStr) -> bool {
 }
 
 /// The program's path as exec would find it.
-fn resolve(program: &std::ffi::OsStr) -> Option<PathBuf> {
+pub(crate) fn resolve(program: &std::ffi::OsStr) -> Option<PathBuf> {
     let direct = Path::new(program);
     if direct.components().count() > 1 {
         return Some(direct.to_path_buf());

@@ -28,6 +28,15 @@ pub enum Command {
     Report(ReportArgs),
     /// Run the main job on a bundled example and write a profile.
     Demo(DemoArgs),
+    /// C compiler wrapper: builds for `record --backend inst` (e.g. `make CC="numalens cc"`).
+    #[command(name = "cc", disable_help_flag = true)]
+    Cc(WrapperArgs),
+    /// C++ compiler wrapper: builds for `record --backend inst` (`CXX="numalens c++"`).
+    #[command(name = "c++", disable_help_flag = true)]
+    Cxx(WrapperArgs),
+    /// Fortran compiler wrapper: builds for `record --backend inst` (`FC="numalens fortran"`).
+    #[command(name = "fortran", disable_help_flag = true)]
+    Fortran(WrapperArgs),
 }
 
 /// Where a topology comes from: this machine unless a preset or a file is given.
@@ -59,6 +68,32 @@ pub enum BackendArg {
     Faults,
     /// Allocation and thread tracking only, no access samples.
     None,
+    /// Every access of a program built with `numalens cc`/`c++`/`fortran`: exact per-page counts
+    /// and/or sampled accesses (see --inst-mode), plus page faults when perf allows.
+    Inst,
+}
+
+/// What the `inst` backend records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InstModeArg {
+    /// Per-thread reads, writes and first access of every page.
+    Exact,
+    /// Every Nth access of each thread (--sample-every) as a sample.
+    Sampled,
+    /// Both.
+    Both,
+}
+
+/// Arguments handed to the real compiler, with the instrumentation flags added.
+#[derive(Debug, Args)]
+pub struct WrapperArgs {
+    /// Compiler arguments, passed through.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -85,6 +120,12 @@ pub struct RecordArgs {
     /// `500ms`, `2s`), to see pages move; a scan costs about 50 ms of CPU per GiB of memory.
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub page_scan_interval: Option<std::time::Duration>,
+    /// With `--backend inst`: exact counts, samples, or both.
+    #[arg(long, value_enum, default_value_t = InstModeArg::Both, value_name = "MODE")]
+    pub inst_mode: InstModeArg,
+    /// With `--backend inst`: one sample per this many accesses of each thread, on average.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub sample_every: u32,
     /// The program to run, then its arguments.
     #[arg(
         required = true,

@@ -3,6 +3,7 @@
 
 mod code;
 mod inherit;
+mod inst;
 mod objects;
 mod sites;
 mod threads;
@@ -39,6 +40,11 @@ pub struct Summary {
     pub threads: u64,
     pub processes: u64,
     pub lost: u64,
+    /// `page_stats` rows and sampled accesses from the `inst` backend.
+    pub exact_pages: u64,
+    pub inst_samples: u64,
+    /// Accesses counted exactly by the `inst` backend.
+    pub exact_accesses: u64,
     pub complete: bool,
     pub reasons: Vec<String>,
 }
@@ -76,6 +82,8 @@ pub fn write_profile(
     let writing_started = std::time::Instant::now();
     let mut reasons = Vec::new();
     let logs = read_logs(&raw.events_dir, &mut reasons);
+    let inst_data = crate::inst::files::read_inst_dir(&raw.events_dir);
+    reasons.extend(inst_data.problems.iter().cloned());
     let mut symbols = Symbolizer::new();
     let views: Vec<ProcessView> = logs
         .iter()
@@ -140,6 +148,11 @@ pub fn write_profile(
             page_size: Some(a.page_size as u32),
         })?;
     }
+    let inst_counts = inst::write_inst(&mut writer, &inst_data, &objects, origin, &mut ips)?;
+    summary.exact_pages = inst_counts.page_rows;
+    summary.inst_samples = inst_counts.samples;
+    summary.exact_accesses = inst_counts.accesses;
+    summary.samples += inst_counts.samples;
     for (id, o) in objects.iter().enumerate() {
         writer.push_object(object_row(id as u64, o, origin))?;
     }

@@ -4,6 +4,7 @@ mod demo;
 mod record;
 mod report;
 mod topology;
+mod wrapper;
 
 use crate::cli::{Cli, Command};
 
@@ -13,5 +14,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Record(args) => record::run(args),
         Command::Report(args) => report::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Cc(args) => wrapper::run(wrapper::Language::C, args),
+        Command::Cxx(args) => wrapper::run(wrapper::Language::Cxx, args),
+        Command::Fortran(args) => wrapper::run(wrapper::Language::Fortran, args),
     }
 }

@@ -4,11 +4,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use numalens_record::faults::SamplerError;
+use numalens_record::inst::{InstMode, InstOptions};
 use numalens_record::launch::LaunchError;
 use numalens_record::record::{RecordError, RecordOptions, SampleSource};
 use numalens_record::session::{Recorded, record};
 
-use crate::cli::{BackendArg, RecordArgs};
+use crate::cli::{BackendArg, InstModeArg, RecordArgs};
 use crate::exit::ExitWith;
 
 pub fn run(args: RecordArgs) -> Result<()> {
@@ -23,7 +24,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         output,
         source: match args.backend {
             BackendArg::None => SampleSource::None,
-            BackendArg::Auto | BackendArg::Faults => SampleSource::Faults,
+            BackendArg::Auto | BackendArg::Faults | BackendArg::Inst => SampleSource::Faults,
         },
         min_object: args.min_object,
         runtime: args.runtime.clone(),
@@ -31,10 +32,18 @@ pub fn run(args: RecordArgs) -> Result<()> {
         ring_pages: args.ring_pages,
         status_line: true,
         page_scan_interval: args.page_scan_interval,
+        inst: (args.backend == BackendArg::Inst).then_some(InstOptions {
+            mode: match args.inst_mode {
+                InstModeArg::Exact => InstMode::Exact,
+                InstModeArg::Sampled => InstMode::Sampled,
+                InstModeArg::Both => InstMode::Both,
+            },
+            sample_every: args.sample_every,
+        }),
     };
     let recorded = match record(&opts) {
         Err(RecordError::Launch(LaunchError::Sampler(e @ SamplerError::Denied(_))))
-            if args.backend == BackendArg::Auto =>
+            if matches!(args.backend, BackendArg::Auto | BackendArg::Inst) =>
         {
             eprintln!(
                 "numalens: {e}\nnumalens: recording allocations and threads only (--backend none)"
@@ -46,6 +55,13 @@ pub fn run(args: RecordArgs) -> Result<()> {
     };
     let recorded = match recorded {
         Ok(r) => r,
+        Err(RecordError::Inst(e)) => {
+            return Err(ExitWith {
+                status: 2,
+                message: e.to_string(),
+            }
+            .into());
+        }
         Err(RecordError::Launch(e)) => {
             let status = e.exit_status();
             return Err(ExitWith {
@@ -98,6 +114,12 @@ fn print_summary(r: &Recorded) {
         s.threads,
         s.lost
     );
+    if s.exact_pages > 0 || s.inst_samples > 0 {
+        eprintln!(
+            "numalens: instrumentation: {} accesses counted exactly over {} thread pages, {} sampled accesses",
+            s.exact_accesses, s.exact_pages, s.inst_samples
+        );
+    }
     if !s.complete {
         eprintln!(
             "numalens: the profile is marked incomplete: {}",

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/**
+ * @file hooks.c
+ * @brief The ThreadSanitizer ABI entry points that gcc and clang emit for plain accesses,
+ * ranges, virtual-table pointers and function entry/exit.
+ *
+ * Each load or store the instrumented code performs is one access of its page, whatever its
+ * width; unaligned, volatile and "_pc" variants count the same. A range (a struct copy the
+ * compiler inlines, __tsan_memcpy and friends) counts one access per 8-byte word it overlaps.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inst.h"
+
+#define NL_IP() __builtin_return_address(0)
+
+#define NL_PLAIN(size)                                                                          \
+    NL_EXPORT void __tsan_read##size(void *a) { nl_access((uintptr_t)a, 0, size, NL_IP()); }    \
+    NL_EXPORT void __tsan_write##size(void *a) { nl_access((uintptr_t)a, 1, size, NL_IP()); }   \
+    NL_EXPORT void __tsan_unaligned_read##size(void *a)                                         \
+    {                                                                                           \
+        nl_access((uintptr_t)a, 0, size, NL_IP());                                              \
+    }                                                                                           \
+    NL_EXPORT void __tsan_unaligned_write##size(void *a)                                        \
+    {                                                                                           \
+        nl_access((uintptr_t)a, 1, size, NL_IP());                                              \
+    }                                                                                           \
+    NL_EXPORT void __tsan_volatile_read##size(void *a)                                          \
+    {                                                                                           \
+        nl_access((uintptr_t)a, 0, size, NL_IP());                                              \
+    }                                                                                           \
+    NL_EXPORT void __tsan_volatile_write##size(void *a)                                         \
+    {                                                                                           \
+        nl_access((uintptr_t)a, 1, size, NL_IP());                                              \
+    }                                                                                           \
+    NL_EXPORT void __tsan_unaligned_volatile_read##size(void *a)                                \
+    {                                                                                           \
+        nl_access((uintptr_t)a, 0, size, NL_IP());                                              \
+    }                                                                                           \
+    NL_EXPORT void __tsan_unaligned_volatile_write##size(void *a)                               \
+    {                                                                                           \
+        nl_access((uintptr_t)a, 1, size, NL_IP());                                              \
+    }                                                                                           \
+    NL_EXPORT void __tsan_read##size##_pc(void *a, void *pc)                                    \
+    {                                                                                           \
+        nl_access((uintptr_t)a, 0, size, pc);                                                   \
+    }                                                                                           \
+    NL_EXPORT void __tsan_write##size##_pc(void *a, void *pc)                                   \
+    {                                                                                           \
+        nl_access((uintptr_t)a, 1, size, pc);                                                   \
+    }                                                                                           \
+    /* A compound access (x += 1 with clang's -tsan-compound-read-before-write). */             \
+    NL_EXPORT void __tsan_read_write##size(void *a)                                             \
+    {                                                                                           \
+        nl_access((uintptr_t)a, 0, size, NL_IP());                                              \
+        nl_access((uintptr_t)a, 1, size, NL_IP());                                              \
+    }                                                                                           \
+    NL_EXPORT void __tsan_unaligned_read_write##size(void *a)                                   \
+    {                                                                                           \
+        nl_access((uintptr_t)a, 0, size, NL_IP());                                              \
+        nl_access((uintptr_t)a, 1, size, NL_IP());                                              \
+    }
+
+NL_PLAIN(1)
+NL_PLAIN(2)
+NL_PLAIN(4)
+NL_PLAIN(8)
+NL_PLAIN(16)
+
+NL_EXPORT void __tsan_read_range(void *a, unsigned long size)
+{
+    nl_inst_range((uintptr_t)a, size, 0, NL_IP());
+}
+
+NL_EXPORT void __tsan_write_range(void *a, unsigned long size)
+{
+    nl_inst_range((uintptr_t)a, size, 1, NL_IP());
+}
+
+NL_EXPORT void __tsan_read_range_pc(void *a, unsigned long size, void *pc)
+{
+    nl_inst_range((uintptr_t)a, size, 0, pc);
+}
+
+NL_EXPORT void __tsan_write_range_pc(void *a, unsigned long size, void *pc)
+{
+    nl_inst_range((uintptr_t)a, size, 1, pc);
+}
+
+NL_EXPORT void __tsan_vptr_read(void **vptr_p)
+{
+    nl_access((uintptr_t)vptr_p, 0, sizeof(void *), NL_IP());
+}
+
+NL_EXPORT void __tsan_vptr_update(void **vptr_p, void *new_val)
+{
+    (void)new_val;
+    nl_access((uintptr_t)vptr_p, 1, sizeof(void *), NL_IP());
+}
+
+/* Function entry and exit carry no access; the sampled IP already names the code. */
+NL_EXPORT void __tsan_func_entry(void *call_pc) { (void)call_pc; }
+NL_EXPORT void __tsan_func_exit(void) {}
+
+/* Called by the constructor of every instrumented module (and from .preinit_array by gcc's
+ * libtsan_preinit.o): the real set-up waits for the first access, when libc is ready. */
+NL_EXPORT void __tsan_init(void) {}
+NL_EXPORT void __tsan_flush_memory(void) {}
+NL_EXPORT void __tsan_ignore_thread_begin(void) {}
+NL_EXPORT void __tsan_ignore_thread_end(void) {}

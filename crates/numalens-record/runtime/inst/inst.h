@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/**
+ * @file inst.h
+ * @brief Internals of the instrumentation runtime: per-thread state and the access fast path.
+ *
+ * The hot path of every hook is nl_access(): one thread-local load, a lookup in a small
+ * direct-mapped cache of page entries (the "TLB"), one counter increment and one countdown for
+ * sampling. Everything else (new pages, new chunks, file growth, samples) is out of line.
+ */
+#ifndef NL_INST_H
+#define NL_INST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "numalens_inst.h"
+
+#pragma GCC visibility push(hidden)
+
+#define NL_EXPORT __attribute__((visibility("default")))
+#define nl_likely(x) __builtin_expect(!!(x), 1)
+#define nl_unlikely(x) __builtin_expect(!!(x), 0)
+
+/** Slots of the per-thread page cache; a power of two. */
+#define NL_TLB_SLOTS 256u
+/** Default mean sampling interval (accesses per sample) when NUMALENS_INST_EVERY is unset. */
+#define NL_INST_DEFAULT_EVERY 1024u
+
+struct nl_tlb_slot {
+    uint64_t page;              /* page number cached, or ~0 */
+    struct nl_inst_page *entry; /* its counters */
+};
+
+/** A file that grows by mapped segments; records never move once placed. */
+struct nl_grow_file {
+    int fd;
+    uint32_t record_size;
+    uint64_t used;              /* records handed out */
+    uint64_t mapped;            /* records covered by the segments */
+    unsigned nseg;
+    struct { char *base; uint64_t first, count; size_t bytes; } seg[40];
+};
+
+/** Chunk index: region number (page >> 6) -> chunk, open addressing, anonymous memory. */
+struct nl_chunk_index {
+    uint64_t *keys;             /* region + 1; 0 = empty */
+    struct nl_inst_chunk **vals;
+    uint64_t cap, n;
+};
+
+struct nl_ithread {
+    struct nl_tlb_slot tlb[NL_TLB_SLOTS];
+    int64_t countdown;          /* accesses left before the next sample */
+    uint64_t rng;
+    struct nl_inst_page sink;   /* where counts go while inactive */
+    int busy;                   /* inside a slow path: a signal handler's access is dropped */
+    int shared;                 /* 1 for the one inactive state all threads start with */
+    uint32_t pid, tid;
+    uint64_t dropped;           /* accesses not counted (signal handler inside a slow path) */
+    struct nl_chunk_index index;
+    struct nl_grow_file pages;
+    struct nl_grow_file samples;
+};
+
+struct nl_iglobal {
+    int initialised;
+    int on;                     /* 1 when recording: NUMALENS_DIR and NUMALENS_INST are set */
+    unsigned mode;              /* NL_INST_EXACT | NL_INST_SAMPLED */
+    uint32_t every;
+    char dir[512];
+    uint64_t copy_id;
+};
+
+extern struct nl_iglobal nl_ig;
+extern struct nl_ithread nl_inactive;
+extern __thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec")));
+
+void nl_inst_init(void);
+/** Slow path of a counted access: page not in the cache (or thread not set up yet). */
+void nl_inst_miss(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint64_t count);
+/** Slow path of the sampling countdown: takes a sample when due, then counts the access. */
+void nl_inst_sample(struct nl_ithread *t, uintptr_t addr, unsigned is_write, unsigned size,
+                    void *ip);
+/** Counts a range access of @p size bytes as one access per 8-byte word, page by page. */
+void nl_inst_range(uintptr_t addr, uint64_t size, unsigned is_write, void *ip);
+uint64_t nl_inst_now(void);
+
+static inline unsigned nl_tlb_index(uint64_t page)
+{
+    /* Multiplicative hashing: arrays whose sizes are multiples of the cache span would collide
+     * for their whole length under low bits; here two streams share a slot for one page only,
+     * with probability 1/NL_TLB_SLOTS. */
+    return (unsigned)((page * 0x9E3779B97F4A7C15ull) >> 56) & (NL_TLB_SLOTS - 1);
+}
+
+/* The sampling countdown is checked first so that both slow paths are tail calls: the fast path
+ * then saves no registers and never reads the return address. nl_inst_sample counts the access
+ * too. */
+static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsigned is_write,
+                                                            unsigned size, void *ip)
+{
+    struct nl_ithread *t = nl_ith;
+    if (nl_unlikely(--t->countdown <= 0)) {
+        nl_inst_sample(t, addr, is_write, size, ip);
+        return;
+    }
+    uint64_t page = addr >> NL_INST_PAGE_SHIFT;
+    struct nl_tlb_slot *s = &t->tlb[nl_tlb_index(page)];
+    if (nl_likely(s->page == page))
+        s->entry->counts[is_write]++;
+    else
+        nl_inst_miss(t, addr, is_write, 1);
+}
+
+#pragma GCC visibility pop
+
+#endif

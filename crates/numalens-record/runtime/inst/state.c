@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/**
+ * @file state.c
+ * @brief Setting up the instrumentation runtime and its per-thread state; the slow paths.
+ *
+ * Every thread starts on one shared, inactive state whose cache never holds a real page. When
+ * recording (NUMALENS_DIR and NUMALENS_INST set), a thread's first access gives it its own
+ * state and files; otherwise its accesses are counted into a sink nobody reads, so an
+ * instrumented program run on its own pays only the hooks' floor cost. Nothing here calls
+ * malloc or stdio: memory comes from mmap, so hooks are safe inside the allocator and before
+ * libc is fully set up.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "inst.h"
+
+struct nl_iglobal nl_ig;
+struct nl_ithread nl_inactive = {.countdown = INT64_MAX, .shared = 1};
+__thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec"))) = &nl_inactive;
+/* Set once the thread's state was released at its exit: later accesses go to the sink. */
+static __thread int nl_ith_done __attribute__((tls_model("initial-exec")));
+static pthread_key_t nl_exit_key;
+static uint32_t nl_seq;
+
+/* Marks the binary as built for this runtime; `numalens record` looks for the section. */
+__attribute__((used, section("numalens_inst"))) static const char nl_abi_marker[16] =
+    "numalens-inst-1";
+
+uint64_t nl_inst_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void nl_tlb_clear(struct nl_ithread *t)
+{
+    for (unsigned i = 0; i < NL_TLB_SLOTS; i++) {
+        t->tlb[i].page = ~0ull;
+        t->tlb[i].entry = &t->sink;
+    }
+}
+
+static unsigned nl_parse_mode(const char *s)
+{
+    if (!s)
+        return 0;
+    if (!strcmp(s, "exact"))
+        return NL_INST_EXACT;
+    if (!strcmp(s, "sampled"))
+        return NL_INST_SAMPLED;
+    if (!strcmp(s, "both"))
+        return NL_INST_EXACT | NL_INST_SAMPLED;
+    return 0;
+}
+
+static uint32_t nl_parse_every(const char *s)
+{
+    uint64_t v = 0;
+    if (!s || !*s)
+        return NL_INST_DEFAULT_EVERY;
+    for (; *s >= '0' && *s <= '9'; s++)
+        v = v * 10 + (uint64_t)(*s - '0');
+    return (v >= 1 && v <= 0x7fffffffu && !*s) ? (uint32_t)v : NL_INST_DEFAULT_EVERY;
+}
+
+static void nl_thread_exit(void *arg);
+static void nl_after_fork_child(void);
+
+static pthread_once_t nl_once = PTHREAD_ONCE_INIT;
+
+/* Runs at a thread's first slow path, not in __tsan_init: that one can run from the
+ * executable's .preinit_array, before libc has set up the environment. */
+static void nl_inst_init_once(void)
+{
+    nl_tlb_clear(&nl_inactive);
+    /* Tells apart copies of this runtime linked into several modules of one process. */
+    nl_ig.copy_id = ((uint64_t)(uintptr_t)&nl_ig >> 4) & 0xffffffu;
+    const char *dir = getenv("NUMALENS_DIR");
+    unsigned mode = nl_parse_mode(getenv("NUMALENS_INST"));
+    if (!dir || !*dir || !mode || strlen(dir) >= sizeof nl_ig.dir - 64)
+        return;
+    strcpy(nl_ig.dir, dir);
+    nl_ig.mode = mode;
+    nl_ig.every = nl_parse_every(getenv("NUMALENS_INST_EVERY"));
+    if (pthread_key_create(&nl_exit_key, nl_thread_exit) != 0)
+        return;
+    pthread_atfork(NULL, NULL, nl_after_fork_child);
+    __atomic_store_n(&nl_ig.on, 1, __ATOMIC_RELEASE);
+}
+
+void nl_inst_init(void)
+{
+    pthread_once(&nl_once, nl_inst_init_once);
+    __atomic_store_n(&nl_ig.initialised, 1, __ATOMIC_RELEASE);
+}
+
+/* ---- files that grow by segments ---- */
+
+static char *nl_fmt_u64(char *p, uint64_t v, int hex)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        unsigned d = (unsigned)(hex ? v % 16 : v % 10);
+        tmp[n++] = (char)(d < 10 ? '0' + d : 'a' + d - 10);
+        v = hex ? v / 16 : v / 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static int nl_grow_open(struct nl_grow_file *f, struct nl_ithread *t, uint32_t seq,
+                        const char *suffix, const char *magic, uint32_t record_size)
+{
+    char path[600];
+    char *p = path;
+    size_t dl = strlen(nl_ig.dir);
+    memcpy(p, nl_ig.dir, dl);
+    p += dl;
+    memcpy(p, "/inst-", 6);
+    p = nl_fmt_u64(p + 6, t->pid, 0);
+    *p++ = '-';
+    p = nl_fmt_u64(p, t->tid, 0);
+    *p++ = '-';
+    p = nl_fmt_u64(p, nl_ig.copy_id, 1);
+    *p++ = '-';
+    p = nl_fmt_u64(p, seq, 0);
+    size_t sl = strlen(suffix);
+    memcpy(p, suffix, sl + 1);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    struct nl_inst_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, magic, 8);
+    h.version = NL_INST_VERSION;
+    h.pid = t->pid;
+    h.tid = t->tid;
+    h.page_shift = NL_INST_PAGE_SHIFT;
+    h.start_ns = nl_inst_now();
+    h.sample_every = nl_ig.every;
+    h.mode = nl_ig.mode;
+    h.chunk_pages = NL_INST_CHUNK_PAGES;
+    h.record_size = record_size;
+    h.copy_id = nl_ig.copy_id;
+    if (ftruncate(fd, NL_INST_HEADER_SIZE) != 0 || pwrite(fd, &h, sizeof h, 0) != sizeof h) {
+        close(fd);
+        return -1;
+    }
+    memset(f, 0, sizeof *f);
+    f->fd = fd;
+    f->record_size = record_size;
+    return 0;
+}
+
+/* Maps one more segment: 256 records, doubling up to 2^16 records (100 MiB of chunks). The
+ * segment sizes keep every offset a multiple of the system page: 256 * 1600 and 256 * 32 are. */
+static int nl_grow_more(struct nl_grow_file *f)
+{
+    if (f->nseg == sizeof f->seg / sizeof f->seg[0])
+        return -1;
+    unsigned shift = f->nseg < 8 ? f->nseg : 8;
+    uint64_t count = 256ull << shift;
+    size_t bytes = (size_t)(count * f->record_size);
+    off_t off = (off_t)(NL_INST_HEADER_SIZE + f->mapped * f->record_size);
+    if (ftruncate(f->fd, off + (off_t)bytes) != 0)
+        return -1;
+    /* Populated now, so that the program's page faults (sampled by the recorder) are its own. */
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, f->fd, off);
+    if (m == MAP_FAILED)
+        return -1;
+    f->seg[f->nseg].base = m;
+    f->seg[f->nseg].first = f->mapped;
+    f->seg[f->nseg].count = count;
+    f->seg[f->nseg].bytes = bytes;
+    f->nseg++;
+    f->mapped += count;
+    return 0;
+}
+
+/** The next unused record, or NULL when the file cannot grow. */
+static void *nl_grow_next(struct nl_grow_file *f)
+{
+    if (f->used == f->mapped && nl_grow_more(f) != 0)
+        return NULL;
+    unsigned s = f->nseg - 1;
+    uint64_t i = f->used++ - f->seg[s].first;
+    return f->seg[s].base + i * f->record_size;
+}
+
+static void nl_grow_close(struct nl_grow_file *f)
+{
+    for (unsigned i = 0; i < f->nseg; i++)
+        munmap(f->seg[i].base, f->seg[i].bytes);
+    if (f->fd > 0)
+        close(f->fd);
+    memset(f, 0, sizeof *f);
+}
+
+/* ---- the chunk index ---- */
+
+static void *nl_anon(size_t bytes)
+{
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                   -1, 0);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+static uint64_t nl_slot_of(uint64_t key, uint64_t cap)
+{
+    return (key * 0x9E3779B97F4A7C15ull) >> (64 - __builtin_ctzll(cap));
+}
+
+static int nl_index_grow(struct nl_chunk_index *ix)
+{
+    uint64_t cap = ix->cap ? ix->cap * 2 : 1024;
+    uint64_t *keys = nl_anon(cap * sizeof *keys);
+    struct nl_inst_chunk **vals = nl_anon(cap * sizeof *vals);
+    if (!keys || !vals)
+        return -1;
+    for (uint64_t i = 0; i < ix->cap; i++) {
+        if (!ix->keys[i])
+            continue;
+        uint64_t s = nl_slot_of(ix->keys[i], cap);
+        while (keys[s])
+            s = (s + 1) & (cap - 1);
+        keys[s] = ix->keys[i];
+        vals[s] = ix->vals[i];
+    }
+    if (ix->cap) {
+        munmap(ix->keys, ix->cap * sizeof *keys);
+        munmap(ix->vals, ix->cap * sizeof *vals);
+    }
+    ix->keys = keys;
+    ix->vals = vals;
+    ix->cap = cap;
+    return 0;
+}
+
+static struct nl_inst_chunk *nl_chunk_for(struct nl_ithread *t, uint64_t page)
+{
+    struct nl_chunk_index *ix = &t->index;
+    uint64_t key = (page / NL_INST_CHUNK_PAGES) + 1;
+    if (ix->cap) {
+        for (uint64_t s = nl_slot_of(key, ix->cap);; s = (s + 1) & (ix->cap - 1)) {
+            if (ix->keys[s] == key)
+                return ix->vals[s];
+            if (!ix->keys[s])
+                break;
+        }
+    }
+    if ((ix->n + 1) * 4 > ix->cap * 3 && nl_index_grow(ix) != 0)
+        return NULL;
+    struct nl_inst_chunk *c = nl_grow_next(&t->pages);
+    if (!c)
+        return NULL;
+    c->base_page = page & ~(uint64_t)(NL_INST_CHUNK_PAGES - 1);
+    __atomic_store_n(&c->valid, NL_INST_CHUNK_VALID, __ATOMIC_RELEASE);
+    uint64_t s = nl_slot_of(key, ix->cap);
+    while (ix->keys[s])
+        s = (s + 1) & (ix->cap - 1);
+    ix->keys[s] = key;
+    ix->vals[s] = c;
+    ix->n++;
+    return c;
+}
+
+/* ---- threads ---- */
+
+static uint64_t nl_next_interval(struct nl_ithread *t)
+{
+    /* Uniform in [every/2, 3*every/2): mean `every`, and no aliasing with loops whose body
+     * makes a number of accesses that divides the interval. */
+    t->rng ^= t->rng << 13;
+    t->rng ^= t->rng >> 7;
+    t->rng ^= t->rng << 17;
+    uint64_t e = nl_ig.every;
+    return e / 2 + 1 + (t->rng % (e ? e : 1));
+}
+
+/** The calling thread's own state, created on its first access while recording; else NULL. */
+static struct nl_ithread *nl_thread_setup(void)
+{
+    if (!nl_ig.initialised)
+        nl_inst_init();
+    if (!__atomic_load_n(&nl_ig.on, __ATOMIC_ACQUIRE) || nl_ith_done)
+        return NULL;
+    struct nl_ithread *t = nl_anon(sizeof *t);
+    if (!t)
+        return NULL;
+    nl_tlb_clear(t);
+    t->pid = (uint32_t)getpid();
+    t->tid = (uint32_t)syscall(SYS_gettid);
+    t->rng = ((uint64_t)t->tid << 32) ^ nl_inst_now() ^ 0x2545F4914F6CDD1Dull;
+    t->countdown = INT64_MAX;
+    t->busy = 1;
+    nl_ith = t;
+    uint32_t seq = __atomic_fetch_add(&nl_seq, 1, __ATOMIC_RELAXED);
+    int ok = 1;
+    if (nl_ig.mode & NL_INST_EXACT)
+        ok &= nl_grow_open(&t->pages, t, seq, ".pages", NL_INST_MAGIC_PAGES,
+                           sizeof(struct nl_inst_chunk)) == 0;
+    if (nl_ig.mode & NL_INST_SAMPLED) {
+        ok &= nl_grow_open(&t->samples, t, seq, ".samples", NL_INST_MAGIC_SAMPLES,
+                           sizeof(struct nl_inst_sample)) == 0;
+        t->countdown = (int64_t)nl_next_interval(t);
+    }
+    if (!ok) {
+        /* No files: this thread counts into its sink, as when not recording. */
+        t->countdown = INT64_MAX;
+        nl_grow_close(&t->pages);
+        nl_grow_close(&t->samples);
+    }
+    pthread_setspecific(nl_exit_key, t);
+    t->busy = 0;
+    return t;
+}
+
+static void nl_thread_release(struct nl_ithread *t)
+{
+    nl_grow_close(&t->pages);
+    nl_grow_close(&t->samples);
+    if (t->index.cap) {
+        munmap(t->index.keys, t->index.cap * sizeof *t->index.keys);
+        munmap(t->index.vals, t->index.cap * sizeof *t->index.vals);
+    }
+    munmap(t, sizeof *t);
+}
+
+static void nl_thread_exit(void *arg)
+{
+    /* Pthread key destructors run after C++ thread_local destructors: nothing instrumented
+     * of the program's runs in this thread after this. The files keep the counts. */
+    nl_ith_done = 1;
+    nl_ith = &nl_inactive;
+    nl_thread_release(arg);
+}
+
+static void nl_after_fork_child(void)
+{
+    /* The parent's files are shared mappings: the child must not count into them. Its own
+     * state and files are made at its next access. */
+    struct nl_ithread *t = nl_ith;
+    nl_ith = &nl_inactive;
+    if (!t->shared)
+        nl_thread_release(t);
+}
+
+/* ---- slow paths ---- */
+
+void nl_inst_miss(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint64_t count)
+{
+    uint64_t page = addr >> NL_INST_PAGE_SHIFT;
+    if (t->shared) {
+        struct nl_ithread *own = nl_ith_done ? NULL : nl_thread_setup();
+        if (!own) {
+            t->sink.counts[is_write] += count;
+            /* Not recording: cache the page on the shared state (whose entries all point at
+             * the sink), so the program runs at the hooks' floor cost. While recording, threads
+             * not set up yet must keep missing. */
+            if (nl_ig.initialised && !__atomic_load_n(&nl_ig.on, __ATOMIC_RELAXED))
+                t->tlb[nl_tlb_index(page)].page = page;
+            return;
+        }
+        t = own;
+    }
+    if (t->busy || !(nl_ig.mode & NL_INST_EXACT) || !t->pages.fd) {
+        /* Sampled-only threads keep the cache pointing at the sink: the fast path stays one
+         * compare and one increment, whatever the mode. */
+        if (t->busy) {
+            t->dropped += count;
+            return;
+        }
+        struct nl_tlb_slot *s = &t->tlb[nl_tlb_index(page)];
+        s->entry = &t->sink;
+        s->page = page;
+        return;
+    }
+    t->busy = 1;
+    struct nl_inst_chunk *c = nl_chunk_for(t, page);
+    if (!c) {
+        t->dropped += count;
+        t->busy = 0;
+        return;
+    }
+    struct nl_inst_page *e = &c->pages[page % NL_INST_CHUNK_PAGES];
+    if (!e->first_ns)
+        e->first_ns = nl_inst_now();
+    e->counts[is_write] += count;
+    /* A signal handler running between these stores sees an invalid slot, never a torn one. */
+    struct nl_tlb_slot *s = &t->tlb[nl_tlb_index(page)];
+    s->page = ~0ull;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    s->entry = e;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    s->page = page;
+    t->busy = 0;
+}
+
+static void nl_sample_write(struct nl_ithread *t, uintptr_t addr, unsigned is_write,
+                            unsigned size, void *ip)
+{
+    struct nl_inst_sample *r = nl_grow_next(&t->samples);
+    if (!r)
+        return;
+    r->time_ns = nl_inst_now();
+    r->addr = addr;
+    r->ip = (uint64_t)(uintptr_t)ip;
+    r->weight = nl_ig.every;
+    r->size = (uint16_t)size;
+    r->is_write = (uint8_t)is_write;
+    __atomic_store_n(&r->valid, 1, __ATOMIC_RELEASE);
+}
+
+static void nl_count(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint64_t n)
+{
+    uint64_t page = addr >> NL_INST_PAGE_SHIFT;
+    struct nl_tlb_slot *s = &t->tlb[nl_tlb_index(page)];
+    if (s->page == page)
+        s->entry->counts[is_write] += n;
+    else
+        nl_inst_miss(t, addr, is_write, n);
+}
+
+/* Takes the sample due at this access (if the thread samples) and resets the countdown. */
+static void nl_sample_due(struct nl_ithread *t, uintptr_t addr, unsigned is_write, unsigned size,
+                          void *ip)
+{
+    if (t->shared || !t->samples.fd) {
+        t->countdown = INT64_MAX;
+        return;
+    }
+    if (t->busy) {
+        t->countdown = 1;
+        return;
+    }
+    t->busy = 1;
+    nl_sample_write(t, addr, is_write, size, ip);
+    t->countdown = (int64_t)nl_next_interval(t);
+    t->busy = 0;
+}
+
+void nl_inst_sample(struct nl_ithread *t, uintptr_t addr, unsigned is_write, unsigned size,
+                    void *ip)
+{
+    nl_sample_due(t, addr, is_write, size, ip);
+    nl_count(t, addr, is_write, 1);
+}
+
+void nl_inst_range(uintptr_t addr, uint64_t size, unsigned is_write, void *ip)
+{
+    if (!size)
+        return;
+    uint64_t first_word = addr >> 3, last_word = (addr + size - 1) >> 3;
+    uint64_t words_per_page = 1ull << (NL_INST_PAGE_SHIFT - 3);
+    for (uint64_t w = first_word; w <= last_word;) {
+        uint64_t page_end = (w / words_per_page + 1) * words_per_page;
+        uint64_t n = (last_word + 1 < page_end ? last_word + 1 : page_end) - w;
+        uintptr_t a = (uintptr_t)(w << 3);
+        nl_count(nl_ith, a, is_write, n);
+        /* Samples fall on the words where the countdown runs out, as if word by word. */
+        struct nl_ithread *t = nl_ith;
+        uint64_t left = n;
+        while (t->countdown > 0 && (uint64_t)t->countdown <= left) {
+            uint64_t k = (uint64_t)t->countdown;
+            uintptr_t at = a + (k - 1) * 8;
+            left -= k;
+            a += k * 8;
+            t->countdown = 0;
+            nl_sample_due(t, at < addr ? addr : at, is_write, 8, ip);
+        }
+        t->countdown -= (int64_t)left;
+        w += n;
+    }
+}

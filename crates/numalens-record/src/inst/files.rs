@@ -1,0 +1,258 @@
+//! Reading the instrumentation runtime's files (layout: `runtime/include/numalens_inst.h`).
+//!
+//! Each instrumented thread leaves a `.pages` file (exact counts per page) and/or a `.samples`
+//! file (sampled accesses). They are shared mappings of the program's memory, so they hold
+//! whatever was counted when the process ended, even if it was killed; an unfinished chunk or
+//! sample record is recognised and skipped.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+pub const MAGIC_PAGES: &[u8; 8] = b"NLIPAGES";
+pub const MAGIC_SAMPLES: &[u8; 8] = b"NLISAMPL";
+pub const VERSION: u32 = 1;
+pub const HEADER_SIZE: usize = 4096;
+pub const CHUNK_PAGES: usize = 64;
+pub const CHUNK_SIZE: usize = 64 + CHUNK_PAGES * 24;
+pub const CHUNK_VALID: u64 = 0x4b4e_5548_4349_4c4e;
+pub const SAMPLE_SIZE: usize = 32;
+pub const PAGE_SHIFT: u32 = 12;
+/// Mode bits of the header (and of `NUMALENS_INST`).
+pub const MODE_EXACT: u32 = 1;
+pub const MODE_SAMPLED: u32 = 2;
+
+/// The 64-byte header at the start of both files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstHeader {
+    pub magic: [u8; 8],
+    pub version: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub page_shift: u32,
+    pub start_ns: u64,
+    pub sample_every: u32,
+    pub mode: u32,
+    pub chunk_pages: u32,
+    pub record_size: u32,
+    pub copy_id: u64,
+}
+
+/// One thread's counts of one page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PageCount {
+    pub reads: u64,
+    pub writes: u64,
+    /// CLOCK_MONOTONIC of the thread's first access.
+    pub first_ns: u64,
+}
+
+/// One sampled access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstSample {
+    pub pid: u32,
+    pub tid: u32,
+    pub time_ns: u64,
+    pub address: u64,
+    pub ip: u64,
+    pub weight: u32,
+    pub size: u16,
+    pub is_write: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstFileError {
+    #[error("{path}: {problem}")]
+    Bad { path: PathBuf, problem: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Parses the header; `expect` is the magic the file must carry.
+pub fn parse_header(bytes: &[u8], expect: &[u8; 8]) -> Result<InstHeader, String> {
+    if bytes.len() < 64 {
+        return Err(format!("too short for a header ({} bytes)", bytes.len()));
+    }
+    let mut magic = [0u8; 8];
+    magic.copy_from_slice(&bytes[..8]);
+    if &magic != expect {
+        return Err(format!(
+            "not a numalens instrumentation file (magic {:?})",
+            String::from_utf8_lossy(&magic)
+        ));
+    }
+    let h = InstHeader {
+        magic,
+        version: u32_at(bytes, 8),
+        pid: u32_at(bytes, 12),
+        tid: u32_at(bytes, 16),
+        page_shift: u32_at(bytes, 20),
+        start_ns: u64_at(bytes, 24),
+        sample_every: u32_at(bytes, 32),
+        mode: u32_at(bytes, 36),
+        chunk_pages: u32_at(bytes, 40),
+        record_size: u32_at(bytes, 44),
+        copy_id: u64_at(bytes, 48),
+    };
+    if h.version != VERSION {
+        return Err(format!(
+            "version {} (this numalens reads version {VERSION}); record again with this numalens",
+            h.version
+        ));
+    }
+    Ok(h)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, InstFileError> {
+    std::fs::read(path).map_err(|source| InstFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn bad(path: &Path, problem: String) -> InstFileError {
+    InstFileError::Bad {
+        path: path.to_path_buf(),
+        problem,
+    }
+}
+
+/// Reads a `.pages` file: its header and every touched page as (page address, counts).
+pub fn read_pages_file(path: &Path) -> Result<(InstHeader, Vec<(u64, PageCount)>), InstFileError> {
+    let bytes = read(path)?;
+    let h = parse_header(&bytes, MAGIC_PAGES).map_err(|p| bad(path, p))?;
+    if h.record_size as usize != CHUNK_SIZE || h.chunk_pages as usize != CHUNK_PAGES {
+        return Err(bad(path, format!("unexpected chunk layout {h:?}")));
+    }
+    let mut pages = Vec::new();
+    let body = bytes.get(HEADER_SIZE..).unwrap_or_default();
+    for chunk in body.chunks_exact(CHUNK_SIZE) {
+        if u64_at(chunk, 8) != CHUNK_VALID {
+            continue;
+        }
+        let base = u64_at(chunk, 0);
+        for i in 0..CHUNK_PAGES {
+            let at = 64 + i * 24;
+            let count = PageCount {
+                reads: u64_at(chunk, at),
+                writes: u64_at(chunk, at + 8),
+                first_ns: u64_at(chunk, at + 16),
+            };
+            if count.first_ns != 0 {
+                pages.push(((base + i as u64) << h.page_shift, count));
+            }
+        }
+    }
+    Ok((h, pages))
+}
+
+/// Reads a `.samples` file: its header and every finished sample.
+pub fn read_samples_file(path: &Path) -> Result<(InstHeader, Vec<InstSample>), InstFileError> {
+    let bytes = read(path)?;
+    let h = parse_header(&bytes, MAGIC_SAMPLES).map_err(|p| bad(path, p))?;
+    if h.record_size as usize != SAMPLE_SIZE {
+        return Err(bad(
+            path,
+            format!("unexpected sample size {}", h.record_size),
+        ));
+    }
+    let body = bytes.get(HEADER_SIZE..).unwrap_or_default();
+    let samples = body
+        .chunks_exact(SAMPLE_SIZE)
+        .filter(|r| r[31] == 1)
+        .map(|r| InstSample {
+            pid: h.pid,
+            tid: h.tid,
+            time_ns: u64_at(r, 0),
+            address: u64_at(r, 8),
+            ip: u64_at(r, 16),
+            weight: u32_at(r, 24),
+            size: u16::from_le_bytes([r[28], r[29]]),
+            is_write: r[30] != 0,
+        })
+        .collect();
+    Ok((h, samples))
+}
+
+/// The `.pages` and `.samples` files in `dir`, sorted by name.
+pub fn find_inst_files(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut pages = Vec::new();
+    let mut samples = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !name.starts_with("inst-") {
+            continue;
+        }
+        if name.ends_with(".pages") {
+            pages.push(path);
+        } else if name.ends_with(".samples") {
+            samples.push(path);
+        }
+    }
+    pages.sort();
+    samples.sort();
+    (pages, samples)
+}
+
+/// Everything the instrumentation left in a directory.
+#[derive(Debug, Default)]
+pub struct InstData {
+    /// Counts per (pid, tid, page address), summed over the files of a thread (several copies of
+    /// the runtime, or threads that reused a tid); first access is the earliest.
+    pub pages: HashMap<(u32, u32, u64), PageCount>,
+    pub samples: Vec<InstSample>,
+    /// The mean sampling interval the samples were taken with, when there were samples.
+    pub sample_every: Option<u32>,
+    pub files: usize,
+    pub problems: Vec<String>,
+}
+
+/// Reads every instrumentation file in `dir`; unreadable files become problems, not errors.
+pub fn read_inst_dir(dir: &Path) -> InstData {
+    let (page_files, sample_files) = find_inst_files(dir);
+    let mut data = InstData {
+        files: page_files.len() + sample_files.len(),
+        ..InstData::default()
+    };
+    for path in page_files {
+        match read_pages_file(&path) {
+            Ok((h, pages)) => {
+                for (page, c) in pages {
+                    let e = data.pages.entry((h.pid, h.tid, page)).or_default();
+                    e.reads += c.reads;
+                    e.writes += c.writes;
+                    e.first_ns = if e.first_ns == 0 {
+                        c.first_ns
+                    } else {
+                        e.first_ns.min(c.first_ns)
+                    };
+                }
+            }
+            Err(e) => data.problems.push(e.to_string()),
+        }
+    }
+    for path in sample_files {
+        match read_samples_file(&path) {
+            Ok((h, samples)) => {
+                data.sample_every.get_or_insert(h.sample_every);
+                data.samples.extend(samples);
+            }
+            Err(e) => data.problems.push(e.to_string()),
+        }
+    }
+    data.samples.sort_by_key(|s| s.time_ns);
+    data
+}

@@ -1,0 +1,286 @@
+//! The compiler wrappers `numalens cc`, `numalens c++` and `numalens fortran`: the real compiler,
+//! with ThreadSanitizer's instrumentation turned on and numalens' runtime linked in place of
+//! ThreadSanitizer's own.
+//!
+//! - Compiling: `-fsanitize=thread -g` (the accesses become calls to `__tsan_*`; debug
+//!   information names objects and code), and for gcc `-fno-builtin-memcpy/-memmove/-memset`:
+//!   gcc expands those builtins inline without instrumenting them, so they would go uncounted.
+//! - Linking: gcc links ThreadSanitizer as `-ltsan`, so a directory holding our archive under the
+//!   name `libtsan.a` is put first on the library path; clang is told not to link its runtime
+//!   (`-fno-sanitize-link-runtime`) and gets the archive. Both get
+//!   `-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset` so the program's own calls to those are
+//!   counted as range accesses (shared libraries keep theirs).
+//!
+//! The archive is embedded in the binary and written once to a cache directory named by its
+//! hash, like the preloaded runtime.
+
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The instrumentation runtime archive, as built by `build.rs`.
+pub const INST_ARCHIVE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libnumalens_inst.a"));
+
+/// Which wrapper: the language decides the default compiler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    C,
+    Cxx,
+    Fortran,
+}
+
+impl Language {
+    /// The environment variable naming the real compiler, and its default. Not `CC`/`CXX`/`FC`:
+    /// those usually name this wrapper.
+    pub fn compiler_variable(self) -> (&'static str, &'static str) {
+        match self {
+            Language::C => ("NUMALENS_CC", "cc"),
+            Language::Cxx => ("NUMALENS_CXX", "c++"),
+            Language::Fortran => ("NUMALENS_FC", "gfortran"),
+        }
+    }
+
+    pub fn compiler(self) -> OsString {
+        let (var, default) = self.compiler_variable();
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| default.into())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Gcc,
+    Clang,
+}
+
+/// gcc or clang, from `COMPILER --version`.
+pub fn compiler_family(compiler: &OsStr) -> std::io::Result<Family> {
+    let out = Command::new(compiler).arg("--version").output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(if text.contains("clang") {
+        Family::Clang
+    } else {
+        Family::Gcc
+    })
+}
+
+/// What a compiler invocation does, from its arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Invocation {
+    /// Only asks something (`--version`, `-dumpversion`, `-print-*`, no inputs): passed through.
+    Query,
+    /// Compiles, preprocesses or checks, without linking (`-c`, `-S`, `-E`, `-M`, `-MM`,
+    /// `-fsyntax-only`).
+    CompileOnly,
+    /// Links (possibly compiling first).
+    Link,
+}
+
+pub fn classify(args: &[OsString]) -> Invocation {
+    let args: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
+    let no_link = ["-c", "-S", "-E", "-M", "-MM", "-fsyntax-only"];
+    if args.iter().any(|a| no_link.contains(a)) {
+        return Invocation::CompileOnly;
+    }
+    let takes_value = [
+        "-o", "-x", "-I", "-L", "-D", "-U", "-MF", "-MT", "-MQ", "-include",
+    ];
+    let mut inputs = 0;
+    let mut skip = false;
+    for a in &args {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if takes_value.contains(a) {
+            skip = true;
+        } else if !a.starts_with('-') || a.starts_with("-l") || a.starts_with("-Wl,") {
+            inputs += 1;
+        }
+    }
+    if inputs == 0 {
+        Invocation::Query
+    } else {
+        Invocation::Link
+    }
+}
+
+/// The full command line for `compiler` given the user's `args`; `lib_dir` holds the archive.
+pub fn wrapped_args(
+    family: Family,
+    invocation: Invocation,
+    args: &[OsString],
+    lib_dir: &Path,
+) -> Vec<OsString> {
+    if invocation == Invocation::Query {
+        return args.to_vec();
+    }
+    let mut out: Vec<OsString> = vec!["-fsanitize=thread".into(), "-g".into()];
+    if family == Family::Gcc {
+        out.extend(
+            [
+                "-fno-builtin-memcpy",
+                "-fno-builtin-memmove",
+                "-fno-builtin-memset",
+            ]
+            .map(Into::into),
+        );
+    }
+    out.extend(args.iter().cloned());
+    if invocation == Invocation::Link {
+        match family {
+            Family::Gcc => {
+                let mut l = OsString::from("-L");
+                l.push(lib_dir);
+                out.push(l);
+            }
+            Family::Clang => {
+                out.push("-fno-sanitize-link-runtime".into());
+                out.push(lib_dir.join(ARCHIVE_NAME).into());
+            }
+        }
+        out.push("-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset".into());
+    }
+    out
+}
+
+pub const ARCHIVE_NAME: &str = "libnumalens_inst.a";
+
+/// First 16 hex digits of a 64-bit FNV-1a hash of the archive: names its cache directory.
+pub fn archive_hash() -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in INST_ARCHIVE {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Writes the archive (as `libnumalens_inst.a` and, for gcc's `-ltsan`, `libtsan.a`) to
+/// `<base>/inst-<hash16>/` unless there already; returns the directory. Files are written under
+/// temporary names and renamed, so concurrent builds only ever see whole files.
+pub fn install_archive_in(base: &Path) -> std::io::Result<PathBuf> {
+    let dir = base.join(format!("inst-{}", archive_hash()));
+    fs::create_dir_all(&dir)?;
+    for name in [ARCHIVE_NAME, "libtsan.a"] {
+        let path = dir.join(name);
+        if fs::metadata(&path).is_ok_and(|m| m.len() == INST_ARCHIVE.len() as u64) {
+            continue;
+        }
+        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(INST_ARCHIVE)?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, &path)?;
+    }
+    Ok(dir)
+}
+
+/// The archive's directory in the user's cache (or the temporary directory).
+pub fn archive_dir() -> std::io::Result<PathBuf> {
+    let non_empty = |v: OsString| (!v.is_empty()).then(|| PathBuf::from(v));
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .and_then(non_empty)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .and_then(non_empty)
+                .map(|h| h.join(".cache"))
+        });
+    if let Some(cache) = cache
+        && let Ok(dir) = install_archive_in(&cache.join("numalens"))
+    {
+        return Ok(dir);
+    }
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    install_archive_in(&std::env::temp_dir().join(format!("numalens-{uid}")))
+}
+
+/// The command `numalens cc|c++|fortran ARGS` runs.
+pub fn wrapper_command(language: Language, args: &[OsString]) -> Result<Command, String> {
+    let compiler = language.compiler();
+    let (var, _) = language.compiler_variable();
+    let invocation = classify(args);
+    let family = match invocation {
+        Invocation::Link => compiler_family(&compiler).map_err(|e| {
+            format!(
+                "cannot run the compiler `{}`: {e}; install it or name another one with {var}",
+                compiler.to_string_lossy()
+            )
+        })?,
+        _ => Family::Gcc,
+    };
+    let lib_dir = if invocation == Invocation::Link {
+        archive_dir().map_err(|e| format!("cannot write the instrumentation runtime: {e}"))?
+    } else {
+        PathBuf::new()
+    };
+    let mut cmd = Command::new(&compiler);
+    cmd.args(wrapped_args(family, invocation, args, &lib_dir));
+    Ok(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(|s| OsString::from(*s)).collect()
+    }
+
+    #[test]
+    fn invocations_are_told_apart() {
+        assert_eq!(classify(&os(&["--version"])), Invocation::Query);
+        assert_eq!(classify(&os(&["-dumpversion"])), Invocation::Query);
+        assert_eq!(
+            classify(&os(&["-c", "a.c", "-o", "a.o"])),
+            Invocation::CompileOnly
+        );
+        assert_eq!(classify(&os(&["-E", "a.c"])), Invocation::CompileOnly);
+        assert_eq!(classify(&os(&["a.c", "-o", "a"])), Invocation::Link);
+        assert_eq!(classify(&os(&["a.o", "b.o", "-lm"])), Invocation::Link);
+        assert_eq!(classify(&os(&["-o", "x"])), Invocation::Query);
+    }
+
+    #[test]
+    fn gcc_links_the_archive_as_libtsan_and_wraps_memory_functions() {
+        let dir = Path::new("/cache/inst-x");
+        let a = wrapped_args(Family::Gcc, Invocation::Link, &os(&["a.c", "-o", "a"]), dir);
+        let a: Vec<String> = a.iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        assert_eq!(a[0], "-fsanitize=thread");
+        assert!(a.contains(&"-fno-builtin-memset".to_string()));
+        assert!(a.contains(&"-L/cache/inst-x".to_string()));
+        assert!(a.last().unwrap().contains("--wrap=memcpy"));
+        let c = wrapped_args(
+            Family::Gcc,
+            Invocation::CompileOnly,
+            &os(&["-c", "a.c"]),
+            dir,
+        );
+        assert!(!c.iter().any(|s| s.to_string_lossy().starts_with("-L")));
+    }
+
+    #[test]
+    fn clang_gets_the_archive_instead_of_its_runtime() {
+        let dir = Path::new("/cache/inst-x");
+        let a = wrapped_args(Family::Clang, Invocation::Link, &os(&["a.o"]), dir);
+        let a: Vec<String> = a.iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        assert!(a.contains(&"-fno-sanitize-link-runtime".to_string()));
+        assert!(a.contains(&"/cache/inst-x/libnumalens_inst.a".to_string()));
+        assert!(!a.contains(&"-fno-builtin-memset".to_string()));
+    }
+
+    #[test]
+    fn the_archive_installs_once_under_both_names() {
+        let d = tempfile::tempdir().unwrap();
+        let a = install_archive_in(d.path()).unwrap();
+        assert_eq!(install_archive_in(d.path()).unwrap(), a);
+        assert_eq!(fs::read(a.join("libtsan.a")).unwrap(), INST_ARCHIVE);
+        assert_eq!(fs::read(a.join(ARCHIVE_NAME)).unwrap(), INST_ARCHIVE);
+        assert_eq!(&INST_ARCHIVE[..8], b"!<arch>\n");
+    }
+}
