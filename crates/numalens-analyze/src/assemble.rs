@@ -22,6 +22,10 @@ pub(crate) struct Tables<'a> {
     pub page_size: u64,
     /// By object position, when `--object` chose some.
     pub object_selected: Option<&'a [bool]>,
+    /// By object position: accesses (exact counts or weighted samples), the first ranking key.
+    pub object_accesses: &'a [u64],
+    /// Threads with accesses, listed even when no sample of theirs was selected.
+    pub active_threads: &'a [ThreadKey],
 }
 
 pub(crate) fn model(
@@ -32,7 +36,9 @@ pub(crate) fn model(
 ) -> ReportModel {
     let logical = logical_ids(tables.threads);
     let (objects, ranked) = top_objects(options.top, tables, tally, &logical);
-    let threads = thread_reports(tables, tally, &listed_threads(options, tables));
+    let mut listed = listed_threads(options, tables);
+    listed.extend(tables.active_threads);
+    let threads = thread_reports(tables, tally, &listed);
     let mut samples: Kinds = [0; 5];
     let mut weight = 0;
     for t in tally.threads.values() {
@@ -58,6 +64,10 @@ pub(crate) fn model(
         objects,
         threads,
         nodes: node_totals(tables.pages, tally),
+        analysis: AnalysisInfo::default(),
+        findings: Vec::new(),
+        placement: PlacementReport::default(),
+        communication: CommunicationMatrix::default(),
     }
 }
 
@@ -115,8 +125,8 @@ fn profile_summary(profile: &Profile) -> ProfileSummary {
     }
 }
 
-/// The `top` objects by first touches, then resident pages, then samples, then weight; and how
-/// many objects were candidates (a selected sample or a resident page).
+/// The `top` objects by accesses, then first touches, then resident pages, then samples, then
+/// weight; and how many objects were candidates (an access, a selected sample or a resident page).
 fn top_objects(
     top: usize,
     tables: &Tables,
@@ -133,7 +143,7 @@ fn top_objects(
             .placement(object.pid, object.start, object.size, tables.page_size);
         let resident: u64 = pages.by_node.iter().map(|n| n.count).sum();
         let sampled = tally.objects[i].kinds.iter().sum::<u64>();
-        if sampled > 0 || resident > 0 {
+        if sampled > 0 || resident > 0 || tables.object_accesses[i] > 0 {
             candidates.push((i, pages, resident));
         }
     }
@@ -144,6 +154,7 @@ fn top_objects(
         let total: u64 = t.kinds.iter().sum();
         let id = tables.objects[*i].object_id;
         (
+            Reverse(tables.object_accesses[*i]),
             Reverse(first_touch),
             Reverse(*resident),
             Reverse(total),
@@ -176,6 +187,7 @@ fn top_objects(
                 weight: t.weight,
                 first_touchers: touchers.get(&(i as u32)).cloned().unwrap_or_default(),
                 pages,
+                access: None,
             }
         })
         .collect();
@@ -266,6 +278,7 @@ fn thread_report(key: ThreadKey, row: Option<&Thread>, t: &ThreadTally) -> Threa
         weight: t.weight,
         nodes,
         unknown_node: t.unknown_node,
+        access: ThreadAccess::default(),
     }
 }
 

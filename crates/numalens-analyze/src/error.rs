@@ -14,6 +14,11 @@ pub enum AnalyzeError {
     /// `--thread N` matched no thread.
     #[error("no thread has logical id {id}{}", known_list(.known))]
     UnknownThread { id: u32, known: Vec<u32> },
+    /// The communication block size is not a multiple of the page size.
+    #[error(
+        "block size {block_size} is not a multiple of the profile's page size ({page_size} bytes); use {page_size} or a multiple of it"
+    )]
+    BlockSize { block_size: u64, page_size: u64 },
 }
 
 fn near_list(near: &[String]) -> String {

@@ -4,20 +4,33 @@
 //! projected batches in parallel over row groups, so memory grows with the number of objects and
 //! threads, not with the number of samples. Renderers (text, JSON, HTML) take the model only.
 
+mod access;
 mod assemble;
+mod build;
+mod classify;
+mod engine;
 mod error;
+mod fill;
+mod findings;
 mod index;
 pub mod model;
 mod names;
 mod pages;
+mod pagestats;
+mod placement;
 mod samples;
 mod sites;
+mod timeline;
+
+use std::collections::HashMap;
 
 use numalens_format::{Object, Profile, Thread};
 
 pub use error::{AnalyzeError, Result};
 pub use model::ReportModel;
+pub use placement::{DEFAULT_PRESET, WhatIf};
 
+use access::ThreadIds;
 use index::ObjectIndex;
 use samples::{SampleFilter, ThreadKey};
 
@@ -32,6 +45,11 @@ pub struct Options {
     pub thread: Option<u32>,
     /// Threads reading the samples table in parallel.
     pub workers: usize,
+    /// Place threads and pages on this machine model instead of the recorded placement.
+    pub what_if: Option<WhatIf>,
+    /// Block size of the communication matrix in bytes; `None` is one page. Must be a multiple
+    /// of the page size.
+    pub block_size: Option<u64>,
 }
 
 impl Default for Options {
@@ -41,6 +59,8 @@ impl Default for Options {
             object: None,
             thread: None,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            what_if: None,
+            block_size: None,
         }
     }
 }
@@ -49,13 +69,67 @@ impl Default for Options {
 pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
     let objects = profile.read_all::<Object>()?;
     let threads = profile.read_all::<Thread>()?;
+    let page_size = profile.meta().page_size.max(1);
+    let block_size = options.block_size.unwrap_or(page_size);
+    if block_size == 0 || !block_size.is_multiple_of(page_size) {
+        return Err(AnalyzeError::BlockSize {
+            block_size,
+            page_size,
+        });
+    }
+    let index = ObjectIndex::new(&objects);
+    let thread_ids = ThreadIds::new(threads.iter().map(|t| (t.pid, t.tid)));
     let filter = SampleFilter {
-        objects: &ObjectIndex::new(&objects),
+        objects: &index,
         object_selected: select_objects(&objects, options.object.as_deref())?,
         threads: select_threads(&threads, options.thread)?,
+        thread_ids: &thread_ids,
+        ranges: objects.iter().map(|o| (o.start, o.size)).collect(),
+        page_size,
     };
     let tally = samples::tally(profile, &filter, objects.len(), options.workers)?;
+    let exact = pagestats::tally(profile, &filter, options.workers)?;
+    let object_selected = filter.object_selected.clone();
+    drop(filter);
+    let keys = thread_ids.keys();
     let pages = pages::PageMap::read(profile)?;
+    let is_exact = !exact.is_empty();
+    let source = if is_exact {
+        &exact.pages
+    } else {
+        &tally.access.pages
+    };
+    let placement = placement::Placement::choose(
+        profile,
+        options.what_if.as_ref(),
+        &keys,
+        &threads,
+        &touched_nodes(&tally.access, keys.len()),
+    );
+    let logical: HashMap<ThreadKey, u32> = threads
+        .iter()
+        .map(|t| ((t.pid, t.tid), t.logical_id))
+        .collect();
+    let ctx = engine::Context {
+        objects: &objects,
+        page_size,
+        placement: &placement,
+        page_map: &pages,
+        logical: &keys
+            .iter()
+            .map(|k| logical.get(k).copied())
+            .collect::<Vec<_>>(),
+        pids: &keys.iter().map(|k| k.0).collect::<Vec<_>>(),
+        block_size,
+    };
+    let agg = engine::aggregate(&ctx, source, is_exact, &tally.access, keys.len());
+    let object_accesses: Vec<u64> = agg.objects.iter().map(|o| engine::total(&o.rw)).collect();
+    let active: Vec<ThreadKey> = keys
+        .iter()
+        .zip(&agg.threads)
+        .filter(|(_, t)| engine::total(&t.rw) > 0)
+        .map(|(k, _)| *k)
+        .collect();
     let sites = sites::read_sites(profile)?;
     let code = sites::read_code_names(profile)?;
     let tables = assemble::Tables {
@@ -64,10 +138,40 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         sites: &sites,
         code: &code,
         pages: &pages,
-        page_size: profile.meta().page_size.max(1),
-        object_selected: filter.object_selected.as_deref(),
+        page_size,
+        object_selected: object_selected.as_deref(),
+        object_accesses: &object_accesses,
+        active_threads: &active,
     };
-    Ok(assemble::model(profile, options, &tables, &tally))
+    let mut model = assemble::model(profile, options, &tables, &tally);
+    let inputs = fill::Inputs {
+        objects: &objects,
+        index: &index,
+        keys: &keys,
+        pages: source,
+        exact: is_exact,
+        sampled: &tally.access,
+        agg: &agg,
+        placement: &placement,
+        page_size,
+        block_size,
+    };
+    fill::fill(&mut model, &inputs);
+    Ok(model)
+}
+
+/// Per dense thread id: nodes of the pages it placed by a first-touch fault.
+fn touched_nodes(sampled: &access::AccessTally, threads: usize) -> Vec<HashMap<u32, u64>> {
+    let mut out = vec![HashMap::new(); threads];
+    for (_, page) in &sampled.pages {
+        if let Some(t) = page.touch
+            && let Some(node) = t.node
+            && let Some(map) = out.get_mut(t.thread as usize)
+        {
+            *map.entry(node).or_default() += 1;
+        }
+    }
+    out
 }
 
 /// Objects named `wanted` (exactly, or else containing it); an error with near matches when none.

@@ -8,8 +8,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod analysis;
+pub use analysis::*;
+
 /// Version of the model's JSON shape. Adding fields keeps it; changing or removing one bumps it.
-pub const MODEL_VERSION: u32 = 1;
+/// 2: objects are ranked by accesses; findings, placement, communication and per-object analysis.
+pub const MODEL_VERSION: u32 = 2;
 
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,6 +28,12 @@ pub struct ReportModel {
     /// logical id.
     pub threads: Vec<ThreadReport>,
     pub nodes: NodeTotals,
+    /// How the analysis was made.
+    pub analysis: AnalysisInfo,
+    /// Most costly first.
+    pub findings: Vec<Finding>,
+    pub placement: PlacementReport,
+    pub communication: CommunicationMatrix,
 }
 
 /// What `meta.json` says about the recording.
@@ -137,6 +147,8 @@ pub struct ObjectReport {
     pub first_touchers: Vec<ThreadCount>,
     /// Where the object's pages were at the end of the run.
     pub pages: PagePlacement,
+    /// How it was accessed; null when it has no access.
+    pub access: Option<ObjectAccess>,
 }
 
 /// An allocation call site.
@@ -211,6 +223,8 @@ pub struct ThreadReport {
     pub nodes: Vec<NodeCount>,
     /// Samples whose page node was not known.
     pub unknown_node: u64,
+    /// Its accesses (exact counts or weighted samples) under the placement.
+    pub access: ThreadAccess,
 }
 
 /// Totals per memory node.

@@ -134,6 +134,15 @@ impl PageMap {
         before.into_iter().chain(inside).map(|(&s, run)| (s, run))
     }
 
+    /// The node of the page holding `address`, when the latest answer gave one.
+    pub(crate) fn node_at(&self, pid: u32, address: u64) -> Option<u32> {
+        let (_, run) = self.by_pid.get(&pid)?.range(..=address).next_back()?;
+        match run.state {
+            PageState::Node(node) if run.end > address => Some(node),
+            _ => None,
+        }
+    }
+
     /// Totals over every page of every process.
     pub(crate) fn totals(&self) -> PageTotals {
         let mut totals = PageTotals::default();

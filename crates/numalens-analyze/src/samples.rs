@@ -11,15 +11,27 @@ use arrow_array::types::{UInt8Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, DictionaryArray, PrimitiveArray, RecordBatch, StringArray};
 use numalens_format::{FormatError, Label, Profile, Sample, SampleKind};
 
+use crate::access::{Access, AccessTally, Direction, NO_OBJECT, ThreadIds, Touch, region};
 use crate::index::ObjectIndex;
 
 /// The only sample columns the report reads.
-const COLUMNS: &[&str] = &["pid", "tid", "kind", "weight", "object_id", "node"];
+const COLUMNS: &[&str] = &[
+    "time_ns",
+    "pid",
+    "tid",
+    "address",
+    "kind",
+    "weight",
+    "object_id",
+    "node",
+];
 
 /// Counters per sample kind, indexed by `SampleKind::code()`.
 pub(crate) type Kinds = [u64; 5];
 
 const FIRST_TOUCH: usize = SampleKind::FirstTouch as usize;
+const LOAD: usize = SampleKind::Load as usize;
+const STORE: usize = SampleKind::Store as usize;
 
 /// Node ids below this are counted in a vector; Linux has at most 1024 nodes.
 const DENSE_NODES: u32 = 4096;
@@ -34,10 +46,14 @@ pub(crate) struct SampleFilter<'a> {
     pub object_selected: Option<Vec<bool>>,
     /// `None` selects every thread.
     pub threads: Option<Vec<ThreadKey>>,
+    pub thread_ids: &'a ThreadIds,
+    /// (start, size) by object position.
+    pub ranges: Vec<(u64, u64)>,
+    pub page_size: u64,
 }
 
 impl SampleFilter<'_> {
-    fn thread_selected(&self, key: ThreadKey) -> bool {
+    pub(crate) fn thread_selected(&self, key: ThreadKey) -> bool {
         self.threads.as_ref().is_none_or(|t| t.contains(&key))
     }
 }
@@ -90,7 +106,7 @@ impl ThreadTally {
 }
 
 /// Everything counted over the selected samples.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SampleTally {
     /// By object position.
     pub objects: Vec<ObjectTally>,
@@ -99,6 +115,7 @@ pub(crate) struct SampleTally {
     pub first_touches: HashMap<(u32, ThreadKey), u64>,
     /// Selected samples not attributed to a known object.
     pub unattributed: Kinds,
+    pub access: AccessTally,
 }
 
 pub(crate) fn add_kinds(into: &mut Kinds, from: &Kinds) {
@@ -119,14 +136,15 @@ pub(crate) fn tally(
     let pool: Mutex<Vec<SampleTally>> = Mutex::new(Vec::new());
     let take = || pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
     let give = |t| pool.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+    let fresh = || SampleTally::new(object_count, filter.page_size);
     profile.for_each_batch_parallel::<Sample, _>(COLUMNS, workers, |batch| {
-        let mut tally = take().unwrap_or_else(|| SampleTally::new(object_count));
+        let mut tally = take().unwrap_or_else(fresh);
         let result = tally.add_batch(&batch, filter, &path);
         give(tally);
         result
     })?;
     let tallies = pool.into_inner().unwrap_or_else(|e| e.into_inner());
-    let mut total = SampleTally::new(object_count);
+    let mut total = fresh();
     for tally in tallies {
         total.merge(tally);
     }
@@ -135,6 +153,8 @@ pub(crate) fn tally(
 
 /// The sample columns of one batch.
 struct Columns<'a> {
+    time: &'a PrimitiveArray<UInt64Type>,
+    address: &'a PrimitiveArray<UInt64Type>,
     pid: &'a PrimitiveArray<UInt32Type>,
     tid: &'a PrimitiveArray<UInt32Type>,
     kind: &'a DictionaryArray<UInt8Type>,
@@ -155,16 +175,21 @@ impl<'a> Columns<'a> {
                 .as_primitive_opt::<UInt32Type>()
                 .ok_or_else(|| column_error(path, name, "is not of type uint32"))
         };
+        let u64s = |name: &str| {
+            column(name)?
+                .as_primitive_opt::<UInt64Type>()
+                .ok_or_else(|| column_error(path, name, "is not of type uint64"))
+        };
         Ok(Columns {
+            time: u64s("time_ns")?,
+            address: u64s("address")?,
             pid: u32s("pid")?,
             tid: u32s("tid")?,
             kind: column("kind")?
                 .as_dictionary_opt::<UInt8Type>()
                 .ok_or_else(|| column_error(path, "kind", "is not a dictionary of labels"))?,
             weight: u32s("weight")?,
-            object: column("object_id")?
-                .as_primitive_opt::<UInt64Type>()
-                .ok_or_else(|| column_error(path, "object_id", "is not of type uint64"))?,
+            object: u64s("object_id")?,
             node: u32s("node")?,
         })
     }
@@ -193,10 +218,13 @@ fn column_error(path: &Path, column: &str, problem: &str) -> FormatError {
 }
 
 impl SampleTally {
-    fn new(object_count: usize) -> Self {
+    fn new(object_count: usize, page_size: u64) -> Self {
         SampleTally {
             objects: vec![ObjectTally::default(); object_count],
-            ..SampleTally::default()
+            threads: HashMap::new(),
+            first_touches: HashMap::new(),
+            unattributed: [0; 5],
+            access: AccessTally::new(page_size),
         }
     }
 
@@ -211,6 +239,7 @@ impl SampleTally {
         let keys = c.kind.keys();
         // Rows come grouped by thread, so the thread's counters are looked up once per run.
         let mut current: Option<(ThreadKey, bool)> = None;
+        let mut thread_id = 0;
         let mut thread = ThreadTally::default();
         let mut first_touch_run: Option<((u32, ThreadKey), u64)> = None;
         for i in 0..batch.num_rows() {
@@ -222,6 +251,9 @@ impl SampleTally {
                         self.put_thread(k, std::mem::take(&mut thread));
                     }
                     let selected = filter.thread_selected(key);
+                    if selected {
+                        thread_id = filter.thread_ids.id(key);
+                    }
                     current = Some((key, selected));
                     selected
                 }
@@ -244,6 +276,25 @@ impl SampleTally {
                 continue;
             }
             let weight = c.weight.value(i) as u64;
+            let access = Access {
+                pid: key.0,
+                thread: thread_id,
+                address: c.address.value(i),
+                time_ns: c.time.value(i),
+                object: object.unwrap_or(NO_OBJECT),
+                weight,
+                direction: match kind {
+                    LOAD => Direction::Read,
+                    STORE => Direction::Write,
+                    _ => Direction::Unknown,
+                },
+            };
+            self.add_access(
+                &access,
+                filter,
+                kind,
+                (!c.node.is_null(i)).then(|| c.node.value(i)),
+            );
             thread.kinds[kind] += 1;
             thread.weight += weight;
             if c.node.is_null(i) {
@@ -269,6 +320,25 @@ impl SampleTally {
             *self.first_touches.entry(k).or_default() += n;
         }
         Ok(())
+    }
+
+    /// The access counters and the timeline of the object region.
+    fn add_access(&mut self, a: &Access, filter: &SampleFilter, kind: usize, node: Option<u32>) {
+        self.access.add(a);
+        if kind == FIRST_TOUCH {
+            let touch = Touch {
+                time_ns: a.time_ns,
+                thread: a.thread,
+                node,
+            };
+            self.access.touch(a.pid, a.address, a.object, touch);
+        }
+        if a.object != NO_OBJECT {
+            let (start, size) = filter.ranges[a.object as usize];
+            let r = region(a.address, start, size);
+            self.access
+                .add_time(a.object, r, a.thread, a.time_ns, a.weight);
+        }
     }
 
     /// Consecutive first touches of one thread in one object are counted before hashing.
@@ -308,5 +378,6 @@ impl SampleTally {
             *self.first_touches.entry(key).or_default() += n;
         }
         add_kinds(&mut self.unattributed, &other.unattributed);
+        self.access.merge(other.access);
     }
 }

@@ -1,0 +1,298 @@
+//! Per-page, per-thread access counters, filled from samples (weighted, with addresses and times)
+//! or from exact `page_stats` rows, in parallel by workers that each own a tally, merged at the
+//! end. Memory grows with the pages touched times the threads touching each, never with samples.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use ahash::RandomState;
+
+use crate::samples::ThreadKey;
+use crate::timeline::Buckets;
+
+/// No object.
+pub(crate) const NO_OBJECT: u32 = u32::MAX;
+
+/// Cache lines of this many bytes, for false sharing.
+pub(crate) const LINE: u64 = 64;
+
+/// Regions each object is cut into for phase detection and timelines.
+pub(crate) const REGIONS: u64 = 16;
+
+/// Dense thread numbers: the threads table first, then threads only seen in the data, shared by
+/// every worker (a lookup per run of one thread's rows, not per row).
+pub(crate) struct ThreadIds {
+    inner: Mutex<(HashMap<ThreadKey, u32>, Vec<ThreadKey>)>,
+}
+
+impl ThreadIds {
+    pub(crate) fn new(table: impl Iterator<Item = ThreadKey>) -> Self {
+        let mut map = HashMap::new();
+        let mut keys = Vec::new();
+        for key in table {
+            map.entry(key).or_insert_with(|| {
+                keys.push(key);
+                keys.len() as u32 - 1
+            });
+        }
+        ThreadIds {
+            inner: Mutex::new((map, keys)),
+        }
+    }
+
+    pub(crate) fn id(&self, key: ThreadKey) -> u32 {
+        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (map, keys) = &mut *guard;
+        *map.entry(key).or_insert_with(|| {
+            keys.push(key);
+            keys.len() as u32 - 1
+        })
+    }
+
+    pub(crate) fn keys(self) -> Vec<ThreadKey> {
+        self.inner.into_inner().unwrap_or_else(|e| e.into_inner()).1
+    }
+}
+
+/// One thread's use of one page.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct User {
+    pub thread: u32,
+    pub reads: u64,
+    pub writes: u64,
+    /// Accesses of unknown direction (page faults).
+    pub other: u64,
+    pub first_ns: u64,
+    /// Time of its last sample; `first_ns` for exact counts (no later time is known).
+    pub last_ns: u64,
+    /// Bit `i`: it wrote cache line `i` of the page (sample addresses only).
+    pub written_lines: u64,
+    /// Bit `b`: it wrote at byte `b` of some written line of the page.
+    pub written_bytes: u64,
+}
+
+impl User {
+    pub(crate) fn accesses(&self) -> u64 {
+        self.reads + self.writes + self.other
+    }
+
+    fn merge(&mut self, o: &User) {
+        self.reads += o.reads;
+        self.writes += o.writes;
+        self.other += o.other;
+        self.first_ns = self.first_ns.min(o.first_ns);
+        self.last_ns = self.last_ns.max(o.last_ns);
+        self.written_lines |= o.written_lines;
+        self.written_bytes |= o.written_bytes;
+    }
+}
+
+/// The first-touch fault of a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Touch {
+    pub time_ns: u64,
+    pub thread: u32,
+    pub node: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PageAcc {
+    /// Object position, or [`NO_OBJECT`].
+    pub object: u32,
+    pub users: Vec<User>,
+    pub touch: Option<Touch>,
+}
+
+impl PageAcc {
+    fn user(&mut self, thread: u32, time_ns: u64) -> &mut User {
+        let at = match self.users.iter().position(|u| u.thread == thread) {
+            Some(at) => at,
+            None => {
+                self.users.push(User {
+                    thread,
+                    first_ns: time_ns,
+                    last_ns: time_ns,
+                    ..User::default()
+                });
+                self.users.len() - 1
+            }
+        };
+        &mut self.users[at]
+    }
+
+    fn touched(&mut self, touch: Touch) {
+        if self.touch.is_none_or(|t| touch.time_ns < t.time_ns) {
+            self.touch = Some(touch);
+        }
+    }
+
+    fn merge(&mut self, other: PageAcc) {
+        if self.object == NO_OBJECT {
+            self.object = other.object;
+        }
+        for u in &other.users {
+            let mine = self.user(u.thread, u.first_ns);
+            mine.merge(u);
+        }
+        if let Some(t) = other.touch {
+            self.touched(t);
+        }
+    }
+}
+
+/// (pid, page number).
+pub(crate) type PageKey = (u32, u64);
+
+/// (object position, region, thread).
+type RegionKey = (u32, u16, u32);
+
+/// One access to add.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Access {
+    pub pid: u32,
+    pub thread: u32,
+    pub address: u64,
+    pub time_ns: u64,
+    pub object: u32,
+    pub weight: u64,
+    pub direction: Direction,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direction {
+    Read,
+    Write,
+    Unknown,
+}
+
+/// Everything one worker counted.
+#[derive(Debug)]
+pub(crate) struct AccessTally {
+    page_size: u64,
+    index: HashMap<PageKey, u32, RandomState>,
+    pub pages: Vec<(PageKey, PageAcc)>,
+    last_page: Option<(PageKey, u32)>,
+    /// Accesses per (object, region, thread) per time bucket.
+    regions: HashMap<RegionKey, u32, RandomState>,
+    pub region_keys: Vec<RegionKey>,
+    pub timelines: Buckets,
+    last_region: Option<(RegionKey, u32)>,
+}
+
+impl AccessTally {
+    pub(crate) fn new(page_size: u64) -> Self {
+        AccessTally {
+            page_size: page_size.max(1),
+            index: HashMap::default(),
+            pages: Vec::new(),
+            last_page: None,
+            regions: HashMap::default(),
+            region_keys: Vec::new(),
+            timelines: Buckets::new(),
+            last_region: None,
+        }
+    }
+
+    fn page(&mut self, key: PageKey, object: u32) -> &mut PageAcc {
+        let at = match self.last_page {
+            Some((k, at)) if k == key => at,
+            _ => {
+                let next = self.pages.len() as u32;
+                let at = *self.index.entry(key).or_insert(next);
+                if at == next {
+                    let page = PageAcc {
+                        object,
+                        ..PageAcc::default()
+                    };
+                    self.pages.push((key, page));
+                }
+                self.last_page = Some((key, at));
+                at
+            }
+        };
+        &mut self.pages[at as usize].1
+    }
+
+    /// A sampled access: counts, times, written bytes.
+    pub(crate) fn add(&mut self, a: &Access) {
+        let key = (a.pid, a.address / self.page_size);
+        let offset = a.address % self.page_size;
+        let user = self.page(key, a.object).user(a.thread, a.time_ns);
+        user.first_ns = user.first_ns.min(a.time_ns);
+        user.last_ns = user.last_ns.max(a.time_ns);
+        match a.direction {
+            Direction::Read => user.reads += a.weight,
+            Direction::Write => {
+                user.writes += a.weight;
+                user.written_lines |= 1 << ((offset / LINE) % 64);
+                user.written_bytes |= 1 << (offset % LINE);
+            }
+            Direction::Unknown => user.other += a.weight,
+        }
+    }
+
+    /// A first-touch fault: who placed the page, and where.
+    pub(crate) fn touch(&mut self, pid: u32, address: u64, object: u32, touch: Touch) {
+        self.page((pid, address / self.page_size), object)
+            .touched(touch);
+    }
+
+    /// Exact counts of one thread on one page.
+    pub(crate) fn add_exact(&mut self, key: PageKey, object: u32, user: User) {
+        let page = self.page(key, object);
+        page.user(user.thread, user.first_ns).merge(&user);
+    }
+
+    /// Adds `weight` to the timeline of (object, region, thread) at `time_ns`.
+    pub(crate) fn add_time(&mut self, object: u32, region: u16, thread: u32, time_ns: u64, w: u64) {
+        let key = (object, region, thread);
+        let at = match self.last_region {
+            Some((k, at)) if k == key => at,
+            _ => {
+                let next = self.region_keys.len() as u32;
+                let at = *self.regions.entry(key).or_insert(next);
+                if at == next {
+                    self.region_keys.push(key);
+                    self.timelines.push_row();
+                }
+                self.last_region = Some((key, at));
+                at
+            }
+        };
+        self.timelines.add(at as usize, time_ns, w);
+    }
+
+    pub(crate) fn merge(&mut self, other: AccessTally) {
+        self.last_page = None;
+        self.last_region = None;
+        for (key, page) in other.pages {
+            let object = page.object;
+            self.page(key, object).merge(page);
+        }
+        self.timelines.widen_to(other.timelines.width());
+        let mut theirs = other.timelines;
+        theirs.widen_to(self.timelines.width());
+        for (row, key) in other.region_keys.into_iter().enumerate() {
+            let next = self.region_keys.len() as u32;
+            let at = *self.regions.entry(key).or_insert(next);
+            if at == next {
+                self.region_keys.push(key);
+                self.timelines.push_row();
+            }
+            self.timelines.add_row(at as usize, theirs.row(row));
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pages.is_empty()
+    }
+}
+
+/// The region of an object an address falls in.
+pub(crate) fn region(address: u64, start: u64, size: u64) -> u16 {
+    if size == 0 || address < start {
+        return 0;
+    }
+    let offset = (address - start).min(size - 1);
+    ((offset as u128 * REGIONS as u128 / size as u128) as u64).min(REGIONS - 1) as u16
+}

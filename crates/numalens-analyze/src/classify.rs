@@ -1,0 +1,206 @@
+//! What one page says: its significant users, its sharing class, its first toucher and dominant
+//! user. The thresholds are in [`THRESHOLDS`] and docs/FINDINGS.md says why each is what it is.
+
+use crate::access::{PageAcc, User};
+use crate::model::Thresholds;
+
+pub(crate) const THRESHOLDS: Thresholds = Thresholds {
+    user_fraction: 0.1,
+    exclusivity: 0.8,
+    min_object_share: 0.01,
+    majority: 0.5,
+    read_ratio: 0.75,
+    hotspot_cv: 0.5,
+    neighbour_share: 0.1,
+    false_sharing_share: 0.1,
+};
+
+/// Sharing classes, in the order the model lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Class {
+    Private,
+    SharedReadOnly,
+    SharedReadWrite,
+    Migratory,
+    FalseSharing,
+}
+
+pub(crate) const CLASSES: [Class; 5] = [
+    Class::Private,
+    Class::SharedReadOnly,
+    Class::SharedReadWrite,
+    Class::Migratory,
+    Class::FalseSharing,
+];
+
+impl Class {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Class::Private => "private",
+            Class::SharedReadOnly => "shared-read-only",
+            Class::SharedReadWrite => "shared-read-write",
+            Class::Migratory => "migratory",
+            Class::FalseSharing => "false-sharing",
+        }
+    }
+}
+
+/// The verdict on one page.
+#[derive(Debug, Clone)]
+pub(crate) struct PageView {
+    pub accesses: u64,
+    /// Significant users (thread ids), most accesses first.
+    pub users: Vec<u32>,
+    pub class: Class,
+    /// The user with more than the exclusivity share (kMAF locality), if any.
+    pub dominant: Option<u32>,
+    pub first_toucher: Option<u32>,
+    /// Writes on lines that several threads wrote at distinct bytes.
+    pub false_shared_writes: u64,
+    /// Accesses of its users that are remote under the placement (set by the engine).
+    pub remote: u64,
+}
+
+/// Classifies `page`; `exact` when counts come from `page_stats` (no times beyond the first).
+pub(crate) fn view(page: &PageAcc, exact: bool, false_shared_writes: u64) -> PageView {
+    let mut users: Vec<&User> = page.users.iter().filter(|u| u.accesses() > 0).collect();
+    users.sort_by_key(|u| (std::cmp::Reverse(u.accesses()), u.thread));
+    let accesses: u64 = users.iter().map(|u| u.accesses()).sum();
+    let top = users.first().map_or(0, |u| u.accesses());
+    let second = users.get(1).map_or(0, |u| u.accesses());
+    let cut = (top as f64 * THRESHOLDS.user_fraction).max(1.0);
+    let significant: Vec<&User> = users
+        .iter()
+        .copied()
+        .filter(|u| u.accesses() as f64 >= cut)
+        .collect();
+    let dominant = (top as f64 > THRESHOLDS.exclusivity * accesses as f64 && top > 2 * second)
+        .then(|| users[0].thread);
+    let class = if false_shared_writes > 0 {
+        Class::FalseSharing
+    } else if significant.len() <= 1 {
+        Class::Private
+    } else if !exact && !overlapping(&significant) {
+        Class::Migratory
+    } else if writers(&significant) <= 1 {
+        Class::SharedReadOnly
+    } else {
+        Class::SharedReadWrite
+    };
+    PageView {
+        accesses,
+        users: significant.iter().map(|u| u.thread).collect(),
+        class,
+        dominant,
+        first_toucher: first_toucher(page, exact),
+        false_shared_writes,
+        remote: 0,
+    }
+}
+
+/// Threads that write a significant part of what they access (a stray write does not count).
+fn writers(users: &[&User]) -> usize {
+    let top_writes = users.iter().map(|u| u.writes + u.other).max().unwrap_or(0);
+    let cut = (top_writes as f64 * THRESHOLDS.user_fraction).max(1.0);
+    users
+        .iter()
+        .filter(|u| (u.writes + u.other) as f64 >= cut)
+        .count()
+}
+
+/// Whether some two users' sampled lifetimes on the page overlap in time.
+fn overlapping(users: &[&User]) -> bool {
+    let mut spans: Vec<(u64, u64)> = users.iter().map(|u| (u.first_ns, u.last_ns)).collect();
+    spans.sort_unstable();
+    spans.windows(2).any(|w| w[1].0 <= w[0].1)
+}
+
+/// The thread that placed the page: the first-touch fault's, else the earliest access's.
+fn first_toucher(page: &PageAcc, exact: bool) -> Option<u32> {
+    if !exact && let Some(t) = page.touch {
+        return Some(t.thread);
+    }
+    page.users
+        .iter()
+        .min_by_key(|u| (u.first_ns, u.thread))
+        .map(|u| u.thread)
+}
+
+/// Writes on cache lines of the page that two or more threads wrote at distinct bytes.
+pub(crate) fn false_shared_writes(page: &PageAcc) -> u64 {
+    let writers: Vec<&User> = page.users.iter().filter(|u| u.written_lines != 0).collect();
+    if writers.len() < 2 {
+        return 0;
+    }
+    let mut involved = vec![false; writers.len()];
+    for (i, a) in writers.iter().enumerate() {
+        for (j, b) in writers.iter().enumerate().skip(i + 1) {
+            let same_line = a.written_lines & b.written_lines != 0;
+            if same_line && a.written_bytes & b.written_bytes == 0 {
+                involved[i] = true;
+                involved[j] = true;
+            }
+        }
+    }
+    writers
+        .iter()
+        .zip(involved)
+        .filter(|(_, inv)| *inv)
+        .map(|(u, _)| u.writes)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(thread: u32, reads: u64, writes: u64, span: (u64, u64)) -> User {
+        User {
+            thread,
+            reads,
+            writes,
+            first_ns: span.0,
+            last_ns: span.1,
+            ..User::default()
+        }
+    }
+
+    fn page(users: Vec<User>) -> PageAcc {
+        PageAcc {
+            object: 0,
+            users,
+            touch: None,
+        }
+    }
+
+    #[test]
+    fn classes_of_pages() {
+        let private = page(vec![user(0, 100, 100, (0, 9)), user(1, 5, 0, (0, 9))]);
+        let v = view(&private, true, 0);
+        assert_eq!(
+            (v.class, v.dominant, v.users.len()),
+            (Class::Private, Some(0), 1)
+        );
+        let ro = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 0, (0, 9))]);
+        assert_eq!(view(&ro, true, 0).class, Class::SharedReadOnly);
+        let rw = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 20, (0, 9))]);
+        assert_eq!(view(&rw, true, 0).class, Class::SharedReadWrite);
+        let moved = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 20, (10, 19))]);
+        assert_eq!(view(&moved, false, 0).class, Class::Migratory);
+        assert_eq!(view(&moved, true, 0).class, Class::SharedReadWrite);
+        assert_eq!(view(&rw, false, 3).class, Class::FalseSharing);
+    }
+
+    #[test]
+    fn distinct_bytes_of_one_line_are_false_sharing() {
+        let w = |thread, byte: u64| User {
+            thread,
+            writes: 10,
+            written_lines: 1,
+            written_bytes: 1 << byte,
+            ..User::default()
+        };
+        assert_eq!(false_shared_writes(&page(vec![w(0, 0), w(1, 8)])), 20);
+        assert_eq!(false_shared_writes(&page(vec![w(0, 0), w(1, 0)])), 0);
+    }
+}

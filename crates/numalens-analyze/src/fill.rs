@@ -1,0 +1,321 @@
+//! Fills the analysis sections of a model whose objects and threads are already listed: thread
+//! positions, per-object views, per-thread totals, findings, placement, communication.
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+
+use numalens_format::{Label, Object};
+
+use crate::access::{AccessTally, PageAcc, PageKey};
+use crate::build::{self, ViewCtx};
+use crate::engine::{Aggregates, page_cv, thresholds, total};
+use crate::findings::{Facts, Fired, advice, object_findings};
+use crate::index::ObjectIndex;
+use crate::model::*;
+use crate::placement::Placement;
+use crate::samples::ThreadKey;
+use crate::timeline::BUCKETS;
+
+pub(crate) struct Inputs<'a> {
+    pub objects: &'a [Object],
+    pub index: &'a ObjectIndex,
+    pub keys: &'a [ThreadKey],
+    pub pages: &'a [(PageKey, PageAcc)],
+    pub exact: bool,
+    pub sampled: &'a AccessTally,
+    pub agg: &'a Aggregates,
+    pub placement: &'a Placement,
+    pub page_size: u64,
+    pub block_size: u64,
+}
+
+pub(crate) fn fill(model: &mut ReportModel, i: &Inputs) {
+    let at: HashMap<ThreadKey, usize> = model
+        .threads
+        .iter()
+        .enumerate()
+        .map(|(p, t)| ((t.pid, t.tid), p))
+        .collect();
+    let pos: Vec<usize> = i
+        .keys
+        .iter()
+        .map(|k| at.get(k).copied().unwrap_or(0))
+        .collect();
+    let all = total(&i.agg.rw);
+    let times = build::times(i.sampled);
+    let (findings, advice_of) = findings(model, i, &times, all);
+    let ctx = ViewCtx {
+        pages: i.pages,
+        agg: i.agg,
+        pos: &pos,
+        page_size: i.page_size,
+        all,
+        times: &times,
+    };
+    for o in &mut model.objects {
+        let Some(p) = i.index.get(o.id) else { continue };
+        let advice = advice_of.get(&(p as usize)).cloned().unwrap_or_default();
+        o.access = build::object_access(&ctx, &i.objects[p as usize], p as usize, advice);
+    }
+    threads(model, i, &times, &pos);
+    let n = model.threads.len();
+    model.findings = findings;
+    model.placement = build::placement_report(i.placement, i.agg, &pos, n);
+    model.communication = build::communication(&i.agg.communication, &pos, n, i.block_size);
+    model.analysis = info(i, &times, all);
+}
+
+fn info(i: &Inputs, times: &build::Times, all: u64) -> AnalysisInfo {
+    let stores = i
+        .sampled
+        .pages
+        .iter()
+        .any(|(_, p)| p.users.iter().any(|u| u.writes > 0));
+    let touches = i.sampled.pages.iter().any(|(_, p)| p.touch.is_some());
+    AnalysisInfo {
+        access_source: match (i.exact, i.pages.is_empty()) {
+            (_, true) => "none",
+            (true, _) => "page_stats",
+            (false, _) => "samples",
+        }
+        .into(),
+        accesses: all,
+        reads: i.agg.rw[0],
+        writes: i.agg.rw[1],
+        unknown_direction: i.agg.rw[2],
+        pages: i.agg.pages,
+        active_threads: i.agg.threads.iter().filter(|t| total(&t.rw) > 0).count() as u64,
+        page_size: i.page_size,
+        first_touch_source: match (i.exact, touches, i.pages.is_empty()) {
+            (_, _, true) => "none",
+            (true, _, _) => "page_stats first_access_ns",
+            (false, true, _) => "first-touch samples",
+            (false, false, _) => "earliest sample",
+        }
+        .into(),
+        false_sharing: if stores {
+            "cache lines of 64 bytes, from the addresses of store samples".into()
+        } else {
+            "not available: no store samples with addresses (page_stats count whole pages)".into()
+        },
+        time: TimeAxis {
+            bucket_ns: if times.by_object.is_empty() {
+                0
+            } else {
+                i.sampled.timelines.width()
+            },
+            buckets: if times.by_object.is_empty() {
+                0
+            } else {
+                BUCKETS
+            },
+        },
+        thresholds: thresholds(),
+    }
+}
+
+/// Findings, most costly first, and the advice ids by object position.
+fn findings(
+    model: &ReportModel,
+    i: &Inputs,
+    times: &build::Times,
+    all: u64,
+) -> (Vec<Finding>, HashMap<usize, Vec<String>>) {
+    let lines_known = i
+        .sampled
+        .pages
+        .iter()
+        .any(|(_, p)| p.users.iter().any(|u| u.writes > 0));
+    let mut fired: Vec<(usize, Fired)> = Vec::new();
+    for (p, agg) in i.agg.objects.iter().enumerate() {
+        let facts = Facts {
+            all,
+            page_cv: page_cv(agg, &i.agg.views),
+            phase_accesses: times.phase.get(&(p as u32)).copied().unwrap_or(0),
+            nodes: i.placement.nodes.len(),
+            lines_known,
+        };
+        fired.extend(object_findings(agg, &facts).into_iter().map(|f| (p, f)));
+    }
+    let tids: Vec<u32> = i.keys.iter().map(|k| k.1).collect();
+    let mixed = build::mixed_ownership(i.objects, i.pages, i.agg, i.page_size, &tids);
+    fired.extend(
+        mixed
+            .into_iter()
+            .filter(|(_, f)| f.accesses as f64 >= 0.01 * all as f64),
+    );
+    let sites: HashMap<u64, String> = model
+        .objects
+        .iter()
+        .filter_map(|o| Some((o.id, site_text(o.site.as_ref()?))))
+        .collect();
+    let mut advice_of: HashMap<usize, Vec<String>> = HashMap::new();
+    let mut out: Vec<Finding> = fired
+        .into_iter()
+        .map(|(p, f)| {
+            let o = &i.objects[p];
+            let (advice_id, fix, why) = advice(f.id);
+            advice_of.entry(p).or_default().push(advice_id.into());
+            Finding {
+                id: f.id.into(),
+                advice: advice_id.into(),
+                object: FindingObject {
+                    id: o.object_id,
+                    pid: o.pid,
+                    name: o.name.clone(),
+                    kind: o.kind.label().into(),
+                    site: sites.get(&o.object_id).cloned(),
+                },
+                summary: summary(&f, &o.name),
+                evidence: f
+                    .evidence
+                    .iter()
+                    .map(|(k, v)| Evidence {
+                        key: (*k).into(),
+                        value: *v,
+                    })
+                    .collect(),
+                fix: fix.into(),
+                why: why.into(),
+                cost: Cost {
+                    accesses: f.accesses,
+                    share: if all == 0 {
+                        0.0
+                    } else {
+                        f.accesses as f64 / all as f64
+                    },
+                    remote: f.remote,
+                },
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (
+            Reverse(a.cost.remote),
+            Reverse(a.cost.accesses),
+            &a.id,
+            a.object.id,
+        )
+            .cmp(&(
+                Reverse(b.cost.remote),
+                Reverse(b.cost.accesses),
+                &b.id,
+                b.object.id,
+            ))
+    });
+    (out, advice_of)
+}
+
+fn site_text(site: &SiteReport) -> String {
+    let f = &site.location;
+    let function = f.function.as_deref().unwrap_or("?");
+    match (&f.file, f.line) {
+        (Some(file), Some(line)) => format!("{function} {file}:{line}"),
+        _ => function.to_string(),
+    }
+}
+
+fn summary(f: &Fired, name: &str) -> String {
+    let ev = |k: &str| {
+        f.evidence
+            .iter()
+            .find(|(key, _)| *key == k)
+            .map_or(0.0, |(_, v)| *v)
+    };
+    let pct = |k: &str| format!("{:.0}%", 100.0 * ev(k));
+    match f.id {
+        "first-touch-mismatch" => format!(
+            "{name}: {} of {} pages are used mostly by another thread than the one that touched them first ({} of its accesses)",
+            ev("mismatched_pages"),
+            ev("pages"),
+            pct("mismatched_access_share")
+        ),
+        "shared-read-only" => format!(
+            "{name}: read by {} threads ({} reads), written by one",
+            ev("users"),
+            pct("read_ratio")
+        ),
+        "shared-read-write" => format!(
+            "{name}: read and written by {} threads on {} of its accesses",
+            ev("users"),
+            pct("shared_access_share")
+        ),
+        "hotspot" => format!(
+            "{name}: accesses concentrate on part of its pages (stddev/mean per page {:.2}), shared by {} threads",
+            ev("page_cv"),
+            ev("users")
+        ),
+        "neighbour-sharing" => format!(
+            "{name}: {} pages are shared by neighbouring threads only ({} of its accesses)",
+            ev("neighbour_pages"),
+            pct("neighbour_access_share")
+        ),
+        "phase-change" => format!(
+            "{name}: the threads using its parts change during the run ({} of its accesses)",
+            pct("phase_access_share")
+        ),
+        "false-sharing" => format!(
+            "{name}: threads write distinct bytes of the same cache lines ({} of its writes)",
+            pct("false_shared_write_share")
+        ),
+        _ => format!(
+            "{name}: {} small objects used by {} threads share {} pages",
+            ev("objects"),
+            ev("threads"),
+            ev("mixed_pages")
+        ),
+    }
+}
+
+/// Per-thread totals, local ratio, node and most accessed objects over time.
+fn threads(model: &mut ReportModel, i: &Inputs, times: &build::Times, pos: &[usize]) {
+    let mut by_pos: HashMap<usize, u32> = HashMap::new();
+    for (dense, p) in pos.iter().enumerate() {
+        if i.keys
+            .get(dense)
+            .is_some_and(|k| model.threads.get(*p).is_some_and(|t| (t.pid, t.tid) == *k))
+        {
+            by_pos.insert(*p, dense as u32);
+        }
+    }
+    let mut per_thread: HashMap<u32, Vec<(u32, Vec<u64>)>> = HashMap::new();
+    for (object, lines) in &times.by_object {
+        for (thread, values) in lines {
+            per_thread
+                .entry(*thread)
+                .or_default()
+                .push((*object, values.clone()));
+        }
+    }
+    for (p, t) in model.threads.iter_mut().enumerate() {
+        let Some(&dense) = by_pos.get(&p) else {
+            continue;
+        };
+        let agg = &i.agg.threads[dense as usize];
+        let known = agg.local + agg.remote;
+        let mut objects: Vec<ObjectTimeline> = per_thread
+            .remove(&dense)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(o, buckets)| {
+                let o = &i.objects[o as usize];
+                ObjectTimeline {
+                    object: o.object_id,
+                    name: o.name.clone(),
+                    accesses: buckets.iter().sum(),
+                    buckets,
+                }
+            })
+            .collect();
+        objects.sort_by_key(|o| (Reverse(o.accesses), o.object));
+        objects.truncate(8);
+        t.access = ThreadAccess {
+            accesses: total(&agg.rw),
+            reads: agg.rw[0],
+            writes: agg.rw[1],
+            node: i.placement.thread_node[dense as usize],
+            local_ratio: (known > 0).then(|| agg.local as f64 / known as f64),
+            objects,
+        };
+    }
+}

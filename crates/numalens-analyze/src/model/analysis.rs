@@ -1,0 +1,284 @@
+//! The analysis sections of the report model: access matrices, sharing classes, placement, the
+//! communication matrix, timelines and findings. Every matrix is bounded (binned) so that a
+//! renderer can draw it whole; each says its resolution.
+//!
+//! Threads are referred to by their position in [`super::ReportModel::threads`] (a `usize`).
+
+use serde::{Deserialize, Serialize};
+
+/// How the analysis was made: where the accesses come from, what the data allows, the
+/// thresholds of the findings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct AnalysisInfo {
+    /// `page_stats` (exact per-thread page counts), `samples` (weighted samples) or `none`.
+    pub access_source: String,
+    /// Accesses over all objects and unattributed pages (reads + writes + unknown direction).
+    pub accesses: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Accesses of unknown direction (page-fault samples).
+    pub unknown_direction: u64,
+    /// Pages with at least one access.
+    pub pages: u64,
+    /// Threads with at least one access.
+    pub active_threads: u64,
+    /// Granularity of pages in the analysis (the profile's base page size).
+    pub page_size: u64,
+    /// How first touchers are known: `page_stats first_access_ns`, `first-touch samples`,
+    /// `earliest sample` or `none`.
+    pub first_touch_source: String,
+    /// Whether false sharing could be looked for, and at what granularity.
+    pub false_sharing: String,
+    pub time: TimeAxis,
+    pub thresholds: Thresholds,
+}
+
+/// The time buckets of every timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct TimeAxis {
+    /// Width of one bucket in ns; bucket `i` covers `[i * bucket_ns, (i + 1) * bucket_ns)` of
+    /// profile time. 0 when no access has a time (exact counts alone).
+    pub bucket_ns: u64,
+    /// Buckets in every timeline.
+    pub buckets: usize,
+}
+
+/// The thresholds the sharing classes and findings use (docs/FINDINGS.md says why).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Thresholds {
+    /// A thread uses a page when it makes at least this fraction of the page's top user's
+    /// accesses.
+    pub user_fraction: f64,
+    /// A page has a dominant user when that user makes more than this share of its accesses
+    /// (kMAF's locality exclusivity).
+    pub exclusivity: f64,
+    /// Objects with less than this share of all accesses get no finding.
+    pub min_object_share: f64,
+    /// A class or pattern describes an object when its pages hold at least this share of the
+    /// object's accesses.
+    pub majority: f64,
+    /// Shared read-only: at least this share of the accesses are reads.
+    pub read_ratio: f64,
+    /// Hotspot: coefficient of variation (stddev/mean) of accesses per page at least this.
+    pub hotspot_cv: f64,
+    /// Neighbour sharing: pages shared by logical neighbours hold at least this share.
+    pub neighbour_share: f64,
+    /// False sharing: lines written by several threads at distinct bytes hold at least this share
+    /// of the object's writes.
+    pub false_sharing_share: f64,
+}
+
+/// Where pages and threads are, and what that gives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct PlacementReport {
+    /// `recorded` (the run's own page and thread placement) or `what-if` (a machine model).
+    pub mode: String,
+    /// The machine: a preset name, a topology file's name, or the recorded host.
+    pub topology: String,
+    /// Why this placement was used.
+    pub reason: String,
+    /// Node ids of the machine, in the order of the traffic matrix.
+    pub nodes: Vec<u32>,
+    /// How threads were given nodes.
+    pub thread_rule: String,
+    /// How pages were given nodes.
+    pub page_rule: String,
+    /// Node of each thread (by position in `threads`), when known.
+    pub thread_nodes: Vec<Option<u32>>,
+    pub accesses: u64,
+    pub local: u64,
+    pub remote: u64,
+    /// Accesses whose page or thread has no node.
+    pub unknown: u64,
+    /// Local accesses / (local + remote).
+    pub local_ratio: Option<f64>,
+    /// Per node: accesses its memory served, its pages, its threads.
+    pub load: Vec<NodeLoad>,
+    /// Standard deviation / mean of the accesses served per node.
+    pub imbalance: Option<f64>,
+    /// `traffic[i][j]`: accesses by threads on `nodes[i]` to memory on `nodes[j]`.
+    pub traffic: Vec<Vec<u64>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeLoad {
+    pub node: u32,
+    pub accesses: u64,
+    pub pages: u64,
+    pub threads: u64,
+}
+
+/// Thread × thread communication (kMAF/SPCD): two threads communicate on a block both access,
+/// by the smaller of their two counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct CommunicationMatrix {
+    /// Block size in bytes.
+    pub block_size: u64,
+    /// Consecutive threads (positions in `threads`) summed into one cell; 1 when not binned.
+    pub threads_per_cell: usize,
+    /// Thread positions of each row (and column), before binning: row `i` covers
+    /// `threads[i * threads_per_cell ..]`.
+    pub threads: Vec<usize>,
+    /// Symmetric; the diagonal is 0.
+    pub values: Vec<Vec<u64>>,
+}
+
+/// Everything about how one object was accessed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObjectAccess {
+    pub accesses: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub unknown_direction: u64,
+    /// Of all accesses.
+    pub share: f64,
+    /// Pages with accesses.
+    pub pages: u64,
+    /// `private`, `shared-read-only`, `shared-read-write`, `migratory`, `false-sharing`: the class
+    /// of the pages that hold most of its accesses.
+    pub sharing: String,
+    /// Pages and accesses per sharing class.
+    pub classes: Vec<ClassCount>,
+    /// Threads using it, most accesses first.
+    pub users: Vec<ThreadUse>,
+    /// The object × thread × node matrix: accesses of each thread to its pages on each node.
+    pub matrix: Vec<AccessCell>,
+    /// The thread that first touched most of its pages.
+    pub first_toucher: Option<ThreadShare>,
+    /// The thread with most accesses.
+    pub main_user: Option<ThreadShare>,
+    /// Pages whose dominant user is not their first toucher, and the accesses on them.
+    pub mismatched_pages: u64,
+    pub mismatched_accesses: u64,
+    pub local_ratio: Option<f64>,
+    pub remote: u64,
+    /// Advice ids of the findings about this object.
+    pub advice: Vec<String>,
+    pub heatmap: Heatmap,
+    pub timeline: Timeline,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassCount {
+    pub class: String,
+    pub pages: u64,
+    pub accesses: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadUse {
+    pub thread: usize,
+    pub reads: u64,
+    pub writes: u64,
+    pub accesses: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessCell {
+    pub thread: usize,
+    /// Node of the pages (null when unknown).
+    pub node: Option<u32>,
+    pub reads: u64,
+    pub writes: u64,
+    pub accesses: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ThreadShare {
+    pub thread: usize,
+    /// Pages (first toucher) or accesses (main user).
+    pub count: u64,
+    pub share: f64,
+}
+
+/// TABARNAC's distribution view: threads × pages of the object, binned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Heatmap {
+    /// Pages the object spans.
+    pub pages: u64,
+    /// Pages summed into one column.
+    pub pages_per_column: u64,
+    /// Thread position of each row (the object's users, by position; at most 64).
+    pub threads: Vec<usize>,
+    /// `values[row][column]`: accesses.
+    pub values: Vec<Vec<u64>>,
+    /// Per column: accesses per page per thread (all threads, not only the rows).
+    pub page_average: Vec<f64>,
+    /// Per row: the thread's accesses per page of the object.
+    pub thread_average: Vec<f64>,
+    /// Per column: the thread that first touched most of its pages, and that share of its
+    /// touched pages.
+    pub first_touch: Vec<Option<ThreadShare>>,
+}
+
+/// Accesses per thread per time bucket (see [`AnalysisInfo::time`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timeline {
+    pub threads: Vec<usize>,
+    /// `values[row][bucket]`.
+    pub values: Vec<Vec<u64>>,
+}
+
+/// What one thread did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadAccess {
+    pub accesses: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Its node under the placement, when known.
+    pub node: Option<u32>,
+    pub local_ratio: Option<f64>,
+    /// Its most accessed objects (at most 8), with accesses per time bucket.
+    pub objects: Vec<ObjectTimeline>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectTimeline {
+    pub object: u64,
+    pub name: String,
+    pub accesses: u64,
+    pub buckets: Vec<u64>,
+}
+
+/// One thing wrong, in terms of the program's code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The pattern (docs/FINDINGS.md).
+    pub id: String,
+    /// The fix.
+    pub advice: String,
+    pub object: FindingObject,
+    /// One sentence with the evidence.
+    pub summary: String,
+    pub evidence: Vec<Evidence>,
+    pub fix: String,
+    pub why: String,
+    pub cost: Cost,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FindingObject {
+    pub id: u64,
+    pub pid: u32,
+    pub name: String,
+    pub kind: String,
+    /// `function file:line` of the allocation site, when known.
+    pub site: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub key: String,
+    pub value: f64,
+}
+
+/// What a finding costs under the placement.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    /// Accesses the finding concerns.
+    pub accesses: u64,
+    /// Of all accesses.
+    pub share: f64,
+    /// Remote accesses among them.
+    pub remote: u64,
+}
