@@ -19,6 +19,10 @@ pub struct Manifest {
     pub case_study: Option<String>,
     /// Compiler flags besides the compiler command itself (`-O2 -g -fopenmp`, …).
     pub flags: Vec<String>,
+    /// Options `numalens record` needs for the objects to be seen (e.g. a lower
+    /// `--min-object` for small allocations).
+    #[serde(default)]
+    pub record_options: Vec<String>,
     /// Default argument values: the program is run as `--name value` for each.
     pub args: BTreeMap<String, u64>,
     /// Relations the arguments must satisfy for the formulas to be exact.

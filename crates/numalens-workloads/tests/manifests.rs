@@ -237,3 +237,22 @@ fn the_makefile_builds_each_workload_with_its_manifests_flags() {
         );
     }
 }
+
+#[test]
+fn small_objects_ask_the_recorder_to_track_them() {
+    for workload in WORKLOADS {
+        let manifest = workload.manifest().unwrap();
+        for object in expected(&manifest, &[]).unwrap() {
+            let smallest = object.bytes / object.instances;
+            let asks = manifest.record_options.windows(2).any(|w| {
+                w[0] == "--min-object" && w[1].parse::<u64>().is_ok_and(|min| min <= smallest)
+            });
+            assert!(
+                smallest >= 4096 || asks,
+                "{}: {} has {smallest}-byte instances; set record_options --min-object",
+                workload.name,
+                object.name
+            );
+        }
+    }
+}
