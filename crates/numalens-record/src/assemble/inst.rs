@@ -1,14 +1,14 @@
 //! The `inst` backend's files in a profile: exact counts become `page_stats` rows, sampled
 //! accesses become `load`/`store` samples, each attributed to the object that held its address.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use numalens_format::{DataSource, PageStat, ProfileWriter, Sample, SampleKind};
 
 use crate::attribute::{Locator, ObjectSpec};
 use crate::inst::files::{InstData, PAGE_SHIFT};
 
-/// Points of a page probed to find the object holding most of its bytes.
+/// Points of a page probed to find the objects holding it at its first access.
 const PAGE_PROBES: u64 = 16;
 
 /// What the instrumentation contributed, for the summary.
@@ -31,10 +31,10 @@ pub fn write_inst(
     let mut pages: Vec<_> = data.pages.iter().collect();
     pages.sort_by_key(|((pid, tid, page), c)| (c.first_ns, *pid, *tid, *page));
     let mut locator = Locator::new(objects);
+    let placed = tracked_starts(objects);
     for ((pid, tid, page), c) in pages {
         locator.advance_to(c.first_ns);
         counts.page_rows += 1;
-        counts.accesses += c.reads + c.writes;
         writer.push_page_stat(PageStat {
             pid: *pid,
             tid: *tid,
@@ -42,7 +42,8 @@ pub fn write_inst(
             reads: c.reads,
             writes: c.writes,
             first_access_ns: c.first_ns.saturating_sub(origin),
-            object_id: page_owner(&mut locator, objects, *pid, *page).map(|o| o as u64),
+            object_id: page_owner(&mut locator, &placed, objects, (*pid, *page), c.first_ns)
+                .map(|o| o as u64),
         })?;
     }
     let mut locator = Locator::new(objects);
@@ -76,28 +77,50 @@ pub fn write_inst(
     Ok(counts)
 }
 
-/// The object holding most of the page's bytes, judged at evenly spread probe points (the
-/// counts are per page, so a page shared by two objects goes to the larger share).
+/// Tracked objects by (pid, start).
+fn tracked_starts(objects: &[ObjectSpec]) -> BTreeMap<(u32, u64), Vec<usize>> {
+    let mut starts: BTreeMap<(u32, u64), Vec<usize>> = BTreeMap::new();
+    for (id, o) in objects.iter().enumerate().filter(|(_, o)| o.tracked) {
+        starts.entry((o.pid, o.start)).or_default().push(id);
+    }
+    starts
+}
+
+/// The object holding most of the page's bytes. Candidates are the objects found at evenly
+/// spread probe points at the page's first access, and the tracked objects starting in the page
+/// that were not freed before it: a page filled by small allocations over time gets its first
+/// access before most of them exist. A tracked object (allocation, static, stack, TLS) beats a
+/// fallback mapping; ties go to the earliest allocated.
 fn page_owner(
     locator: &mut Locator<'_>,
+    placed: &BTreeMap<(u32, u64), Vec<usize>>,
     objects: &[ObjectSpec],
-    pid: u32,
-    page: u64,
+    (pid, page): (u32, u64),
+    first_ns: u64,
 ) -> Option<usize> {
     let size = 1u64 << PAGE_SHIFT;
+    let end = page + size;
     let step = size / PAGE_PROBES;
-    let mut votes: Vec<(usize, u32)> = Vec::new();
-    for i in 0..PAGE_PROBES {
-        if let Some(o) = locator.find(pid, page + i * step + step / 2) {
-            match votes.iter_mut().find(|(id, _)| *id == o) {
-                Some((_, n)) => *n += 1,
-                None => votes.push((o, 1)),
-            }
-        }
-    }
-    // Ties go to the smaller (more specific) object.
-    votes
-        .into_iter()
-        .max_by_key(|(id, n)| (*n, std::cmp::Reverse(objects[*id].size)))
-        .map(|(id, _)| id)
+    let mut candidates: Vec<usize> = (0..PAGE_PROBES)
+        .filter_map(|i| locator.find(pid, page + i * step + step / 2))
+        .collect();
+    candidates.extend(
+        placed
+            .range((pid, page)..(pid, end))
+            .flat_map(|(_, ids)| ids)
+            .filter(|id| objects[**id].free_ns.is_none_or(|f| f > first_ns)),
+    );
+    let overlap = |o: &ObjectSpec| {
+        end.min(o.start.saturating_add(o.size))
+            .saturating_sub(page.max(o.start))
+    };
+    candidates.into_iter().max_by_key(|id| {
+        let o = &objects[*id];
+        (
+            o.tracked,
+            overlap(o),
+            std::cmp::Reverse(o.alloc_ns),
+            std::cmp::Reverse(*id),
+        )
+    })
 }

@@ -5,9 +5,10 @@
 //! - Compiling: `-fsanitize=thread -g` (the accesses become calls to `__tsan_*`; debug
 //!   information names objects and code), and for gcc `-fno-builtin-memcpy/-memmove/-memset`:
 //!   gcc expands those builtins inline without instrumenting them, so they would go uncounted.
-//! - Linking: gcc links ThreadSanitizer as `-ltsan`, so a directory holding our archive under the
-//!   name `libtsan.a` is put first on the library path; clang is told not to link its runtime
-//!   (`-fno-sanitize-link-runtime`) and gets the archive. Both get
+//! - Linking: our archive goes after the user's inputs (an archive only serves symbols still
+//!   undefined where it stands). gcc adds `-ltsan` before the inputs: a directory holding an
+//!   empty `libtsan.a` is put first on the library path so that it resolves to nothing; clang is
+//!   told not to link its runtime (`-fno-sanitize-link-runtime`). Both get
 //!   `-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset` so the program's own calls to those are
 //!   counted as range accesses (shared libraries keep theirs).
 //!
@@ -137,11 +138,9 @@ pub fn wrapped_args(
                 l.push(lib_dir);
                 out.push(l);
             }
-            Family::Clang => {
-                out.push("-fno-sanitize-link-runtime".into());
-                out.push(lib_dir.join(ARCHIVE_NAME).into());
-            }
+            Family::Clang => out.push("-fno-sanitize-link-runtime".into()),
         }
+        out.push(lib_dir.join(ARCHIVE_NAME).into());
         out.push("-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset".into());
     }
     out
@@ -159,20 +158,23 @@ pub fn archive_hash() -> String {
     format!("{h:016x}")
 }
 
-/// Writes the archive (as `libnumalens_inst.a` and, for gcc's `-ltsan`, `libtsan.a`) to
+/// An archive with no members: what gcc's `-ltsan` finds.
+const EMPTY_ARCHIVE: &[u8] = b"!<arch>\n";
+
+/// Writes the archive (`libnumalens_inst.a`, and an empty `libtsan.a` for gcc's `-ltsan`) to
 /// `<base>/inst-<hash16>/` unless there already; returns the directory. Files are written under
 /// temporary names and renamed, so concurrent builds only ever see whole files.
 pub fn install_archive_in(base: &Path) -> std::io::Result<PathBuf> {
     let dir = base.join(format!("inst-{}", archive_hash()));
     fs::create_dir_all(&dir)?;
-    for name in [ARCHIVE_NAME, "libtsan.a"] {
+    for (name, bytes) in [(ARCHIVE_NAME, INST_ARCHIVE), ("libtsan.a", EMPTY_ARCHIVE)] {
         let path = dir.join(name);
-        if fs::metadata(&path).is_ok_and(|m| m.len() == INST_ARCHIVE.len() as u64) {
+        if fs::metadata(&path).is_ok_and(|m| m.len() == bytes.len() as u64) {
             continue;
         }
         let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
         let mut f = fs::File::create(&tmp)?;
-        f.write_all(INST_ARCHIVE)?;
+        f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
         fs::rename(&tmp, &path)?;
@@ -247,13 +249,14 @@ mod tests {
     }
 
     #[test]
-    fn gcc_links_the_archive_as_libtsan_and_wraps_memory_functions() {
+    fn gcc_links_the_archive_instead_of_libtsan_and_wraps_memory_functions() {
         let dir = Path::new("/cache/inst-x");
         let a = wrapped_args(Family::Gcc, Invocation::Link, &os(&["a.c", "-o", "a"]), dir);
         let a: Vec<String> = a.iter().map(|s| s.to_string_lossy().into_owned()).collect();
         assert_eq!(a[0], "-fsanitize=thread");
         assert!(a.contains(&"-fno-builtin-memset".to_string()));
         assert!(a.contains(&"-L/cache/inst-x".to_string()));
+        assert!(a.contains(&"/cache/inst-x/libnumalens_inst.a".to_string()));
         assert!(a.last().unwrap().contains("--wrap=memcpy"));
         let c = wrapped_args(
             Family::Gcc,
@@ -279,7 +282,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let a = install_archive_in(d.path()).unwrap();
         assert_eq!(install_archive_in(d.path()).unwrap(), a);
-        assert_eq!(fs::read(a.join("libtsan.a")).unwrap(), INST_ARCHIVE);
+        assert_eq!(fs::read(a.join("libtsan.a")).unwrap(), EMPTY_ARCHIVE);
         assert_eq!(fs::read(a.join(ARCHIVE_NAME)).unwrap(), INST_ARCHIVE);
         assert_eq!(&INST_ARCHIVE[..8], b"!<arch>\n");
     }
