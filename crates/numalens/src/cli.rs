@@ -168,6 +168,9 @@ pub struct ReportArgs {
     /// Print the report model as JSON (see docs/REPORT.md) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also write the self-contained HTML report (findings, tables, charts) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// List at most this many objects.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,

@@ -30,7 +30,20 @@ pub fn run(args: ReportArgs) -> Result<()> {
     } else {
         numalens_report::render_text(&model, use_color())
     };
-    print_out(&text)
+    print_out(&text)?;
+    match &args.html {
+        Some(path) => write_html(path, &model),
+        None => Ok(()),
+    }
+}
+
+/// Writes the HTML report to `path`; an error names the path.
+fn write_html(path: &std::path::Path, model: &numalens_analyze::ReportModel) -> Result<()> {
+    let html = numalens_report::html::render(model);
+    std::fs::write(path, html)
+        .map_err(|e| anyhow::anyhow!("cannot write the HTML report to {}: {e}", path.display()))?;
+    eprintln!("numalens: HTML report written to {}", path.display());
+    Ok(())
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.

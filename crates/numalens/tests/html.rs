@@ -1,0 +1,275 @@
+//! `numalens report --html` as a user runs it: a ground-truth workload built with `numalens cc`
+//! and recorded with the exact backend, its report written as HTML and opened in headless
+//! Chromium. The page must load with no console error, no uncaught exception and no network
+//! fetch, hold every section and its charts, and sort its tables; a screenshot is kept.
+//!
+//! Chromium is installed with apt-get when it is missing (CI machines start with toolchains
+//! only); the test fails, naming what to install, when that is not possible.
+
+mod common;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{numalens, text};
+use serde_json::Value;
+
+fn arg(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// Builds master-init (thread 0 initialises the grid each thread then updates in its own block)
+/// with the exact instrumentation and records it.
+fn record_master_init(dir: &Path) -> PathBuf {
+    let workload = numalens_workloads::find("master-init").unwrap();
+    let cc: Vec<OsString> = vec![env!("CARGO_BIN_EXE_numalens").into(), "cc".into()];
+    let program = numalens_workloads::build(workload, &cc, &dir.join("build")).unwrap();
+    let profile = dir.join("master-init.numalens");
+    let out = numalens(&[
+        "record",
+        "--backend",
+        "inst",
+        "-o",
+        arg(&profile),
+        arg(&program),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    profile
+}
+
+/// The Chromium binary, installed with apt-get when missing.
+fn chromium() -> PathBuf {
+    let find = || {
+        ["chromium", "chromium-browser", "google-chrome"]
+            .iter()
+            .find_map(|name| which(name))
+    };
+    if let Some(found) = find() {
+        return found;
+    }
+    let installed = Command::new("sh")
+        .args([
+            "-c",
+            "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    find().unwrap_or_else(|| {
+        panic!(
+            "the HTML report test needs Chromium: install the `chromium` package \
+             (`make browser-deps`); apt-get install {}",
+            if installed {
+                "gave no chromium binary"
+            } else {
+                "failed"
+            }
+        )
+    })
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| Path::new(dir).join(name))
+        .find(|p| p.is_file())
+}
+
+fn headless(browser: &Path) -> Command {
+    let mut c = Command::new(browser);
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-extensions",
+        "--hide-scrollbars",
+    ]);
+    c
+}
+
+/// Watches the page from before its own script runs: errors, failed or blocked loads, console
+/// errors; then, once loaded, what the page holds and whether sorting works. The verdict is
+/// written into the DOM, which `--dump-dom` prints.
+const PROBE: &str = r##"<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<script>
+(function () {
+  var problems = [];
+  window.addEventListener("error", function (e) {
+    problems.push("error: " + (e.message || (e.target && (e.target.src || e.target.href)) || "resource"));
+  }, true);
+  window.addEventListener("unhandledrejection", function (e) { problems.push("rejection: " + e.reason); });
+  document.addEventListener("securitypolicyviolation", function (e) { problems.push("blocked: " + e.blockedURI); });
+  var consoleError = console.error;
+  console.error = function () { problems.push("console.error: " + Array.prototype.join.call(arguments, " ")); consoleError.apply(console, arguments); };
+  window.addEventListener("load", function () {
+    var r = { problems: problems };
+    r.sections = Array.prototype.map.call(document.querySelectorAll("main > section"), function (s) { return s.id; });
+    r.svgs = document.querySelectorAll("svg").length;
+    r.figures = Array.prototype.map.call(document.querySelectorAll("figure.chart"), function (f) {
+      return { title: f.querySelector("figcaption b").textContent, svg: !!f.querySelector("svg"),
+               rects: f.querySelectorAll("svg rect").length, guide: !!f.querySelector(".guide") };
+    });
+    r.findings = Array.prototype.map.call(document.querySelectorAll(".finding .pattern"), function (p) { return p.textContent; });
+    r.resources = performance.getEntriesByType("resource").length;
+    var table = document.querySelector("#objects table.sortable");
+    var head = Array.prototype.find.call(table.tHead.rows[0].cells, function (th) { return th.textContent === "size"; });
+    var column = Array.prototype.indexOf.call(table.tHead.rows[0].cells, head);
+    head.click();
+    r.sorted = Array.prototype.map.call(table.tBodies[0].rows, function (row) { return parseFloat(row.cells[column].getAttribute("data-v")); });
+    var out = document.createElement("pre");
+    out.id = "probe-result";
+    var mark = "@@ver" + "dict@@";
+    out.textContent = mark + JSON.stringify(r) + mark;
+    document.body.appendChild(out);
+  });
+})();
+</script>
+"##;
+
+/// Opens `html` with the probe in the browser; returns the probe's verdict.
+fn probe(browser: &Path, html: &str, dir: &Path) -> Value {
+    let probed = html.replacen("<head>\n", &format!("<head>\n{PROBE}"), 1);
+    assert_ne!(probed, html, "no <head> to put the probe in");
+    let page = dir.join("probed.html");
+    std::fs::write(&page, probed).unwrap();
+    let out = headless(browser)
+        .args(["--virtual-time-budget=5000", "--dump-dom"])
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    let dom = text(&out.stdout);
+    let verdict = dom
+        .split("@@verdict@@")
+        .nth(1)
+        .unwrap_or_else(|| panic!("the probe gave no verdict: {}", text(&out.stderr)));
+    // The DOM is printed as HTML: its text is escaped.
+    let verdict = verdict
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    serde_json::from_str(&verdict).unwrap()
+}
+
+/// A full-page screenshot of the report as it is, kept under the target directory; returns the
+/// browser's log of the page's console.
+fn screenshot(browser: &Path, report: &Path) -> (PathBuf, String) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("html-report");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = dir.join("master-init.png");
+    let _ = std::fs::remove_file(&png);
+    let out = headless(browser)
+        .args([
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1280,6000",
+        ])
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", report.display()))
+        .output()
+        .unwrap();
+    assert!(png.is_file(), "no screenshot: {}", text(&out.stderr));
+    std::fs::copy(report, dir.join("master-init.html")).unwrap();
+    (png, text(&out.stderr))
+}
+
+#[test]
+fn the_html_report_of_a_recorded_program_loads_cleanly_with_every_section_and_chart() {
+    let browser = chromium();
+    let dir = tempfile::tempdir().unwrap();
+    let profile = record_master_init(dir.path());
+    let report = dir.path().join("report.html");
+    let out = numalens(&["report", arg(&profile), "--html", arg(&report)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The text report still goes to stdout.
+    assert!(
+        text(&out.stdout).contains("master-init"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(text(&out.stderr).contains(arg(&report)));
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.len() < numalens_report::html::MAX_BYTES);
+
+    let verdict = probe(&browser, &html, dir.path());
+    assert_eq!(verdict["problems"], serde_json::json!([]), "{verdict:#}");
+    assert_eq!(verdict["resources"], 0, "the page fetched something");
+    let sections: Vec<&str> = verdict["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        sections,
+        [
+            "summary",
+            "findings",
+            "topology",
+            "objects",
+            "object-details",
+            "threads",
+            "communication",
+            "traffic",
+            "timelines"
+        ]
+    );
+    // master-init's known finding, first and most costly.
+    assert_eq!(
+        verdict["findings"][0], "first-touch-mismatch",
+        "{verdict:#}"
+    );
+    let figures = verdict["figures"].as_array().unwrap();
+    let titled = |prefix: &str| {
+        figures
+            .iter()
+            .find(|f| f["title"].as_str().unwrap().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no chart `{prefix}` in {figures:#?}"))
+    };
+    for title in [
+        "Access distribution of",
+        "First touch per page",
+        "Accesses by thread and memory node",
+        "Thread × thread communication",
+        "Node traffic matrix",
+        "Accesses of each thread over time",
+        "Reads and writes per object",
+    ] {
+        let f = titled(title);
+        assert_eq!(f["svg"], true, "{f}");
+        assert_eq!(f["guide"], true, "{f}");
+    }
+    // The grid's distribution: cells of four threads beside the legend's bands.
+    assert!(titled("Access distribution of")["rects"].as_u64().unwrap() > 24 + 4);
+    // A click on "size" sorted the objects largest first.
+    let sorted: Vec<f64> = verdict["sorted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert!(
+        sorted.len() > 1 && sorted.windows(2).all(|w| w[0] >= w[1]),
+        "{sorted:?}"
+    );
+
+    let (png, log) = screenshot(&browser, &report);
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(console.is_empty(), "console output: {console:#?}");
+    println!("screenshot of the HTML report: {}", png.display());
+}
+
+#[test]
+fn an_unwritable_html_path_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = record_master_init(dir.path());
+    let report = dir.path().join("no-such-dir").join("report.html");
+    let out = numalens(&["report", arg(&profile), "--html", arg(&report)]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(err.contains(arg(&report)), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // The text report was printed all the same.
+    assert!(text(&out.stdout).contains("master-init"));
+}
