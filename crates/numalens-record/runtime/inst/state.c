@@ -30,6 +30,16 @@ static __thread int nl_ith_done __attribute__((tls_model("initial-exec")));
 static pthread_key_t nl_exit_key;
 static uint32_t nl_seq;
 
+/* Memory comes straight from the kernel: the preloaded allocation runtime interposes mmap, and
+ * the hooks' own tables are not the program's objects. */
+static void *nl_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    long r = syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+    return (r < 0 && r > -4096) ? MAP_FAILED : (void *)r;
+}
+
+static void nl_sys_munmap(void *addr, size_t len) { syscall(SYS_munmap, addr, len); }
+
 /* Marks the binary as built for this runtime; `numalens record` looks for the section. */
 __attribute__((used, section("numalens_inst"))) static const char nl_abi_marker[16] =
     "numalens-inst-1";
@@ -176,7 +186,7 @@ static int nl_grow_more(struct nl_grow_file *f)
     if (ftruncate(f->fd, off + (off_t)bytes) != 0)
         return -1;
     /* Populated now, so that the program's page faults (sampled by the recorder) are its own. */
-    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, f->fd, off);
+    void *m = nl_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, f->fd, off);
     if (m == MAP_FAILED)
         return -1;
     f->seg[f->nseg].base = m;
@@ -201,7 +211,7 @@ static void *nl_grow_next(struct nl_grow_file *f)
 static void nl_grow_close(struct nl_grow_file *f)
 {
     for (unsigned i = 0; i < f->nseg; i++)
-        munmap(f->seg[i].base, f->seg[i].bytes);
+        nl_sys_munmap(f->seg[i].base, f->seg[i].bytes);
     if (f->fd > 0)
         close(f->fd);
     memset(f, 0, sizeof *f);
@@ -211,8 +221,8 @@ static void nl_grow_close(struct nl_grow_file *f)
 
 static void *nl_anon(size_t bytes)
 {
-    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-                   -1, 0);
+    void *m = nl_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     return m == MAP_FAILED ? NULL : m;
 }
 
@@ -238,8 +248,8 @@ static int nl_index_grow(struct nl_chunk_index *ix)
         vals[s] = ix->vals[i];
     }
     if (ix->cap) {
-        munmap(ix->keys, ix->cap * sizeof *keys);
-        munmap(ix->vals, ix->cap * sizeof *vals);
+        nl_sys_munmap(ix->keys, ix->cap * sizeof *keys);
+        nl_sys_munmap(ix->vals, ix->cap * sizeof *vals);
     }
     ix->keys = keys;
     ix->vals = vals;
@@ -331,10 +341,10 @@ static void nl_thread_release(struct nl_ithread *t)
     nl_grow_close(&t->pages);
     nl_grow_close(&t->samples);
     if (t->index.cap) {
-        munmap(t->index.keys, t->index.cap * sizeof *t->index.keys);
-        munmap(t->index.vals, t->index.cap * sizeof *t->index.vals);
+        nl_sys_munmap(t->index.keys, t->index.cap * sizeof *t->index.keys);
+        nl_sys_munmap(t->index.vals, t->index.cap * sizeof *t->index.vals);
     }
-    munmap(t, sizeof *t);
+    nl_sys_munmap(t, sizeof *t);
 }
 
 static void nl_thread_exit(void *arg)

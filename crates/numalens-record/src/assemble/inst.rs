@@ -35,6 +35,7 @@ pub fn write_inst(
     for ((pid, tid, page), c) in pages {
         locator.advance_to(c.first_ns);
         counts.page_rows += 1;
+        counts.accesses += c.reads + c.writes;
         writer.push_page_stat(PageStat {
             pid: *pid,
             tid: *tid,
