@@ -3,7 +3,7 @@
 CARGO ?= cargo
 PYTHON ?= python3
 
-.PHONY: test check unit python-test vm-test demo bench python-deps
+.PHONY: test check unit python-test vm-test demo bench python-deps deps
 
 ## Everything: formatting, lints, unit and integration tests, Python readers, multi-node guests.
 test: check unit python-test vm-test
@@ -12,7 +12,11 @@ check:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-unit:
+## Compilers the tests use beyond the toolchains (gfortran, clang).
+deps:
+	tests/install-deps
+
+unit: deps
 	$(CARGO) test --workspace
 
 python-deps:
