@@ -6,7 +6,7 @@ PYTHON ?= python3
 .PHONY: test check unit python-test vm-test demo bench python-deps deps
 
 ## Everything: formatting, lints, unit and integration tests, Python readers, multi-node guests.
-test: check unit python-test vm-test
+test: check browser-deps unit python-test vm-test
 
 check:
 	$(CARGO) fmt --all -- --check
@@ -18,6 +18,12 @@ deps:
 
 unit: deps
 	$(CARGO) test --workspace
+
+## Chromium, for the test that opens the HTML report in a headless browser.
+.PHONY: browser-deps
+browser-deps:
+	command -v chromium >/dev/null 2>&1 || { apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
 python-deps:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
