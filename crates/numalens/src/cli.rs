@@ -184,7 +184,11 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Profile directory to write.
+    /// The bundled workload to build, record and analyse; `--workload list` lists them with
+    /// their pattern.
+    #[arg(long, value_name = "NAME", default_value = "master-init")]
+    pub workload: String,
+    /// Profile directory to write (a previous demo profile there is replaced).
     #[arg(
         short,
         long,
@@ -192,9 +196,11 @@ pub struct DemoArgs {
         default_value = "numalens-demo.numalens"
     )]
     pub output: PathBuf,
-    /// Number of samples in the example profile.
-    #[arg(long, value_name = "N", default_value_t = 200_000)]
-    pub samples: u64,
+    /// HTML report to write (a previous numalens report there is replaced).
+    #[arg(long, value_name = "FILE", default_value = "numalens-demo.html")]
+    pub html: PathBuf,
+    /// The what-if machine the analysis places threads and pages on (default: this machine
+    /// when it has several nodes, else machine-a).
     #[command(flatten)]
     pub source: TopologySource,
 }

@@ -105,29 +105,144 @@ fn bad_command_lines_exit_2() {
     assert_eq!(both.status.code(), Some(2));
 }
 
+/// `numalens demo ARGS…` without colours, building in `cache` (not the user's cache), with
+/// extra environment.
+fn demo(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_numalens"))
+        .arg("demo")
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("XDG_CACHE_HOME", cache)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run numalens demo")
+}
+
+fn meta(profile: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(profile.join("meta.json")).unwrap()).unwrap()
+}
+
 #[test]
-fn demo_writes_a_readable_profile_and_can_run_again() {
+fn demo_builds_records_and_analyses_the_default_workload_and_can_run_again() {
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("demo.numalens");
-    let p = profile.to_str().unwrap();
+    let html = dir.path().join("demo.html");
+    let (p, h) = (profile.to_str().unwrap(), html.to_str().unwrap());
+    let manifest = numalens_workloads::find("master-init")
+        .unwrap()
+        .manifest()
+        .unwrap();
+    assert!(!manifest.findings.is_empty());
     for _ in 0..2 {
-        let out = numalens(&[
-            "demo",
-            "-o",
-            p,
-            "--samples",
-            "5000",
-            "--preset",
-            "machine-b",
-        ]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        assert!(text(&out.stdout).contains("samples"));
+        let out = demo(dir.path(), &["-o", p, "--html", h], &[]);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{stderr}");
+        assert!(stdout.starts_with(&text(&numalens(&["topology"]).stdout)));
+        assert!(stderr.contains("with the inst backend"), "{stderr}");
+        // The workload's own output is progress (stderr), not a result.
+        assert!(stderr.contains("master-init checksum="), "{stderr}");
+        assert!(!stdout.contains("checksum="), "{stdout}");
+        assert!(stdout.contains("\nFindings ("), "{stdout}");
+        for finding in &manifest.findings {
+            assert!(
+                stdout.contains(&finding.id),
+                "{} missing:\n{stdout}",
+                finding.id
+            );
+        }
+        assert!(stdout.contains(p) && stdout.contains(h), "{stdout}");
     }
-    let meta: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(profile.join("meta.json")).unwrap()).unwrap();
-    assert_eq!(meta["tables"]["samples"]["rows"], 5000);
-    assert_eq!(meta["topology"]["name"], "machine-b");
+    let meta = meta(&profile);
+    assert_eq!(meta["backend"]["name"], "inst");
+    assert_eq!(meta["backend"]["settings"]["inst_mode"], "both");
+    assert!(meta["tables"]["page_stats"]["rows"].as_u64().unwrap() > 1000);
     assert_eq!(meta["completeness"]["complete"], true);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.len() > 20_000);
+    assert!(page.contains("<svg") && page.contains(&manifest.findings[0].id));
+}
+
+#[test]
+fn demo_lists_its_workloads_and_rejects_unknown_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo(dir.path(), &["--workload", "list"], &[]);
+    assert!(out.status.success());
+    let list = text(&out.stdout);
+    for w in numalens_workloads::WORKLOADS {
+        let line = list.lines().find(|l| l.starts_with(w.name)).unwrap();
+        for finding in w.manifest().unwrap().findings {
+            assert!(line.contains(&finding.id), "{line}");
+        }
+    }
+    let out = demo(dir.path(), &["--workload", "master-start"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("master-start") && err.contains("master-init") && err.contains("list"),
+        "{err}"
+    );
+}
+
+#[test]
+fn demo_falls_back_to_page_faults_when_the_compiler_cannot_instrument() {
+    let dir = tempfile::tempdir().unwrap();
+    // A C compiler without ThreadSanitizer support.
+    let cc = dir.path().join("cc-without-tsan");
+    std::fs::write(
+        &cc,
+        "#!/bin/sh\nfor a; do [ \"$a\" = -fsanitize=thread ] && \
+         { echo \"cc: error: -fsanitize=thread is not supported\" >&2; exit 1; }; done\n\
+         exec gcc \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&cc, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let profile = dir.path().join("f.numalens");
+    let html = dir.path().join("f.html");
+    let out = demo(
+        dir.path(),
+        &[
+            "-o",
+            profile.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ],
+        &[("NUMALENS_CC", cc.to_str().unwrap())],
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("-fsanitize=thread is not supported") && err.contains("faults backend"),
+        "{err}"
+    );
+    let meta = meta(&profile);
+    let backend = meta["backend"]["name"].as_str().unwrap();
+    // `none` where perf is denied: the demo then says so.
+    assert!(
+        backend == "faults" || (backend == "none" && err.contains("only")),
+        "{backend}"
+    );
+    assert!(meta["tables"]["page_stats"]["rows"].as_u64().unwrap_or(0) == 0);
+    assert!(html.exists());
+}
+
+#[test]
+fn demo_without_a_compiler_says_what_to_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("n.numalens");
+    let out = demo(
+        dir.path(),
+        &["-o", profile.to_str().unwrap()],
+        &[("NUMALENS_CC", "/no/such/cc")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("/no/such/cc")
+            && err.contains("apt-get install gcc")
+            && err.contains("NUMALENS_CC"),
+        "{err}"
+    );
+    assert!(!profile.exists());
 }
 
 #[test]
@@ -136,10 +251,31 @@ fn demo_refuses_to_replace_something_else() {
     let other = dir.path().join("precious");
     std::fs::create_dir(&other).unwrap();
     std::fs::write(other.join("data.txt"), "keep me").unwrap();
-    let out = numalens(&["demo", "-o", other.to_str().unwrap(), "--samples", "10"]);
+    let out = demo(dir.path(), &["-o", other.to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("choose another --output"));
-    assert!(Path::new(&other.join("data.txt")).exists());
+    assert!(other.join("data.txt").exists());
+
+    let page = dir.path().join("notes.html");
+    std::fs::write(&page, "<html>my notes</html>").unwrap();
+    let profile = dir.path().join("d.numalens");
+    let out = demo(
+        dir.path(),
+        &[
+            "-o",
+            profile.to_str().unwrap(),
+            "--html",
+            page.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("choose another --html"));
+    assert_eq!(
+        std::fs::read_to_string(&page).unwrap(),
+        "<html>my notes</html>"
+    );
+    assert!(!profile.exists());
 }
 
 #[test]

@@ -104,12 +104,15 @@ static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsi
         nl_inst_sample(t, addr, is_write, size, ip);
         return;
     }
+    /* A 16-byte access (a vectorised or paired load) counts as the two 8-byte words it moves,
+     * so counts do not depend on whether the compiler vectorised the loop. */
+    uint64_t words = size > 8 ? size / 8 : 1;
     uint64_t page = addr >> NL_INST_PAGE_SHIFT;
     struct nl_tlb_slot *s = &t->tlb[nl_tlb_index(page)];
     if (nl_likely(s->page == page))
-        s->entry->counts[is_write]++;
+        s->entry->counts[is_write] += words;
     else
-        nl_inst_miss(t, addr, is_write, 1);
+        nl_inst_miss(t, addr, is_write, words);
 }
 
 #pragma GCC visibility pop

@@ -464,7 +464,7 @@ void nl_inst_sample(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uns
                     void *ip)
 {
     nl_sample_due(t, addr, is_write, size, ip);
-    nl_count(t, addr, is_write, 1);
+    nl_count(t, addr, is_write, size > 8 ? size / 8 : 1);
 }
 
 void nl_inst_range(uintptr_t addr, uint64_t size, unsigned is_write, void *ip)

@@ -102,9 +102,11 @@ fn page_owner(
     let size = 1u64 << PAGE_SHIFT;
     let end = page + size;
     let step = size / PAGE_PROBES;
-    let mut candidates: Vec<usize> = (0..PAGE_PROBES)
-        .filter_map(|i| locator.find(pid, page + i * step + step / 2))
-        .collect();
+    // The first and last bytes too: an object may only graze the page.
+    let probes = (0..PAGE_PROBES)
+        .map(|i| page + i * step + step / 2)
+        .chain([page, end - 1]);
+    let mut candidates: Vec<usize> = probes.filter_map(|a| locator.find(pid, a)).collect();
     candidates.extend(
         placed
             .range((pid, page)..(pid, end))
