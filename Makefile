@@ -12,7 +12,7 @@ check:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## Compilers the tests use beyond the toolchains (gfortran, clang).
+## What the tests use beyond the toolchains (gfortran, clang, cmake).
 deps:
 	tests/install-deps
 

@@ -500,3 +500,62 @@ fn programs_that_cannot_be_recorded_this_way_say_how_to_rebuild() {
     assert!(out.status.success());
     assert!(!common::text(&out.stdout).is_empty());
 }
+
+/// Copies a workload's sources (and the suite's Makefile) into `dir`.
+fn copy_workload_sources(dir: &Path) {
+    let workloads = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads");
+    for name in ["master-init.c", "wl.h", "wl_threads.h", "Makefile"] {
+        std::fs::copy(workloads.join(name), dir.join(name)).unwrap();
+    }
+}
+
+fn assert_records_exactly(program: &Path, dir: &Path) {
+    let (out, profile) = record_inst(dir, "exact", program, &[]);
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let rows = Profile::open(&profile)
+        .unwrap()
+        .read_all::<PageStat>()
+        .unwrap();
+    assert!(rows.iter().map(|r| r.writes).sum::<u64>() >= 1 << 20);
+}
+
+#[test]
+fn builds_driven_by_make_and_cmake_use_the_wrapper() {
+    let numalens_cc = format!("{} cc", env!("CARGO_BIN_EXE_numalens"));
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    copy_workload_sources(&src);
+
+    let made = Command::new("make")
+        .arg(format!("CC={numalens_cc}"))
+        .arg("master-init")
+        .current_dir(&src)
+        .output()
+        .expect("run make");
+    assert!(made.status.success(), "{}", common::text(&made.stderr));
+    assert_records_exactly(&src.join("master-init"), &dir.path().join("make"));
+
+    std::fs::write(
+        src.join("CMakeLists.txt"),
+        "cmake_minimum_required(VERSION 3.13)\nproject(probe C)\nfind_package(OpenMP REQUIRED)\n\
+         add_executable(master-init master-init.c)\n\
+         target_link_libraries(master-init OpenMP::OpenMP_C)\n",
+    )
+    .unwrap();
+    let build = dir.path().join("build");
+    std::fs::create_dir(&build).unwrap();
+    for step in [
+        vec!["cmake", "-DCMAKE_BUILD_TYPE=Release", "../src"],
+        vec!["make"],
+    ] {
+        let out = Command::new(step[0])
+            .args(&step[1..])
+            .env("CC", &numalens_cc)
+            .current_dir(&build)
+            .output()
+            .unwrap_or_else(|e| panic!("{} ({e}); `make deps` installs cmake", step[0]));
+        assert!(out.status.success(), "{}", common::text(&out.stderr));
+    }
+    assert_records_exactly(&build.join("master-init"), &dir.path().join("cmake"));
+}
