@@ -190,8 +190,10 @@ impl FaultSampler {
         Ok(FaultSampler { rings, info })
     }
 
-    /// Waits until a ring has data or `timeout_ms` passes.
-    pub fn wait(&self, timeout_ms: i32) {
+    /// Waits until a ring has data or `timeout_ms` passes. True when every task of the program
+    /// has exited: no ring will get another record (the kernel reports a hang-up once an event
+    /// and all its inherited copies are gone).
+    pub fn wait(&self, timeout_ms: i32) -> bool {
         let mut fds: Vec<libc::pollfd> = self
             .rings
             .iter()
@@ -203,6 +205,7 @@ impl FaultSampler {
             .collect();
         // SAFETY: fds is a valid array of pollfd of the given length.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        fds.iter().all(|f| f.revents & libc::POLLHUP != 0)
     }
 
     /// Decodes and hands out every record now in the rings.

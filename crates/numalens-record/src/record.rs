@@ -73,13 +73,48 @@ pub struct RawRecording {
     /// Answers of the periodic page → node scans.
     pub scans: Vec<ScannedRun>,
     pub sampler: Option<SamplerInfo>,
+    /// Final once [`RawRecording::wait_for_exit`] has returned (`write_profile` calls it).
     pub exit: std::process::ExitStatus,
     pub interrupted_by: Option<i32>,
     pub start_unix_ns: u64,
     pub clock_origin_ns: u64,
+    /// Until the program was reaped; final once [`RawRecording::wait_for_exit`] has returned.
     pub wall: Duration,
+    /// When the program was reaped; final once [`RawRecording::wait_for_exit`] has returned.
+    pub ended: Instant,
     /// The recorder's own CPU time while the program ran.
     pub running_cpu: Duration,
+    /// The program's end, when `run` returned while the kernel was still tearing it down.
+    pub reaper: Option<Reaper>,
+}
+
+/// Waits, on a thread of its own, for a program whose every task has exited but whose memory
+/// the kernel is still freeing (a second or more for tens of GiB): the profile is written
+/// meanwhile, instead of after.
+pub struct Reaper(std::thread::JoinHandle<std::io::Result<(std::process::ExitStatus, Instant)>>);
+
+impl Reaper {
+    fn start(mut child: std::process::Child) -> Reaper {
+        Reaper(std::thread::spawn(move || {
+            let status = child.wait()?;
+            Ok((status, Instant::now()))
+        }))
+    }
+}
+
+impl RawRecording {
+    /// Waits until the program is reaped, for its exit status and wall time.
+    pub fn wait_for_exit(&mut self) -> std::io::Result<()> {
+        if let Some(Reaper(handle)) = self.reaper.take() {
+            let (exit, ended) = handle.join().map_err(|_| {
+                std::io::Error::other("the thread waiting for the program failed")
+            })??;
+            self.exit = exit;
+            self.wall += ended.saturating_duration_since(self.ended);
+            self.ended = ended;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -177,8 +212,13 @@ pub fn run(
     let exit = loop {
         match &mut sampler {
             Some(s) => {
-                s.wait(50);
+                let over = s.wait(50);
                 s.drain(|e| raw.take(e));
+                if over {
+                    // Every task has exited: nothing more will be sampled, and the rest is the
+                    // kernel freeing the program's memory.
+                    break Ended::Exiting;
+                }
             }
             None => std::thread::sleep(Duration::from_millis(20)),
         }
@@ -206,8 +246,16 @@ pub fn run(
             if let Some(s) = &mut sampler {
                 s.drain(|e| raw.take(e));
             }
-            break exit;
+            break Ended::Reaped(exit);
         }
+    };
+    let running_cpu = own_cpu_time().saturating_sub(cpu_at_start);
+    let (exit, reaper) = match exit {
+        Ended::Reaped(exit) => (exit, None),
+        Ended::Exiting => (
+            std::os::unix::process::ExitStatusExt::from_raw(0),
+            Some(Reaper::start(launched.child)),
+        ),
     };
     status.finish();
     Ok(RawRecording {
@@ -227,8 +275,17 @@ pub fn run(
         start_unix_ns,
         clock_origin_ns,
         wall: started.elapsed(),
-        running_cpu: own_cpu_time().saturating_sub(cpu_at_start),
+        ended: Instant::now(),
+        running_cpu,
+        reaper,
     })
+}
+
+/// How the record loop ended.
+enum Ended {
+    Reaped(std::process::ExitStatus),
+    /// Every task of the program has exited; the first process is not reaped yet.
+    Exiting,
 }
 
 /// User + system CPU time of the recorder process so far.

@@ -106,10 +106,7 @@ pub fn write_profile(
     let pages = page_sizes(raw, &views, &opts, page_size);
     let attributed = attribute(faults, &objects, &pages, balancing);
 
-    let completeness = completeness(raw, &logs, &views, reasons);
-    let mut meta = meta(raw, &opts, page_size);
-    meta.completeness = completeness.clone();
-    let mut writer = ProfileWriter::create(output, meta)?;
+    let mut writer = ProfileWriter::create(output, meta(raw, &opts, page_size))?;
     let cpu_node = cpu_nodes(opts.topology.as_ref());
     let mut summary = Summary {
         lost: raw.lost,
@@ -178,12 +175,19 @@ pub fn write_profile(
     }
     write_scans(&mut writer, &raw.scans, origin)?;
     summary.threads = threads::write_threads(&mut writer, &views, &raw.tasks, origin)?;
+    // The tables were written while the kernel freed the program's memory; its end is known now.
+    raw.wait_for_exit()
+        .map_err(|source| numalens_format::FormatError::Io {
+            path: output.to_path_buf(),
+            source,
+        })?;
+    let completeness = completeness(raw, &logs, &views, reasons);
     writer.meta_mut().overhead = Some(Overhead {
         slowdown: None,
         recorder_cpu_s: Some(crate::record::own_cpu_time().as_secs_f64()),
         running_cpu_s: Some(raw.running_cpu.as_secs_f64()),
         program_wall_s: Some(raw.wall.as_secs_f64()),
-        writing_wall_s: Some(writing_started.elapsed().as_secs_f64()),
+        writing_wall_s: Some(writing_started.max(raw.ended).elapsed().as_secs_f64()),
     });
     let meta = writer.finish(completeness)?;
     summary.complete = meta.completeness.complete;
