@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -70,7 +70,15 @@ fn instances<'a>(
     }
 }
 
-fn check_workload(w: &Workload, dir: &Path) {
+/// A workload recorded with the exact backend: what the findings check needs.
+struct Recorded {
+    program: PathBuf,
+    args: Vec<OsString>,
+    min_object: u64,
+    profile: PathBuf,
+}
+
+fn check_workload(w: &Workload, dir: &Path) -> Recorded {
     let manifest = w.manifest().unwrap();
     let native = build(w, &[OsString::from("gcc")], &dir.join("native")).unwrap();
     let inst = build(w, &numalens_cc(), &dir.join("inst")).unwrap();
@@ -191,14 +199,111 @@ fn check_workload(w: &Workload, dir: &Path) {
             );
         }
     }
+    Recorded {
+        program: inst,
+        args,
+        min_object,
+        profile: profile_dir,
+    }
+}
+
+/// The findings `numalens report --json` gives for a profile of `w`, as (finding id, object):
+/// the manifest's name for the object when it is one of the manifest's, else the profile's name.
+fn reported_findings(profile: &Path, w: &Workload) -> BTreeSet<(String, String)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_numalens"))
+        .arg("report")
+        .arg("--json")
+        .arg(profile)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let model: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = Profile::open(profile).unwrap();
+    let objects = p.read_all::<Object>().unwrap();
+    let frames = p.read_all::<SiteFrame>().unwrap();
+    let manifest = w.manifest().unwrap();
+    let mut names: HashMap<u64, String> = HashMap::new();
+    for o in expected(&manifest, &[]).unwrap() {
+        for x in instances(w, &o, &objects, &frames) {
+            names.insert(x.object_id, o.name.clone());
+        }
+    }
+    model["findings"]
+        .as_array()
+        .expect("findings in the model")
+        .iter()
+        .map(|f| {
+            let id = f["object"]["id"].as_u64().unwrap_or(u64::MAX);
+            let object = names.get(&id).cloned().unwrap_or_else(|| {
+                format!(
+                    "(not in the manifest) {}",
+                    f["object"]["name"].as_str().unwrap_or("?")
+                )
+            });
+            (f["id"].as_str().unwrap_or("?").to_string(), object)
+        })
+        .collect()
+}
+
+/// (true positives, reported, expected) over the suite.
+fn score(
+    runs: &[(BTreeSet<(String, String)>, BTreeSet<(String, String)>)],
+) -> (usize, usize, usize) {
+    runs.iter().fold((0, 0, 0), |(tp, got, want), (g, e)| {
+        (
+            tp + g.intersection(e).count(),
+            got + g.len(),
+            want + e.len(),
+        )
+    })
 }
 
 #[test]
-fn exact_counts_match_every_workloads_ground_truth() {
+fn every_workload_gives_its_ground_truth_counts_and_findings() {
     let dir = tempfile::tempdir().unwrap();
+    let (mut exact, mut sampled) = (Vec::new(), Vec::new());
     for w in WORKLOADS {
-        check_workload(w, &dir.path().join(w.name));
+        let run = check_workload(w, &dir.path().join(w.name));
+        let want: BTreeSet<(String, String)> = w
+            .manifest()
+            .unwrap()
+            .findings
+            .iter()
+            .map(|f| (f.id.clone(), f.object.clone()))
+            .collect();
+        exact.push((reported_findings(&run.profile, w), want.clone()));
+        // The same program with the sampled backend at its default rate.
+        let profile = dir.path().join(w.name).join("sampled.numalens");
+        let out = Command::new(env!("CARGO_BIN_EXE_numalens"))
+            .args(["record", "--backend", "inst", "--inst-mode", "sampled"])
+            .arg(format!("--min-object={}", run.min_object))
+            .arg("-o")
+            .arg(&profile)
+            .arg(&run.program)
+            .args(&run.args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", common::text(&out.stderr));
+        sampled.push((reported_findings(&profile, w), want));
     }
+    for (name, runs) in [("exact", &exact), ("sampled", &sampled)] {
+        let (tp, got, want) = score(runs);
+        eprintln!(
+            "findings, {name} backend: precision {tp}/{got}, recall {tp}/{want} over {} workloads",
+            runs.len()
+        );
+    }
+    let wrong: Vec<String> = WORKLOADS
+        .iter()
+        .zip(&exact)
+        .filter(|(_, (got, want))| got != want)
+        .map(|(w, (got, want))| format!("{}: reported {got:?}, expected {want:?}", w.name))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "exact backend findings:\n{}",
+        wrong.join("\n")
+    );
 }
 
 fn prog(name: &str) -> PathBuf {
