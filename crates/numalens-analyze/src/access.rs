@@ -3,9 +3,10 @@
 //! end. Memory grows with the pages touched times the threads touching each, never with samples.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use ahash::RandomState;
+use smallvec::SmallVec;
 
 use crate::samples::ThreadKey;
 use crate::timeline::Buckets;
@@ -99,7 +100,8 @@ pub(crate) struct Touch {
 pub(crate) struct PageAcc {
     /// Object position, or [`NO_OBJECT`].
     pub object: u32,
-    pub users: Vec<User>,
+    /// Most pages have one user: kept inline, without an allocation of its own.
+    pub users: SmallVec<[User; 1]>,
     pub touch: Option<Touch>,
 }
 
@@ -165,10 +167,34 @@ pub(crate) enum Direction {
     Unknown,
 }
 
+/// Objects of at most this many pages get a direct page → counter table (no hashing).
+const DENSE_PAGES: u64 = 1 << 22;
+
+/// By object position: (first page wholly inside it, number of such pages).
+pub(crate) type DensePages = Arc<Vec<(u64, u64)>>;
+
+/// The pages wholly inside each object.
+pub(crate) fn dense_pages(ranges: &[(u64, u64)], page_size: u64) -> DensePages {
+    let ps = page_size.max(1);
+    Arc::new(
+        ranges
+            .iter()
+            .map(|&(start, size)| {
+                let first = start.div_ceil(ps);
+                let end = start.saturating_add(size) / ps;
+                (first, end.saturating_sub(first))
+            })
+            .collect(),
+    )
+}
+
 /// Everything one worker counted.
 #[derive(Debug)]
 pub(crate) struct AccessTally {
     page_size: u64,
+    dense_pages: DensePages,
+    /// By object position: page slot → 1 + index in `pages` (0: none yet).
+    dense: Vec<Vec<u32>>,
     index: HashMap<PageKey, u32, RandomState>,
     pub pages: Vec<(PageKey, PageAcc)>,
     last_page: Option<(PageKey, u32)>,
@@ -180,9 +206,11 @@ pub(crate) struct AccessTally {
 }
 
 impl AccessTally {
-    pub(crate) fn new(page_size: u64) -> Self {
+    pub(crate) fn new(page_size: u64, dense_pages: DensePages) -> Self {
         AccessTally {
             page_size: page_size.max(1),
+            dense: vec![Vec::new(); dense_pages.len()],
+            dense_pages,
             index: HashMap::default(),
             pages: Vec::new(),
             last_page: None,
@@ -196,6 +224,24 @@ impl AccessTally {
     fn page(&mut self, key: PageKey, object: u32) -> &mut PageAcc {
         let at = match self.last_page {
             Some((k, at)) if k == key => at,
+            _ if object != NO_OBJECT && self.dense_slot(object, key.1).is_some() => {
+                let slot = self.dense_slot(object, key.1).unwrap_or(0);
+                let table = &mut self.dense[object as usize];
+                if table.is_empty() {
+                    table.resize(self.dense_pages[object as usize].1 as usize, 0);
+                }
+                if table[slot] == 0 {
+                    let page = PageAcc {
+                        object,
+                        ..PageAcc::default()
+                    };
+                    self.pages.push((key, page));
+                    table[slot] = self.pages.len() as u32;
+                }
+                let at = table[slot] - 1;
+                self.last_page = Some((key, at));
+                at
+            }
             _ => {
                 let next = self.pages.len() as u32;
                 let at = *self.index.entry(key).or_insert(next);
@@ -211,6 +257,13 @@ impl AccessTally {
             }
         };
         &mut self.pages[at as usize].1
+    }
+
+    /// The slot of `page` in the direct table of `object`, when the page lies wholly inside it.
+    fn dense_slot(&self, object: u32, page: u64) -> Option<usize> {
+        let &(first, count) = self.dense_pages.get(object as usize)?;
+        (count <= DENSE_PAGES && page >= first && page - first < count)
+            .then(|| (page - first) as usize)
     }
 
     /// A sampled access: counts, times, written bytes.

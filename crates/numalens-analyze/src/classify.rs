@@ -168,7 +168,7 @@ mod tests {
     fn page(users: Vec<User>) -> PageAcc {
         PageAcc {
             object: 0,
-            users,
+            users: users.into(),
             touch: None,
         }
     }

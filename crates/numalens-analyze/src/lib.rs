@@ -78,13 +78,15 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         });
     }
     let index = ObjectIndex::new(&objects);
+    let ranges: Vec<(u64, u64)> = objects.iter().map(|o| (o.start, o.size)).collect();
     let thread_ids = ThreadIds::new(threads.iter().map(|t| (t.pid, t.tid)));
     let filter = SampleFilter {
         objects: &index,
         object_selected: select_objects(&objects, options.object.as_deref())?,
         threads: select_threads(&threads, options.thread)?,
         thread_ids: &thread_ids,
-        ranges: objects.iter().map(|o| (o.start, o.size)).collect(),
+        ranges: ranges.clone(),
+        dense: access::dense_pages(&ranges, page_size),
         page_size,
     };
     let tally = samples::tally(profile, &filter, objects.len(), options.workers)?;

@@ -33,12 +33,13 @@ pub(crate) fn tally(
     let lock = || pool.lock().unwrap_or_else(|e| e.into_inner());
     profile.for_each_batch_parallel::<PageStat, _>(COLUMNS, workers, |batch| {
         let popped = lock().pop();
-        let mut tally = popped.unwrap_or_else(|| AccessTally::new(filter.page_size));
+        let mut tally =
+            popped.unwrap_or_else(|| AccessTally::new(filter.page_size, filter.dense.clone()));
         let result = add_batch(&mut tally, &batch, filter, &path);
         lock().push(tally);
         result
     })?;
-    let mut total = AccessTally::new(filter.page_size);
+    let mut total = AccessTally::new(filter.page_size, filter.dense.clone());
     for tally in pool.into_inner().unwrap_or_else(|e| e.into_inner()) {
         total.merge(tally);
     }

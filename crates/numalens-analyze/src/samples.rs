@@ -49,6 +49,7 @@ pub(crate) struct SampleFilter<'a> {
     pub thread_ids: &'a ThreadIds,
     /// (start, size) by object position.
     pub ranges: Vec<(u64, u64)>,
+    pub dense: crate::access::DensePages,
     pub page_size: u64,
 }
 
@@ -136,7 +137,7 @@ pub(crate) fn tally(
     let pool: Mutex<Vec<SampleTally>> = Mutex::new(Vec::new());
     let take = || pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
     let give = |t| pool.lock().unwrap_or_else(|e| e.into_inner()).push(t);
-    let fresh = || SampleTally::new(object_count, filter.page_size);
+    let fresh = || SampleTally::new(object_count, filter);
     profile.for_each_batch_parallel::<Sample, _>(COLUMNS, workers, |batch| {
         let mut tally = take().unwrap_or_else(fresh);
         let result = tally.add_batch(&batch, filter, &path);
@@ -218,13 +219,13 @@ fn column_error(path: &Path, column: &str, problem: &str) -> FormatError {
 }
 
 impl SampleTally {
-    fn new(object_count: usize, page_size: u64) -> Self {
+    fn new(object_count: usize, filter: &SampleFilter) -> Self {
         SampleTally {
             objects: vec![ObjectTally::default(); object_count],
             threads: HashMap::new(),
             first_touches: HashMap::new(),
             unattributed: [0; 5],
-            access: AccessTally::new(page_size),
+            access: AccessTally::new(filter.page_size, filter.dense.clone()),
         }
     }
 

@@ -2,6 +2,7 @@
 //! `numalens-analyze`; this crate only lays it out, so every rendering shows the same numbers.
 //! JSON is the model itself, serialised by the caller.
 
+mod analysis;
 pub mod html;
 mod layout;
 mod text;

@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use numalens_analyze::model::*;
 
+use crate::analysis::{self, count};
 use crate::layout::{Align, Style, bytes, duration, field, plural, section, table};
 
 /// The model as aligned text; ANSI colour only when `color` is true.
@@ -13,9 +14,13 @@ pub fn render_text(model: &ReportModel, color: bool) -> String {
     let names = ThreadNames::new(model);
     let mut out = String::new();
     summary(&mut out, s, model);
+    analysis::findings(&mut out, s, model);
+    analysis::objects_table(&mut out, s, model);
     objects(&mut out, s, model, &names);
     threads(&mut out, s, model, &names);
     nodes(&mut out, s, model);
+    analysis::placement(&mut out, s, model);
+    analysis::communication(&mut out, s, model);
     out
 }
 
@@ -178,7 +183,7 @@ fn selection(sel: &Selection) -> Option<String> {
 
 fn objects(out: &mut String, s: Style, m: &ReportModel, names: &ThreadNames) {
     let title = format!(
-        "Objects (top {} of {}, by first touches, then resident pages, then samples)",
+        "Objects (top {} of {}, by accesses, then first touches, resident pages, samples)",
         m.objects.len(),
         m.totals.objects_ranked
     );
@@ -303,6 +308,11 @@ fn threads(out: &mut String, s: Style, m: &ReportModel, names: &ThreadNames) {
     ];
     head.extend(kinds.iter().map(|(label, _)| (*label, Align::Right)));
     head.push(("nodes (samples)", Align::Left));
+    head.extend([
+        ("accesses", Align::Right),
+        ("node", Align::Right),
+        ("LAR", Align::Right),
+    ]);
     let rows: Vec<Vec<String>> = m
         .threads
         .iter()
@@ -323,6 +333,13 @@ fn threads(out: &mut String, s: Style, m: &ReportModel, names: &ThreadNames) {
                 row.push(n.to_string());
             }
             row.push(thread_nodes(t));
+            let a = &t.access;
+            row.push(count(a.accesses));
+            row.push(a.node.map_or("-".into(), |n| n.to_string()));
+            row.push(
+                a.local_ratio
+                    .map_or("-".into(), |r| format!("{:.0}%", 100.0 * r)),
+            );
             row
         })
         .collect();

@@ -68,7 +68,10 @@ fn thread_and_node_tables() {
             "load",
             "store",
             "fault",
-            "nodes (samples)"
+            "nodes (samples)",
+            "accesses",
+            "node",
+            "LAR"
         ]
     );
     let t2 = line_with(&text, "  T2 ");
@@ -76,7 +79,7 @@ fn thread_and_node_tables() {
     assert_eq!(
         cells,
         [
-            "T2", "102", "worker", "0x401000", "6", "4", "0", "2", "0", "1:6"
+            "T2", "102", "worker", "0x401000", "6", "4", "0", "2", "0", "1:6", "204", "2", "100%"
         ]
     );
     assert!(line_with(&text, "tid 999").contains("0:1"));
@@ -122,4 +125,43 @@ fn strip_escapes(text: &str) -> String {
         }
     }
     out
+}
+
+#[test]
+fn findings_come_first_with_fix_and_cost() {
+    let text = render_text(&fixture(), false);
+    let findings = text
+        .find("Findings (1, most costly first)")
+        .expect("findings section");
+    assert!(findings < text.find("Object accesses").unwrap(), "{text}");
+    assert!(line_with(&text, "1. first-touch-mismatch").contains("grid (main.c:10) [heap]"));
+    assert!(line_with(&text, "site ").ends_with("make_grid grid.c:42"));
+    assert!(line_with(&text, "fix ").contains("(parallel-first-touch)"));
+    let cost = line_with(&text, "cost ");
+    assert!(
+        cost.contains("301 accesses (59% of all), 300 remote"),
+        "{cost}"
+    );
+    let row = line_with(&text, "  1  grid (main.c:10)");
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    // #, object (3 words), size (2), accesses, share, R/W, sharing, first toucher (2), main user (2), LAR, advice
+    assert_eq!(
+        cells[3..],
+        [
+            "32.0",
+            "KiB",
+            "508",
+            "99%",
+            "300/200",
+            "private",
+            "T1",
+            "50%",
+            "T0",
+            "59%",
+            "41%",
+            "parallel-first-touch"
+        ]
+    );
+    assert!(text.contains("Placement (what-if on machine-a)"), "{text}");
+    assert!(line_with(&text, "local access ratio").contains("41% (211 local, 301 remote"));
 }

@@ -24,8 +24,10 @@ pub enum Command {
     Topology(TopologyArgs),
     /// Run a program and record where its memory accesses go into a profile.
     Record(RecordArgs),
-    /// Show what a profile says: top objects, threads, memory nodes, how the run went.
+    /// Show what a profile says: findings, top objects, threads, memory nodes, how the run went.
     Report(ReportArgs),
+    /// Write the aggregated tables of a profile's analysis as CSV or JSON files.
+    Export(ExportArgs),
     /// Run the main job on a bundled example and write a profile.
     Demo(DemoArgs),
     /// C compiler wrapper: builds for `record --backend inst` (e.g. `make CC="numalens cc"`).
@@ -180,6 +182,43 @@ pub struct ReportArgs {
     /// Only samples of the thread with this logical id (0 = main thread).
     #[arg(long, value_name = "N")]
     pub thread: Option<u32>,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+}
+
+/// The machine the analysis places threads and pages on, and the sharing granularity.
+#[derive(Debug, Args)]
+pub struct PlacementArgs {
+    /// What-if machine: a preset name (`numalens topology --preset list`) or a topology JSON
+    /// file (default: the recorded placement on a multi-node machine, else machine-a).
+    #[arg(long, value_name = "PRESET|FILE")]
+    pub topology: Option<String>,
+    /// Block size of the thread communication matrix, a multiple of the page size (default: one
+    /// page).
+    #[arg(long, value_name = "BYTES")]
+    pub block_size: Option<u64>,
+}
+
+/// Formats `numalens export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    Csv,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The profile directory that `numalens record` wrote.
+    #[arg(value_name = "PROFILE")]
+    pub profile: PathBuf,
+    /// One file per table: `.csv` or `.json`.
+    #[arg(long, value_enum)]
+    pub format: ExportFormat,
+    /// Directory to write the tables into (created if missing).
+    #[arg(short, long, value_name = "DIR", default_value = ".")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
 }
 
 #[derive(Debug, Args)]

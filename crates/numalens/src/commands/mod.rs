@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 mod demo;
+mod export;
 mod record;
 mod report;
 mod topology;
@@ -13,6 +14,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Topology(args) => topology::run(args),
         Command::Record(args) => record::run(args),
         Command::Report(args) => report::run(args),
+        Command::Export(args) => export::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Cc(args) => wrapper::run(wrapper::Language::C, args),
         Command::Cxx(args) => wrapper::run(wrapper::Language::Cxx, args),

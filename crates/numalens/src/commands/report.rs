@@ -1,13 +1,15 @@
 //! `numalens report`: the report model of a profile, as text or JSON, on stdout.
 
 use std::io::Write;
+use std::path::Path;
 
 use anyhow::Result;
-use numalens_analyze::{AnalyzeError, Options, analyze};
+use numalens_analyze::{AnalyzeError, Options, WhatIf, analyze};
 use numalens_format::Profile;
+use numalens_topology::TopologyError;
 
 use super::topology::use_color;
-use crate::cli::ReportArgs;
+use crate::cli::{PlacementArgs, ReportArgs};
 use crate::exit::UsageError;
 
 pub fn run(args: ReportArgs) -> Result<()> {
@@ -16,15 +18,9 @@ pub fn run(args: ReportArgs) -> Result<()> {
         top: args.top,
         object: args.object,
         thread: args.thread,
-        ..Options::default()
+        ..analysis_options(&args.placement)?
     };
-    let model = analyze(&profile, &options).map_err(|e| match e {
-        // The profile is fine; what was asked for is not in it.
-        AnalyzeError::UnknownObject { .. } | AnalyzeError::UnknownThread { .. } => {
-            UsageError(e.to_string()).into()
-        }
-        other => anyhow::Error::new(other),
-    })?;
+    let model = analyze(&profile, &options).map_err(usage_or_error)?;
     let text = if args.json {
         serde_json::to_string_pretty(&model)? + "\n"
     } else {
@@ -44,6 +40,44 @@ fn write_html(path: &std::path::Path, model: &numalens_analyze::ReportModel) -> 
         .map_err(|e| anyhow::anyhow!("cannot write the HTML report to {}: {e}", path.display()))?;
     eprintln!("numalens: HTML report written to {}", path.display());
     Ok(())
+}
+
+/// The placement and block size options, with the what-if machine loaded.
+pub fn analysis_options(args: &PlacementArgs) -> Result<Options> {
+    let what_if = match &args.topology {
+        None => None,
+        Some(name) if Path::new(name).is_file() => Some(WhatIf {
+            name: name.clone(),
+            topology: numalens_topology::load_json_file(Path::new(name))?,
+        }),
+        Some(name) => {
+            let topology = numalens_topology::presets::preset(name).map_err(|e| match e {
+                TopologyError::UnknownPreset { .. } => {
+                    UsageError(format!("--topology: {e} (or give a topology JSON file)")).into()
+                }
+                other => anyhow::Error::new(other),
+            })?;
+            Some(WhatIf {
+                name: name.clone(),
+                topology,
+            })
+        }
+    };
+    Ok(Options {
+        what_if,
+        block_size: args.block_size,
+        ..Options::default()
+    })
+}
+
+/// Errors about what was asked for (the profile is fine) are usage errors.
+pub fn usage_or_error(e: AnalyzeError) -> anyhow::Error {
+    match e {
+        AnalyzeError::UnknownObject { .. }
+        | AnalyzeError::UnknownThread { .. }
+        | AnalyzeError::BlockSize { .. } => UsageError(e.to_string()).into(),
+        other => anyhow::Error::new(other),
+    }
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.

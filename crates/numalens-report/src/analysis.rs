@@ -1,0 +1,202 @@
+//! The analysis part of the text report: findings, the objects table, the placement and the
+//! communication summary.
+
+use std::fmt::Write;
+
+use numalens_analyze::model::*;
+
+use crate::layout::{Align, Style, bytes, section, table};
+
+/// `T3`, or `tid 1234` for a thread missing from the threads table (by model position).
+pub(crate) fn thread(m: &ReportModel, position: usize) -> String {
+    m.threads.get(position).map_or("?".into(), |t| {
+        t.logical_id
+            .map_or(format!("tid {}", t.tid), |l| format!("T{l}"))
+    })
+}
+
+fn percent(x: f64) -> String {
+    format!("{:.0}%", 100.0 * x)
+}
+
+/// Large counts shortened: `1234`, `12.3k`, `4.5M`, `6.7G`.
+pub(crate) fn count(n: u64) -> String {
+    match n {
+        0..10_000 => n.to_string(),
+        10_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1}M", n as f64 / 1e6),
+        _ => format!("{:.1}G", n as f64 / 1e9),
+    }
+}
+
+pub(crate) fn findings(out: &mut String, s: Style, m: &ReportModel) {
+    section(
+        out,
+        s,
+        &format!("Findings ({}, most costly first)", m.findings.len()),
+    );
+    if m.findings.is_empty() {
+        let why = if m.analysis.accesses == 0 {
+            "no accesses to analyse (the profile has no access samples or page counts)"
+        } else {
+            "nothing wrong found in objects with at least 1% of the accesses"
+        };
+        let _ = writeln!(out, "  {}", s.dim(why));
+        return;
+    }
+    for (rank, f) in m.findings.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "\n{:>3}. {} {} {}",
+            rank + 1,
+            s.warn(&f.id),
+            s.heading(&f.object.name),
+            s.dim(&format!("[{}]", f.object.kind))
+        );
+        let line = |out: &mut String, label: &str, text: &str| {
+            let _ = writeln!(out, "       {}  {text}", s.dim(&format!("{label:<9}")));
+        };
+        if let Some(site) = &f.object.site {
+            line(out, "site", site);
+        }
+        line(out, "evidence", &f.summary);
+        line(out, "fix", &format!("{} ({})", f.fix, f.advice));
+        line(out, "why", &f.why);
+        let cost = format!(
+            "{} accesses ({} of all), {} remote under the placement",
+            count(f.cost.accesses),
+            percent(f.cost.share),
+            count(f.cost.remote)
+        );
+        line(out, "cost", &cost);
+    }
+}
+
+pub(crate) fn objects_table(out: &mut String, s: Style, m: &ReportModel) {
+    let rows: Vec<Vec<String>> = m
+        .objects
+        .iter()
+        .enumerate()
+        .filter_map(|(rank, o)| {
+            let a = o.access.as_ref()?;
+            Some(vec![
+                (rank + 1).to_string(),
+                o.name.clone(),
+                bytes(o.size),
+                count(a.accesses),
+                percent(a.share),
+                format!("{}/{}", count(a.reads), count(a.writes)),
+                a.sharing.clone(),
+                a.first_toucher.map_or("-".into(), |t| {
+                    format!("{} {}", thread(m, t.thread), percent(t.share))
+                }),
+                a.main_user.map_or("-".into(), |t| {
+                    format!("{} {}", thread(m, t.thread), percent(t.share))
+                }),
+                a.local_ratio.map_or("-".into(), percent),
+                if a.advice.is_empty() {
+                    "-".into()
+                } else {
+                    a.advice.join(", ")
+                },
+            ])
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    section(
+        out,
+        s,
+        "Object accesses (reads/writes; first toucher and main user with their share)",
+    );
+    let head = [
+        ("#", Align::Right),
+        ("object", Align::Left),
+        ("size", Align::Right),
+        ("accesses", Align::Right),
+        ("share", Align::Right),
+        ("R/W", Align::Right),
+        ("sharing", Align::Left),
+        ("first toucher", Align::Left),
+        ("main user", Align::Left),
+        ("LAR", Align::Right),
+        ("advice", Align::Left),
+    ];
+    table(out, s, &head, &rows);
+}
+
+pub(crate) fn placement(out: &mut String, s: Style, m: &ReportModel) {
+    let p = &m.placement;
+    if p.nodes.is_empty() {
+        return;
+    }
+    section(out, s, &format!("Placement ({} on {})", p.mode, p.topology));
+    let _ = writeln!(out, "  {}", s.dim(&p.reason));
+    let _ = writeln!(out, "  {}", s.dim(&format!("threads: {}", p.thread_rule)));
+    let _ = writeln!(out, "  {}", s.dim(&format!("pages: {}", p.page_rule)));
+    let lar = p.local_ratio.map_or("-".into(), percent);
+    let imbalance = p.imbalance.map_or("-".into(), |x| format!("{x:.2}"));
+    let _ = writeln!(
+        out,
+        "  local access ratio {lar} ({} local, {} remote, {} of unknown node); load imbalance (stddev/mean) {imbalance}",
+        count(p.local),
+        count(p.remote),
+        count(p.unknown)
+    );
+    let mut head = vec![
+        ("node", Align::Right),
+        ("threads", Align::Right),
+        ("pages", Align::Right),
+    ];
+    head.push(("served", Align::Right));
+    let labels: Vec<String> = p.nodes.iter().map(|n| format!("to {n}")).collect();
+    head.extend(labels.iter().map(|l| (l.as_str(), Align::Right)));
+    let rows: Vec<Vec<String>> = p
+        .load
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut row = vec![
+                l.node.to_string(),
+                l.threads.to_string(),
+                l.pages.to_string(),
+                count(l.accesses),
+            ];
+            row.extend(p.traffic[i].iter().map(|n| count(*n)));
+            row
+        })
+        .collect();
+    table(out, s, &head, &rows);
+}
+
+pub(crate) fn communication(out: &mut String, s: Style, m: &ReportModel) {
+    let c = &m.communication;
+    let mut pairs: Vec<(u64, usize, usize)> = Vec::new();
+    for (i, row) in c.values.iter().enumerate() {
+        for (j, n) in row.iter().enumerate().skip(i + 1) {
+            if *n > 0 {
+                pairs.push((*n, i, j));
+            }
+        }
+    }
+    if pairs.is_empty() {
+        return;
+    }
+    pairs.sort_by(|a, b| b.cmp(a));
+    let name = |cell: usize| thread(m, cell * c.threads_per_cell);
+    let list: Vec<String> = pairs
+        .iter()
+        .take(8)
+        .map(|(n, i, j)| format!("{}-{} {}", name(*i), name(*j), count(*n)))
+        .collect();
+    section(
+        out,
+        s,
+        &format!(
+            "Communication (threads sharing {} blocks, most first)",
+            bytes(c.block_size)
+        ),
+    );
+    let _ = writeln!(out, "  {}", list.join(", "));
+}
