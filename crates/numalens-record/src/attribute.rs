@@ -144,18 +144,57 @@ pub fn attribute(
     pages: &PageSizes,
     balancing: bool,
 ) -> Vec<Attributed> {
-    let mut locator = Locator::new(objects);
-    let mut last_fault: AHashMap<(u32, u64), u64> = AHashMap::with_capacity(faults.len() / 4);
-    let mut out = Vec::with_capacity(faults.len());
-    for fault in faults {
-        locator.advance_to(fault.time_ns);
-        let object = locator.find(fault.pid, fault.address);
-        let (page, page_size) = pages.page_of(fault.pid, fault.address);
-        let previous = last_fault.insert((fault.pid, page), fault.time_ns);
-        let born = object.map_or(0, |o| objects[o].alloc_ns);
+    attributions(faults, objects, pages, balancing).collect()
+}
+
+/// [`attribute`], one fault at a time: the profile writer encodes earlier samples while later
+/// ones are attributed, and no vector of a million answers is kept.
+pub fn attributions<'a>(
+    faults: &'a [Fault],
+    objects: &'a [ObjectSpec],
+    pages: &'a PageSizes,
+    balancing: bool,
+) -> Attributions<'a> {
+    // Sized for a first touch per fault (the worst case, and the usual one), so the map is never
+    // rehashed while it holds millions of pages.
+    let pages_expected = faults.len().min(MAX_PRESIZED_PAGES);
+    Attributions {
+        faults: faults.iter(),
+        objects,
+        pages,
+        balancing,
+        locator: Locator::new(objects),
+        last_fault: AHashMap::with_capacity(pages_expected),
+    }
+}
+
+/// Beyond this many faults the page map grows as needed instead (runs with many faults per page).
+const MAX_PRESIZED_PAGES: usize = 1 << 24;
+
+/// The iterator of [`attributions`].
+pub struct Attributions<'a> {
+    faults: std::slice::Iter<'a, Fault>,
+    objects: &'a [ObjectSpec],
+    pages: &'a PageSizes,
+    balancing: bool,
+    locator: Locator<'a>,
+    /// Time of the last fault on each (pid, page).
+    last_fault: AHashMap<(u32, u64), u64>,
+}
+
+impl Iterator for Attributions<'_> {
+    type Item = Attributed;
+
+    fn next(&mut self) -> Option<Attributed> {
+        let fault = self.faults.next()?;
+        self.locator.advance_to(fault.time_ns);
+        let object = self.locator.find(fault.pid, fault.address);
+        let (page, page_size) = self.pages.page_of(fault.pid, fault.address);
+        let previous = self.last_fault.insert((fault.pid, page), fault.time_ns);
+        let born = object.map_or(0, |o| self.objects[o].alloc_ns);
         let kind = match previous {
             Some(t) if t >= born => {
-                if balancing {
+                if self.balancing {
                     SampleKind::Hint
                 } else {
                     SampleKind::Fault
@@ -163,14 +202,19 @@ pub fn attribute(
             }
             _ => SampleKind::FirstTouch,
         };
-        out.push(Attributed {
+        Some(Attributed {
             object,
             kind,
             page_size,
-        });
+        })
     }
-    out
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.faults.size_hint()
+    }
 }
+
+impl ExactSizeIterator for Attributions<'_> {}
 
 /// Which object held an address at a time, for queries in time order: the smallest live tracked
 /// object (allocation, static, stack, TLS) containing it, else the smallest fallback mapping.

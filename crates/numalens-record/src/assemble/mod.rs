@@ -17,7 +17,7 @@ use numalens_format::{
 };
 use numalens_topology::Topology;
 
-use crate::attribute::{ObjectSpec, attribute};
+use crate::attribute::{ObjectSpec, attributions};
 use crate::events::{Event, EventLog, find_event_logs, read_event_log};
 use crate::pagesize::{self, PageSizes, ThpMode};
 use crate::procmaps::SeenMapping;
@@ -104,7 +104,7 @@ pub fn write_profile(
     let faults = &raw.faults;
     let balancing = opts.numa_balancing.as_ref().is_some_and(|b| b.mode != 0);
     let pages = page_sizes(raw, &views, &opts, page_size);
-    let attributed = attribute(faults, &objects, &pages, balancing);
+    let attributed = attributions(faults, &objects, &pages, balancing);
 
     let mut writer = ProfileWriter::create(output, meta(raw, &opts, page_size))?;
     let cpu_node = cpu_nodes(opts.topology.as_ref());
@@ -115,7 +115,7 @@ pub fn write_profile(
     };
     let origin = raw.clock_origin_ns;
     let mut ips = BTreeSet::new();
-    for (fault, a) in faults.iter().zip(&attributed) {
+    for (fault, a) in faults.iter().zip(attributed) {
         ips.insert((fault.pid, fault.ip));
         let first = a.kind == SampleKind::FirstTouch;
         summary.samples += 1;
