@@ -273,3 +273,226 @@ fn an_unwritable_html_path_is_an_error_naming_it() {
     // The text report was printed all the same.
     assert!(text(&out.stdout).contains("master-init"));
 }
+
+/// A profile far larger than the report can show: 512 threads, 40 objects of 2048 pages each
+/// touched by 8 threads per page with uneven counts (so no two neighbouring cells look alike),
+/// and 3000 one-page objects whose names need escaping.
+fn write_large_profile(dir: &Path) {
+    use numalens_format::{
+        Backend, Clock, Completeness, Host, Meta, Object, ObjectKind, PageStat, ProfileWriter,
+        Thread,
+    };
+    const PID: u32 = 7;
+    const PAGES: u64 = 2048;
+    let meta = Meta::new(
+        vec!["./large".into()],
+        Backend {
+            name: "synthetic".into(),
+            settings: Default::default(),
+        },
+        Host {
+            hostname: "box".into(),
+            kernel: "6.1.0".into(),
+            arch: "x86_64".into(),
+        },
+        Clock {
+            name: "CLOCK_MONOTONIC".into(),
+            origin_ns: 0,
+        },
+    );
+    let mut w = ProfileWriter::create(dir, meta).unwrap();
+    let threads = 512u32;
+    for t in 0..threads {
+        w.push_thread(Thread {
+            pid: PID,
+            tid: 1000 + t,
+            logical_id: t,
+            name: Some("worker".into()),
+            start_routine: None,
+            create_ns: t as u64,
+            exit_ns: None,
+            parent_tid: (t > 0).then_some(1000),
+        })
+        .unwrap();
+    }
+    let mix = |x: u64| x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17);
+    let big = |i: u64| 0x1000_0000 + i * PAGES * 4096 * 2;
+    for i in 0..40u64 {
+        w.push_object(Object {
+            object_id: i,
+            pid: PID,
+            kind: ObjectKind::Heap,
+            name: format!("grid{i} (solver.c:{})", 100 + i),
+            start: big(i),
+            size: PAGES * 4096,
+            alloc_ns: 0,
+            free_ns: None,
+            alloc_tid: Some(1000),
+            site_key: None,
+        })
+        .unwrap();
+    }
+    let small = |i: u64| 0x8000_0000 + i * 4096 * 2;
+    for i in 0..3000u64 {
+        w.push_object(Object {
+            object_id: 40 + i,
+            pid: PID,
+            kind: ObjectKind::Heap,
+            name: format!("std::vector<double> & part{i}"),
+            start: small(i),
+            size: 4096,
+            alloc_ns: 0,
+            free_ns: None,
+            alloc_tid: Some(1000),
+            site_key: None,
+        })
+        .unwrap();
+    }
+    let stat = |tid: u32, page: u64, reads: u64, object: u64| PageStat {
+        pid: PID,
+        tid,
+        page,
+        reads,
+        writes: reads / 3,
+        first_access_ns: mix(page ^ tid as u64) % 1_000_000,
+        object_id: Some(object),
+    };
+    for i in 0..40u64 {
+        for p in 0..PAGES {
+            for k in 0..8u64 {
+                let t = (mix(i * PAGES + p + k * 7919) % threads as u64) as u32;
+                let reads = 1 + mix(p * 31 + k + i) % 5000;
+                w.push_page_stat(stat(1000 + t, big(i) + p * 4096, reads, i))
+                    .unwrap();
+            }
+        }
+    }
+    for i in 0..3000u64 {
+        let t = (i % threads as u64) as u32;
+        w.push_page_stat(stat(1000 + t, small(i), 10 + i, 40 + i))
+            .unwrap();
+    }
+    w.finish(Completeness {
+        complete: true,
+        exit: None,
+        reasons: vec![],
+    })
+    .unwrap();
+}
+
+/// Replaces every matrix of the model with one far past any bound the analysis keeps, so the
+/// report's own bounds are what keeps its size: 64 × 16384 heatmaps (on the drawn objects), 512 × 4096 timelines,
+/// a 1024 × 1024 communication matrix, 64 nodes, 2000 findings.
+fn inflate(model: &mut Value) {
+    // Stripes `width` columns wide, shifted by one colour level per `row`: merged into bounded
+    // cells, neighbouring cells still differ, so few can be drawn as one (the largest output).
+    let stripes = |n: usize, row: u64, width: u64| -> Vec<u64> {
+        (0..n as u64)
+            .map(|i| 1 + (row + i / width) % 23 * 1000)
+            .collect()
+    };
+    let (cols, buckets) = (16_384usize, 4096usize);
+    model["analysis"]["time"] = serde_json::json!({"bucket_ns": 1000, "buckets": buckets});
+    // The first objects are the ones drawn; the table rows of the others are bounded apart.
+    let objects = model["objects"].as_array_mut().unwrap();
+    for (i, o) in objects.iter_mut().take(12).enumerate() {
+        let Some(a) = o.get_mut("access").filter(|a| !a.is_null()) else {
+            continue;
+        };
+        let salt = i as u64;
+        let h = &mut a["heatmap"];
+        h["pages"] = (cols as u64 * 4).into();
+        h["pages_per_column"] = 4.into();
+        h["threads"] = (0..64).collect::<Vec<usize>>().into();
+        h["values"] = (0..64)
+            .map(|r| stripes(cols, r + salt, 400))
+            .collect::<Vec<_>>()
+            .into();
+        h["page_average"] = stripes(cols, salt, 400).into();
+        h["thread_average"] = stripes(64, salt, 1).into();
+        h["first_touch"] = (0..cols)
+            .map(|c| serde_json::json!({"thread": c % 64, "count": 3, "share": 0.75}))
+            .collect::<Vec<_>>()
+            .into();
+        a["timeline"] = serde_json::json!({
+            "threads": (0..512).collect::<Vec<usize>>(),
+            "values": (0..512).map(|r| stripes(buckets, r / 16 + salt, 64)).collect::<Vec<_>>(),
+        });
+    }
+    let n = 1024;
+    model["communication"]["threads_per_cell"] = 1.into();
+    model["communication"]["threads"] = (0..n).map(|t| t % 512).collect::<Vec<usize>>().into();
+    model["communication"]["values"] = (0..n)
+        .map(|r| stripes(n, r as u64 / 22, 22))
+        .collect::<Vec<_>>()
+        .into();
+    let nodes = 64;
+    let p = &mut model["placement"];
+    p["nodes"] = (0..nodes).collect::<Vec<u32>>().into();
+    p["traffic"] = (0..nodes)
+        .map(|r| stripes(nodes as usize, r as u64, 1))
+        .collect::<Vec<_>>()
+        .into();
+    p["load"] = (0..nodes)
+        .map(|n| serde_json::json!({"node": n, "accesses": 5, "pages": 1, "threads": 8}))
+        .collect::<Vec<_>>()
+        .into();
+    for t in model["threads"].as_array_mut().unwrap() {
+        let objects: Vec<Value> = (0..8)
+            .map(|o| serde_json::json!({"object": o, "name": "x", "accesses": 1, "buckets": stripes(buckets, o, 64)}))
+            .collect();
+        t["access"]["objects"] = objects.into();
+    }
+    let finding = serde_json::json!({
+        "id": "hotspot", "advice": "cyclic-split-schedule",
+        "object": {"id": 0, "pid": 7, "name": "grid0 <&>", "kind": "heap", "site": null},
+        "summary": "a long summary of the finding, ".repeat(8),
+        "evidence": (0..16).map(|k| serde_json::json!({"key": format!("key_{k}_share"), "value": 0.5})).collect::<Vec<_>>(),
+        "fix": "the fix", "why": "the reason why",
+        "cost": {"accesses": 10, "share": 0.1, "remote": 5},
+    });
+    model["findings"] = vec![finding; 2000].into();
+}
+
+#[test]
+fn the_html_report_of_a_large_profile_stays_under_its_size_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("large.numalens");
+    write_large_profile(&profile);
+    let report = dir.path().join("large.html");
+    let out = numalens(&[
+        "report",
+        arg(&profile),
+        "--top",
+        "100000",
+        "--json",
+        "--html",
+        arg(&report),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&report).unwrap();
+    let kept = Path::new(env!("CARGO_TARGET_TMPDIR")).join("html-report");
+    std::fs::create_dir_all(&kept).unwrap();
+    std::fs::copy(&report, kept.join("large.html")).unwrap();
+    println!("HTML report of the large profile: {} bytes", html.len());
+    assert!(
+        html.len() <= numalens_report::html::MAX_BYTES,
+        "{}",
+        html.len()
+    );
+    // Every object name is escaped (and the objects table is cut short of the 3040 objects).
+    assert!(html.contains("std::vector&lt;double&gt; &amp; part"));
+    assert!(!html.contains("std::vector<double>"));
+
+    // The same model with every matrix far past what the analysis would give.
+    let mut model: Value = serde_json::from_slice(&out.stdout).unwrap();
+    inflate(&mut model);
+    let model: numalens_analyze::ReportModel = serde_json::from_value(model).unwrap();
+    let html = numalens_report::html::render(&model);
+    println!("HTML report of the inflated model: {} bytes", html.len());
+    assert!(
+        html.len() <= numalens_report::html::MAX_BYTES,
+        "{}",
+        html.len()
+    );
+}

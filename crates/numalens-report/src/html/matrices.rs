@@ -37,6 +37,21 @@ fn row_names(threads: &[usize], per_row: usize, names: &ThreadNames) -> Vec<Stri
         .collect()
 }
 
+/// Names of groups of `per` consecutive nodes: `node 3`, `nodes 4–7`, `unknown`.
+fn node_names(nodes: &[Option<u32>], per: usize) -> Vec<String> {
+    let name = |n: Option<u32>| n.map_or("unknown".to_string(), |n| n.to_string());
+    groups(nodes.len(), per)
+        .map(|g| {
+            let (a, b) = (nodes[g.start], nodes[g.end - 1]);
+            if g.len() == 1 {
+                a.map_or("unknown".to_string(), |n| format!("node {n}"))
+            } else {
+                format!("nodes {}–{}", name(a), name(b))
+            }
+        })
+        .collect()
+}
+
 fn to_f64(values: &[Vec<u64>]) -> Vec<Vec<f64>> {
     values
         .iter()
@@ -187,10 +202,7 @@ fn node_matrix(out: &mut String, m: &ReportModel, a: &ObjectAccess, names: &Thre
         values[r][c] += cell.accesses as f64;
     }
     let grid = Grid::mean_of(&values, limits::HEAT_ROWS, limits::NODE_CELLS);
-    let labels = nodes
-        .iter()
-        .map(|n| n.map_or("unknown".into(), |n| format!("node {n}")))
-        .collect();
+    let labels = node_names(&nodes, grid.cols_per_cell);
     let heat = Heat {
         grid: &grid,
         rows: row_names(&threads, grid.rows_per_cell, names),
@@ -360,24 +372,13 @@ pub(crate) fn traffic(out: &mut String, m: &ReportModel) {
         return;
     }
     let grid = Grid::mean_of(&to_f64(&p.traffic), limits::NODE_CELLS, limits::NODE_CELLS);
-    let node_names = |per: usize| -> Vec<String> {
-        groups(p.nodes.len(), per)
-            .map(|g| {
-                let (a, b) = (p.nodes[g.start], p.nodes[g.end - 1]);
-                if a == b {
-                    format!("node {a}")
-                } else {
-                    format!("nodes {a}–{b}")
-                }
-            })
-            .collect()
-    };
+    let nodes: Vec<Option<u32>> = p.nodes.iter().copied().map(Some).collect();
     let heat = Heat {
         grid: &grid,
-        rows: node_names(grid.rows_per_cell),
+        rows: node_names(&nodes, grid.rows_per_cell),
         y_desc: "threads on".into(),
         x: XAxis::Named {
-            labels: node_names(grid.cols_per_cell),
+            labels: node_names(&nodes, grid.cols_per_cell),
             desc: "memory on".into(),
         },
         col_avg: None,
