@@ -11,8 +11,9 @@ pub(crate) const THRESHOLDS: Thresholds = Thresholds {
     majority: 0.5,
     read_ratio: 0.75,
     hotspot_cv: 0.5,
-    neighbour_share: 0.1,
+    neighbour_share: 0.9,
     false_sharing_share: 0.1,
+    hammer_writes_per_word: HAMMER_WRITES_PER_WORD,
 };
 
 /// Sharing classes, in the order the model lists them.
@@ -62,7 +63,12 @@ pub(crate) struct PageView {
 }
 
 /// Classifies `page`; `exact` when counts come from `page_stats` (no times beyond the first).
-pub(crate) fn view(page: &PageAcc, exact: bool, false_shared_writes: u64) -> PageView {
+pub(crate) fn view(
+    page: &PageAcc,
+    exact: bool,
+    false_shared_writes: u64,
+    page_size: u64,
+) -> PageView {
     let mut users: Vec<&User> = page.users.iter().filter(|u| u.accesses() > 0).collect();
     users.sort_by_key(|u| (std::cmp::Reverse(u.accesses()), u.thread));
     let accesses: u64 = users.iter().map(|u| u.accesses()).sum();
@@ -76,9 +82,15 @@ pub(crate) fn view(page: &PageAcc, exact: bool, false_shared_writes: u64) -> Pag
         .collect();
     let dominant = (top as f64 > THRESHOLDS.exclusivity * accesses as f64 && top > 2 * second)
         .then(|| users[0].thread);
+    let hammered = if exact && dominant.is_none() {
+        hammered_writes(&significant, page_size)
+    } else {
+        0
+    };
+    let false_shared_writes = false_shared_writes.max(hammered);
     let class = if false_shared_writes > 0 {
         Class::FalseSharing
-    } else if significant.len() <= 1 {
+    } else if significant.len() <= 1 || dominant.is_some() {
         Class::Private
     } else if !exact && !overlapping(&significant) {
         Class::Migratory
@@ -95,6 +107,27 @@ pub(crate) fn view(page: &PageAcc, exact: bool, false_shared_writes: u64) -> Pag
         first_toucher: first_toucher(page, exact),
         false_shared_writes,
         remote: 0,
+    }
+}
+
+/// Writes per 8-byte word of a page, per writer, above which exact counts call a page written by
+/// several threads a false-sharing candidate: a few words written over and over in turn by
+/// several threads (counters, flags), which page counts cannot tell from one contended variable.
+pub(crate) const HAMMER_WRITES_PER_WORD: u64 = 64;
+
+/// With exact counts only (no addresses below the page): the writes of the users that each write
+/// the page more than [`HAMMER_WRITES_PER_WORD`] times per word, when at least two do.
+fn hammered_writes(users: &[&User], page_size: u64) -> u64 {
+    let cut = HAMMER_WRITES_PER_WORD * (page_size / 8).max(1);
+    let hammering: Vec<u64> = users
+        .iter()
+        .map(|u| u.writes)
+        .filter(|w| *w >= cut)
+        .collect();
+    if hammering.len() >= 2 {
+        hammering.iter().sum()
+    } else {
+        0
     }
 }
 
@@ -176,19 +209,29 @@ mod tests {
     #[test]
     fn classes_of_pages() {
         let private = page(vec![user(0, 100, 100, (0, 9)), user(1, 5, 0, (0, 9))]);
-        let v = view(&private, true, 0);
+        let v = view(&private, true, 0, 4096);
         assert_eq!(
             (v.class, v.dominant, v.users.len()),
             (Class::Private, Some(0), 1)
         );
         let ro = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 0, (0, 9))]);
-        assert_eq!(view(&ro, true, 0).class, Class::SharedReadOnly);
+        assert_eq!(view(&ro, true, 0, 4096).class, Class::SharedReadOnly);
         let rw = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 20, (0, 9))]);
-        assert_eq!(view(&rw, true, 0).class, Class::SharedReadWrite);
+        assert_eq!(view(&rw, true, 0, 4096).class, Class::SharedReadWrite);
         let moved = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 20, (10, 19))]);
-        assert_eq!(view(&moved, false, 0).class, Class::Migratory);
-        assert_eq!(view(&moved, true, 0).class, Class::SharedReadWrite);
-        assert_eq!(view(&rw, false, 3).class, Class::FalseSharing);
+        assert_eq!(view(&moved, false, 0, 4096).class, Class::Migratory);
+        assert_eq!(view(&moved, true, 0, 4096).class, Class::SharedReadWrite);
+        assert_eq!(view(&rw, false, 3, 4096).class, Class::FalseSharing);
+        let hammered = page(vec![user(0, 0, 40_000, (0, 9)), user(1, 0, 40_000, (0, 9))]);
+        let v = view(&hammered, true, 0, 4096);
+        assert_eq!(
+            (v.class, v.false_shared_writes),
+            (Class::FalseSharing, 80_000)
+        );
+        assert_eq!(
+            view(&hammered, false, 0, 4096).class,
+            Class::SharedReadWrite
+        );
     }
 
     #[test]

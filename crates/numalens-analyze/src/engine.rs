@@ -55,10 +55,30 @@ pub(crate) struct ObjAgg {
     pub false_shared_writes: u64,
     pub false_shared: Part,
     pub migratory: Part,
+    /// Thread pairs (a < b) → communication on its pages (the smaller of their two counts).
+    pub pairs: HashMap<(u32, u32), u64>,
+    /// Shared pages with exactly two users and no dominant one: (earlier user, its first
+    /// access, later user, its first access, accesses).
+    pub handovers: Vec<Handover>,
+    /// Communication between logical neighbours, between other pairs, and the neighbour pairs
+    /// that communicate.
+    pub neighbour_comm: u64,
+    pub other_comm: u64,
+    pub neighbour_pairs: usize,
     pub local: u64,
     pub remote: u64,
     /// Positions in the page list of its pages.
     pub page_list: Vec<u32>,
+}
+
+/// A page two threads share: who came first, when each came, its accesses.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Handover {
+    pub earlier: u32,
+    pub earlier_ns: u64,
+    pub later: u32,
+    pub later_ns: u64,
+    pub accesses: u64,
 }
 
 /// Pages of one kind within an object: how many, their accesses, the remote ones.
@@ -127,7 +147,12 @@ pub(crate) fn aggregate(
     let mut blocks: HashMap<(u32, u64), Vec<(u32, u64)>> = HashMap::new();
     for (i, (key, page)) in pages.iter().enumerate() {
         let address = key.1 * ctx.page_size;
-        let mut v = view(page, exact, fs.get(key).copied().unwrap_or(0));
+        let mut v = view(
+            page,
+            exact,
+            fs.get(key).copied().unwrap_or(0),
+            ctx.page_size,
+        );
         let touch_node = page.touch.and_then(|t| t.node);
         let node =
             ctx.placement
@@ -188,6 +213,15 @@ pub(crate) fn aggregate(
         if let Some(o) = object {
             let agg = &mut a.objects[o as usize];
             agg.page_list.push(i as u32);
+            let users: Vec<(u32, u64)> = page
+                .users
+                .iter()
+                .map(|u| (u.thread, u.accesses()))
+                .collect();
+            communicate(&mut agg.pairs, &users);
+            if v.dominant.is_none() && v.users.len() == 2 {
+                agg.handovers.extend(handover(page, &v));
+            }
             add_page(
                 agg,
                 &v,
@@ -203,6 +237,14 @@ pub(crate) fn aggregate(
         communicate(&mut a.communication, users);
     }
     for agg in &mut a.objects {
+        for (&(x, y), &n) in &agg.pairs {
+            if adjacent(ctx.pids, ctx.logical, x, y) {
+                agg.neighbour_comm += n;
+                agg.neighbour_pairs += 1;
+            } else {
+                agg.other_comm += n;
+            }
+        }
         agg.local = agg
             .cells
             .iter()
@@ -257,11 +299,63 @@ fn add_page(agg: &mut ObjAgg, v: &PageView, remote: u64, active: usize, ctx: &Co
     }
 }
 
+fn handover(page: &PageAcc, v: &PageView) -> Option<Handover> {
+    let first = |t: u32| {
+        page.users
+            .iter()
+            .find(|u| u.thread == t)
+            .map(|u| u.first_ns)
+    };
+    let (a, b) = (v.users[0], v.users[1]);
+    let (na, nb) = (first(a)?, first(b)?);
+    let ((earlier, earlier_ns), (later, later_ns)) = if (na, a) <= (nb, b) {
+        ((a, na), (b, nb))
+    } else {
+        ((b, nb), (a, na))
+    };
+    Some(Handover {
+        earlier,
+        earlier_ns,
+        later,
+        later_ns,
+        accesses: v.accesses,
+    })
+}
+
 /// Two threads of one process with consecutive logical ids.
-fn neighbours(ctx: &Context, a: u32, b: u32) -> bool {
+pub(crate) fn neighbours(ctx: &Context, a: u32, b: u32) -> bool {
+    adjacent(ctx.pids, ctx.logical, a, b)
+}
+
+/// Two threads (dense ids) of one process with consecutive logical ids.
+pub(crate) fn adjacent(pids: &[u32], logical: &[Option<u32>], a: u32, b: u32) -> bool {
     let (a, b) = (a as usize, b as usize);
-    ctx.pids[a] == ctx.pids[b]
-        && matches!((ctx.logical[a], ctx.logical[b]), (Some(x), Some(y)) if x.abs_diff(y) == 1)
+    pids[a] == pids[b]
+        && matches!((logical[a], logical[b]), (Some(x), Some(y)) if x.abs_diff(y) == 1)
+}
+
+/// Accesses on two-user pages whose users moved: every thread that came later to some of them
+/// came there only after its first access to every page it came to first (phases, seen through
+/// first-access times alone). Zero unless at least two threads moved.
+pub(crate) fn handover_accesses(handovers: &[Handover]) -> u64 {
+    let mut earlier_max: HashMap<u32, u64> = HashMap::new();
+    let mut later_min: HashMap<u32, u64> = HashMap::new();
+    for h in handovers {
+        let e = earlier_max.entry(h.earlier).or_insert(h.earlier_ns);
+        *e = (*e).max(h.earlier_ns);
+        let l = later_min.entry(h.later).or_insert(h.later_ns);
+        *l = (*l).min(h.later_ns);
+    }
+    let moved: Vec<u32> = later_min
+        .iter()
+        .filter(|(t, l)| earlier_max.get(t).is_some_and(|e| e < *l))
+        .map(|(t, _)| *t)
+        .collect();
+    let consistent = later_min.keys().all(|t| moved.contains(t));
+    if moved.len() < 2 || !consistent {
+        return 0;
+    }
+    handovers.iter().map(|h| h.accesses).sum()
 }
 
 /// Threads with accesses, per process.

@@ -4,11 +4,11 @@
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
-use numalens_format::{Label, Object};
+use numalens_format::{Label, Object, ObjectKind};
 
 use crate::access::{AccessTally, PageAcc, PageKey};
 use crate::build::{self, ViewCtx};
-use crate::engine::{Aggregates, page_cv, thresholds, total};
+use crate::engine::{Aggregates, handover_accesses, page_cv, thresholds, total};
 use crate::findings::{Facts, Fired, advice, object_findings};
 use crate::index::ObjectIndex;
 use crate::model::*;
@@ -95,8 +95,10 @@ fn info(i: &Inputs, times: &build::Times, all: u64) -> AnalysisInfo {
         .into(),
         false_sharing: if stores {
             "cache lines of 64 bytes, from the addresses of store samples".into()
+        } else if i.exact {
+            "candidates only: page_stats count whole pages, so a page that several threads each write more than 64 times per word is reported (false sharing or one contended variable)".into()
         } else {
-            "not available: no store samples with addresses (page_stats count whole pages)".into()
+            "not available: no store samples with addresses".into()
         },
         time: TimeAxis {
             bucket_ns: if times.by_object.is_empty() {
@@ -121,19 +123,19 @@ fn findings(
     times: &build::Times,
     all: u64,
 ) -> (Vec<Finding>, HashMap<usize, Vec<String>>) {
-    let lines_known = i
-        .sampled
-        .pages
-        .iter()
-        .any(|(_, p)| p.users.iter().any(|u| u.writes > 0));
     let mut fired: Vec<(usize, Fired)> = Vec::new();
     for (p, agg) in i.agg.objects.iter().enumerate() {
         let facts = Facts {
             all,
             page_cv: page_cv(agg, &i.agg.views),
-            phase_accesses: times.phase.get(&(p as u32)).copied().unwrap_or(0),
+            phase_accesses: times
+                .phase
+                .get(&(p as u32))
+                .copied()
+                .unwrap_or(0)
+                .max(handover_accesses(&agg.handovers)),
             nodes: i.placement.nodes.len(),
-            lines_known,
+            private_kind: matches!(i.objects[p].kind, ObjectKind::Stack | ObjectKind::Tls),
         };
         fired.extend(object_findings(agg, &facts).into_iter().map(|f| (p, f)));
     }

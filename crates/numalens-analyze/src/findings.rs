@@ -11,12 +11,13 @@ pub(crate) struct Facts {
     pub all: u64,
     /// Stddev/mean of accesses over its accessed pages.
     pub page_cv: f64,
-    /// Accesses in regions whose owner thread changed between time buckets.
+    /// Accesses in regions whose owner thread changed between time buckets (samples), or on
+    /// pages handed over from one thread to another (first-access times of exact counts).
     pub phase_accesses: u64,
+    /// A stack or thread-local block: sharing findings do not apply.
+    pub private_kind: bool,
     /// Nodes of the machine it is placed on.
     pub nodes: usize,
-    /// Whether sample addresses allowed looking for false sharing.
-    pub lines_known: bool,
 }
 
 /// One rule that fired: (finding id, evidence, the accesses it concerns, their remote part).
@@ -36,6 +37,11 @@ pub(crate) fn object_findings(agg: &ObjAgg, f: &Facts) -> Vec<Fired> {
     let major = |part: &Part| part.accesses as f64 >= THRESHOLDS.majority * acc as f64;
     let share = |n: u64| n as f64 / acc as f64;
     let mut out = Vec::new();
+    let phase = f.phase_accesses.max(agg.migratory.accesses);
+    let phased = phase as f64 >= THRESHOLDS.majority * acc as f64;
+    // A thread's stack (or TLS) is its own: what other threads read there are a few shared
+    // variables, which no placement of the stack improves.
+    let private_kind = f.private_kind;
     if major(&agg.mismatched) {
         let toucher_pages = agg.touchers.values().copied().max().unwrap_or(0);
         out.push(Fired {
@@ -56,7 +62,7 @@ pub(crate) fn object_findings(agg: &ObjAgg, f: &Facts) -> Vec<Fired> {
     }
     let reads = agg.rw[0] as f64 / acc as f64;
     let read_only = agg.classes[1].1 as f64 >= THRESHOLDS.majority * acc as f64;
-    if major(&agg.wide_shared) {
+    if major(&agg.wide_shared) && !phased && !private_kind {
         let shared = |id, extra: Vec<(&'static str, f64)>| {
             let mut evidence = vec![
                 ("shared_access_share", share(agg.wide_shared.accesses)),
@@ -79,27 +85,29 @@ pub(crate) fn object_findings(agg: &ObjAgg, f: &Facts) -> Vec<Fired> {
             out.push(shared("shared-read-write", vec![("page_cv", f.page_cv)]));
         }
     }
-    let neighbour = agg.neighbour.accesses;
-    if neighbour as f64 >= THRESHOLDS.neighbour_share * acc as f64
-        && agg.other_shared.accesses < neighbour
+    let comm = agg.neighbour_comm + agg.other_comm;
+    if comm > 0
+        && agg.neighbour_pairs >= 2
+        && agg.neighbour_comm as f64 >= THRESHOLDS.neighbour_share * comm as f64
         && !major(&agg.wide_shared)
+        && !phased
+        && !private_kind
     {
         out.push(Fired {
             id: "neighbour-sharing",
             evidence: vec![
-                ("neighbour_pages", agg.neighbour.pages as f64),
-                ("neighbour_access_share", share(neighbour)),
+                ("neighbour_pairs", agg.neighbour_pairs as f64),
                 (
-                    "other_shared_access_share",
-                    share(agg.other_shared.accesses),
+                    "neighbour_communication_share",
+                    agg.neighbour_comm as f64 / comm as f64,
                 ),
+                ("communication", comm as f64),
             ],
-            accesses: neighbour,
+            accesses: agg.neighbour_comm,
             remote: agg.neighbour.remote,
         });
     }
-    let phase = f.phase_accesses.max(agg.migratory.accesses);
-    if phase as f64 >= THRESHOLDS.majority * acc as f64 {
+    if phased {
         out.push(Fired {
             id: "phase-change",
             evidence: vec![
@@ -111,8 +119,7 @@ pub(crate) fn object_findings(agg: &ObjAgg, f: &Facts) -> Vec<Fired> {
         });
     }
     let writes = agg.rw[1].max(1) as f64;
-    if f.lines_known
-        && agg.false_shared_writes > 0
+    if agg.false_shared_writes > 0
         && agg.false_shared_writes as f64 >= THRESHOLDS.false_sharing_share * writes
     {
         out.push(Fired {

@@ -21,3 +21,23 @@ fn report_model_json() {
     p.table_rows.retain(|_, rows| *rows > 0);
     insta::assert_json_snapshot!(model);
 }
+
+/// The model of each stored fixture profile (tests/fixtures, written by
+/// `cargo run -p numalens-analyze --example fixture_profiles -- tests/fixtures`).
+#[test]
+fn fixture_profile_models() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    for name in ["master-init", "stencil", "many-small"] {
+        let path = std::path::Path::new(dir).join(format!("{name}.numalens"));
+        let options = Options {
+            top: 3,
+            ..Options::default()
+        };
+        let mut model = analyze(&Profile::open(&path).unwrap(), &options).unwrap();
+        let p = &mut model.profile;
+        p.path = format!("{name}.numalens");
+        p.end_unix_ns = Some(p.start_unix_ns + 1_000_000);
+        p.numalens_version = "x.y.z".into();
+        insta::assert_json_snapshot!(format!("fixture_{name}"), model);
+    }
+}

@@ -61,11 +61,15 @@ pub struct Thresholds {
     pub read_ratio: f64,
     /// Hotspot: coefficient of variation (stddev/mean) of accesses per page at least this.
     pub hotspot_cv: f64,
-    /// Neighbour sharing: pages shared by logical neighbours hold at least this share.
+    /// Neighbour sharing: communication between logical neighbours is at least this share of the
+    /// object's communication (kMAF/SPCD pairs).
     pub neighbour_share: f64,
     /// False sharing: lines written by several threads at distinct bytes hold at least this share
     /// of the object's writes.
     pub false_sharing_share: f64,
+    /// False-sharing candidate from exact page counts: each of two or more writers writes the
+    /// page at least this many times per 8-byte word.
+    pub hammer_writes_per_word: u64,
 }
 
 /// Where pages and threads are, and what that gives.
