@@ -186,11 +186,28 @@ fn assert_json_matches_text(json: &Value, report: &str) {
     }
 }
 
-/// A small synthetic profile from `numalens demo`.
+/// A small synthetic profile (the format's example generator: 8 threads, 9 objects).
 fn demo_profile(dir: &Path) -> PathBuf {
+    use numalens_format::synth::{SynthConfig, write_example_profile};
+    use numalens_format::{Backend, Clock, Host, Meta};
     let profile = dir.join("demo.numalens");
-    let out = numalens(&["demo", "-o", arg(&profile), "--samples", "2000"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let meta = Meta::new(
+        vec!["synthetic".into()],
+        Backend {
+            name: "synthetic".into(),
+            settings: Default::default(),
+        },
+        Host {
+            hostname: "h".into(),
+            kernel: "k".into(),
+            arch: "x86_64".into(),
+        },
+        Clock {
+            name: "synthetic".into(),
+            origin_ns: 0,
+        },
+    );
+    write_example_profile(&profile, SynthConfig::default(), 2000, meta).unwrap();
     profile
 }
 
@@ -290,4 +307,34 @@ fn unknown_object_or_thread_is_a_usage_error_with_what_exists() {
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn findings_come_first_and_json_has_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = demo_profile(dir.path());
+    let out = numalens(&["report", arg(&profile)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    let findings = report.find("Findings (").expect("a findings section");
+    assert!(
+        findings < report.find("Object accesses").unwrap(),
+        "{report}"
+    );
+    assert!(
+        report.contains("Placement (what-if on machine-a)"),
+        "{report}"
+    );
+    let out = numalens(&["report", "--json", "--topology", "machine-b", arg(&profile)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["model_version"], 2);
+    assert_eq!(json["placement"]["topology"], "machine-b");
+    assert_eq!(json["placement"]["mode"], "what-if");
+    let accesses = json["analysis"]["accesses"].as_u64().unwrap();
+    let placed = json["placement"]["accesses"].as_u64().unwrap();
+    assert_eq!(accesses, placed);
+    assert!(json["findings"].is_array());
+    let out = numalens(&["report", "--topology", "nosuch", arg(&profile)]);
+    assert_eq!(out.status.code(), Some(2));
 }

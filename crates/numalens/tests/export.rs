@@ -1,0 +1,148 @@
+//! `numalens export`: the aggregated tables as CSV and JSON files, and its errors.
+
+mod common;
+
+use common::{numalens, text};
+use std::path::{Path, PathBuf};
+
+fn demo(dir: &Path) -> String {
+    let profile = synthetic_profile(dir, 4000);
+    profile.to_str().unwrap().to_string()
+}
+
+/// A small synthetic profile (the format's example generator: 8 threads, 9 objects).
+fn synthetic_profile(dir: &Path, samples: u64) -> PathBuf {
+    use numalens_format::synth::{SynthConfig, write_example_profile};
+    use numalens_format::{Backend, Clock, Host, Meta};
+    let profile = dir.join("demo.numalens");
+    let meta = Meta::new(
+        vec!["synthetic".into()],
+        Backend {
+            name: "synthetic".into(),
+            settings: Default::default(),
+        },
+        Host {
+            hostname: "h".into(),
+            kernel: "k".into(),
+            arch: "x86_64".into(),
+        },
+        Clock {
+            name: "synthetic".into(),
+            origin_ns: 0,
+        },
+    );
+    write_example_profile(&profile, SynthConfig::default(), samples, meta).unwrap();
+    profile
+}
+
+const TABLES: [&str; 7] = [
+    "objects",
+    "object_threads",
+    "threads",
+    "nodes",
+    "findings",
+    "communication",
+    "node_traffic",
+];
+
+#[test]
+fn csv_and_json_hold_the_same_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = demo(dir.path());
+    let (csv, json) = (dir.path().join("csv"), dir.path().join("json"));
+    for (format, out_dir) in [("csv", &csv), ("json", &json)] {
+        let out = numalens(&[
+            "export",
+            &profile,
+            "--format",
+            format,
+            "-o",
+            out_dir.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    for table in TABLES {
+        let rows = std::fs::read_to_string(csv.join(format!("{table}.csv"))).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(json.join(format!("{table}.json"))).unwrap(),
+        )
+        .unwrap();
+        let array = parsed.as_array().unwrap();
+        assert_eq!(rows.lines().count(), array.len() + 1, "{table}");
+    }
+    // The demo's 8 threads and 9 objects; node traffic over the 4 nodes of machine-a.
+    let threads = std::fs::read_to_string(csv.join("threads.csv")).unwrap();
+    assert!(
+        threads.starts_with("thread,pid,tid,logical_id,name,samples,accesses"),
+        "{threads}"
+    );
+    assert_eq!(threads.lines().count(), 9);
+    let objects: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json.join("objects.json")).unwrap()).unwrap();
+    assert_eq!(objects.as_array().unwrap().len(), 9);
+    let accesses: u64 = objects
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["accesses"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        accesses,
+        4000 * 1000,
+        "every sample stands for 1000 accesses"
+    );
+    let traffic = std::fs::read_to_string(csv.join("node_traffic.csv")).unwrap();
+    assert_eq!(traffic.lines().count(), 1 + 16);
+}
+
+#[test]
+fn what_if_topology_and_bad_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = demo(dir.path());
+    let out_dir = dir.path().join("out");
+    let o = out_dir.to_str().unwrap();
+    let out = numalens(&[
+        "export",
+        &profile,
+        "--format",
+        "csv",
+        "-o",
+        o,
+        "--topology",
+        "machine-c",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let traffic = std::fs::read_to_string(out_dir.join("node_traffic.csv")).unwrap();
+    assert_eq!(traffic.lines().count(), 1 + 64, "machine-c has 8 nodes");
+    let out = numalens(&[
+        "export",
+        &profile,
+        "--format",
+        "csv",
+        "-o",
+        o,
+        "--topology",
+        "nosuch",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("machine-a"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = numalens(&[
+        "export",
+        &profile,
+        "--format",
+        "csv",
+        "-o",
+        o,
+        "--block-size",
+        "100",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("multiple of the profile's page size"));
+    let out = numalens(&["export", "/nonexistent/x.numalens", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("/nonexistent/x.numalens"));
+}
