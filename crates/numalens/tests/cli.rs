@@ -133,8 +133,11 @@ fn demo_builds_records_and_analyses_the_default_workload_and_can_run_again() {
         .manifest()
         .unwrap();
     assert!(!manifest.findings.is_empty());
-    for _ in 0..2 {
-        let out = demo(dir.path(), &["-o", p, "--html", h], &[]);
+    // The second run replaces the first, and places threads and pages on the machine asked for.
+    for what_if in [None, Some("machine-b")] {
+        let mut args = vec!["-o", p, "--html", h];
+        args.extend(what_if.map(|m| ["--preset", m]).into_iter().flatten());
+        let out = demo(dir.path(), &args, &[]);
         let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
         assert!(out.status.success(), "{stderr}");
         assert!(stdout.starts_with(&text(&numalens(&["topology"]).stdout)));
@@ -142,15 +145,26 @@ fn demo_builds_records_and_analyses_the_default_workload_and_can_run_again() {
         // The workload's own output is progress (stderr), not a result.
         assert!(stderr.contains("master-init checksum="), "{stderr}");
         assert!(!stdout.contains("checksum="), "{stdout}");
-        assert!(stdout.contains("\nFindings ("), "{stdout}");
+        // The analysis' findings, not the line saying what the workload is built to show.
+        let start = stdout.find("\nFindings (").expect("a findings section");
+        let end = stdout
+            .find(" is built to show")
+            .expect("what the workload shows");
+        let findings = &stdout[start..end];
         for finding in &manifest.findings {
             assert!(
-                stdout.contains(&finding.id),
+                findings.contains(&finding.id),
                 "{} missing:\n{stdout}",
                 finding.id
             );
         }
         assert!(stdout.contains(p) && stdout.contains(h), "{stdout}");
+        if let Some(machine) = what_if {
+            assert!(
+                stdout.contains(&format!("what-if on {machine}")),
+                "{stdout}"
+            );
+        }
     }
     let meta = meta(&profile);
     assert_eq!(meta["backend"]["name"], "inst");

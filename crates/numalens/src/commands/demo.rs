@@ -342,7 +342,8 @@ fn print_results(
         manifest.name, manifest.summary
     )?;
     let p = &model.placement;
-    if p.mode == "what-if" && host_nodes <= 1 && args.source.preset.is_none() {
+    let asked = args.source.preset.is_some() || args.source.topology.is_some();
+    if p.mode == "what-if" && host_nodes <= 1 && !asked {
         writeln!(
             out,
             "This machine has one NUMA node, so the analysis uses the what-if machine {} \
