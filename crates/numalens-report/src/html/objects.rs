@@ -132,7 +132,7 @@ fn row(out: &mut String, rank: usize, o: &ObjectReport, names: &ThreadNames) {
                 out,
                 "<td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td>\
                  <td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td>\
-                 <td class=\"nowrap\">{}</td><td>{}</td><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td>{}</td>",
+                 <td class=\"nowrap\">{}</td><td class=\"nowrap\">{}</td><td class=\"nowrap\">{}</td><td class=\"n\" data-v=\"{}\">{}</td><td>{}</td>",
                 a.accesses,
                 count(a.accesses),
                 a.share,
@@ -238,6 +238,9 @@ pub(crate) fn details(out: &mut String, m: &ReportModel) {
     close_section(out);
 }
 
+/// Users named in an object's facts, most accesses first.
+const USERS_LISTED: usize = 12;
+
 fn object_facts(out: &mut String, o: &ObjectReport, a: &ObjectAccess, names: &ThreadNames) {
     out.push_str("<table class=\"facts\">");
     let frames = o.site.as_ref().map_or(String::new(), |s| {
@@ -332,13 +335,12 @@ fn object_facts(out: &mut String, o: &ObjectReport, a: &ObjectAccess, names: &Th
     let users: Vec<String> = a
         .users
         .iter()
-        .take(limits::OBJECT_TABLE_ROWS)
+        .take(USERS_LISTED)
         .map(|u| format!("{} {}", names.get(u.thread), count(u.accesses)))
         .collect();
-    let more = if a.users.len() > users.len() {
-        " …"
-    } else {
-        ""
+    let more = match a.users.len() - users.len() {
+        0 => String::new(),
+        n => format!(" and {n} more"),
     };
     super::summary::fact(out, "users", &format!("{}{more}", esc(&users.join(", "))));
     out.push_str("</table>\n");
