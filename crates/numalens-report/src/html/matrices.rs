@@ -122,6 +122,13 @@ pub(crate) fn object_views(
             bytes(pages_per_cell * page),
             plural(grid.rows_per_cell, "thread"),
         );
+        if m.analysis.access_source != "page_stats" {
+            out.push_str(
+                "<p class=\"note\">These counts come from samples, not from every access: with \
+                 the page-fault backend a page shows little more than its first touch. Record \
+                 with <code>--backend inst</code> for exact counts.</p>\n",
+            );
+        }
         figure(
             out,
             &format!("Access distribution of {}", o.name),
