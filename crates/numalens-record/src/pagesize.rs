@@ -102,10 +102,18 @@ impl PageSizes {
             };
         }
         let mut regions: AHashMap<(u32, u64), RegionFaults> = AHashMap::new();
+        // Consecutive faults mostly fall in the same region: its entry is kept at hand and
+        // written back when another region comes, instead of a lookup per fault.
+        let mut current: Option<((u32, u64), RegionFaults)> = None;
         for f in faults {
-            let r = regions
-                .entry((f.pid, f.address & !(HUGE_PAGE - 1)))
-                .or_default();
+            let key = (f.pid, f.address & !(HUGE_PAGE - 1));
+            if current.as_ref().is_none_or(|(k, _)| *k != key) {
+                if let Some((k, r)) = current.take() {
+                    regions.insert(k, r);
+                }
+                current = Some((key, regions.remove(&key).unwrap_or_default()));
+            }
+            let r = &mut current.as_mut().expect("set above").1;
             let mapped = f.mapped_page_size as u64;
             if mapped >= HUGE_PAGE {
                 r.huge_seen = true;
@@ -119,6 +127,9 @@ impl PageSizes {
                     _ => {}
                 }
             }
+        }
+        if let Some((k, r)) = current {
+            regions.insert(k, r);
         }
         for ((pid, start), r) in regions {
             if r.huge_seen || (!r.split && could_be_huge(pid, start, evidence)) {
@@ -134,7 +145,7 @@ impl PageSizes {
     /// First address and size of the page holding `address` in process `pid`.
     pub fn page_of(&self, pid: u32, address: u64) -> (u64, u64) {
         let region = address & !(HUGE_PAGE - 1);
-        if self.huge.contains(&(pid, region)) {
+        if !self.huge.is_empty() && self.huge.contains(&(pid, region)) {
             (region, HUGE_PAGE)
         } else {
             (address / self.base_page * self.base_page, self.base_page)
