@@ -209,7 +209,7 @@ fn check_workload(w: &Workload, dir: &Path) -> Recorded {
 
 /// The findings `numalens report --json` gives for a profile of `w`, as (finding id, object):
 /// the manifest's name for the object when it is one of the manifest's, else the profile's name.
-fn reported_findings(profile: &Path, w: &Workload) -> BTreeSet<(String, String)> {
+fn reported_findings(profile: &Path, w: &Workload) -> FindingSet {
     let out = Command::new(env!("CARGO_BIN_EXE_numalens"))
         .arg("report")
         .arg("--json")
@@ -245,10 +245,11 @@ fn reported_findings(profile: &Path, w: &Workload) -> BTreeSet<(String, String)>
         .collect()
 }
 
+/// (finding id, object) pairs.
+type FindingSet = BTreeSet<(String, String)>;
+
 /// (true positives, reported, expected) over the suite.
-fn score(
-    runs: &[(BTreeSet<(String, String)>, BTreeSet<(String, String)>)],
-) -> (usize, usize, usize) {
+fn score(runs: &[(FindingSet, FindingSet)]) -> (usize, usize, usize) {
     runs.iter().fold((0, 0, 0), |(tp, got, want), (g, e)| {
         (
             tp + g.intersection(e).count(),
@@ -264,7 +265,7 @@ fn every_workload_gives_its_ground_truth_counts_and_findings() {
     let (mut exact, mut sampled) = (Vec::new(), Vec::new());
     for w in WORKLOADS {
         let run = check_workload(w, &dir.path().join(w.name));
-        let want: BTreeSet<(String, String)> = w
+        let want: FindingSet = w
             .manifest()
             .unwrap()
             .findings
