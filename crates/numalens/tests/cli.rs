@@ -188,6 +188,11 @@ fn demo_lists_its_workloads_and_rejects_unknown_ones() {
             assert!(line.contains(&finding.id), "{line}");
         }
     }
+    let presets = text(&demo(dir.path(), &["--preset", "list"], &[]).stdout);
+    assert!(
+        presets.lines().any(|l| l.starts_with("machine-a ")),
+        "{presets}"
+    );
     let out = demo(dir.path(), &["--workload", "master-start"], &[]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);

@@ -30,6 +30,12 @@ pub fn run(args: DemoArgs) -> Result<()> {
         print_workloads()?;
         return Ok(());
     }
+    if args.source.preset.as_deref() == Some("list") {
+        for (name, about) in numalens_topology::presets::list() {
+            println!("{name:<20}  {about}");
+        }
+        return Ok(());
+    }
     let workload = numalens_workloads::find(&args.workload)
         .map_err(|e| UsageError(format!("--workload: {e}; `--workload list` describes them")))?;
     let manifest = workload.manifest()?;
