@@ -38,7 +38,7 @@ struct nl_grow_file {
     uint64_t used;              /* records handed out */
     uint64_t mapped;            /* records covered by the segments */
     unsigned nseg;
-    struct { char *base; uint64_t first, count; size_t bytes; } seg[40];
+    struct { char *base; uint64_t first, count; size_t bytes; } seg[64];
 };
 
 /** Chunk index: region number (page >> 6) -> chunk, open addressing, anonymous memory. */
@@ -49,8 +49,9 @@ struct nl_chunk_index {
 };
 
 struct nl_ithread {
-    struct nl_tlb_slot tlb[NL_TLB_SLOTS];
     int64_t countdown;          /* accesses left before the next sample */
+    int exact;                  /* counting pages: else the fast path stops after the countdown */
+    struct nl_tlb_slot tlb[NL_TLB_SLOTS];
     uint64_t rng;
     struct nl_inst_page sink;   /* where counts go while inactive */
     int busy;                   /* inside a slow path: a signal handler's access is dropped */
@@ -65,6 +66,7 @@ struct nl_ithread {
 struct nl_iglobal {
     int initialised;
     int on;                     /* 1 when recording: NUMALENS_DIR and NUMALENS_INST are set */
+    int keyed;                  /* the thread-exit key and the fork handler are installed */
     unsigned mode;              /* NL_INST_EXACT | NL_INST_SAMPLED */
     uint32_t every;
     char dir[512];
@@ -95,7 +97,9 @@ static inline unsigned nl_tlb_index(uint64_t page)
 
 /* The sampling countdown is checked first so that both slow paths are tail calls: the fast path
  * then saves no registers and never reads the return address. nl_inst_sample counts the access
- * too. */
+ * too. A thread that does not count pages (sampled mode, or not recording) stops after the
+ * countdown: its cost is the floor's plus a decrement. Threads start on a shared state whose
+ * countdown is spent, so their first access sets up their own state. */
 static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsigned is_write,
                                                             unsigned size, void *ip)
 {
@@ -104,6 +108,8 @@ static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsi
         nl_inst_sample(t, addr, is_write, size, ip);
         return;
     }
+    if (!t->exact)
+        return;
     /* A 16-byte access (a vectorised or paired load) counts as the two 8-byte words it moves,
      * so counts do not depend on whether the compiler vectorised the loop. */
     uint64_t words = size > 8 ? size / 8 : 1;

@@ -3,10 +3,10 @@
  * @file state.c
  * @brief Setting up the instrumentation runtime and its per-thread state; the slow paths.
  *
- * Every thread starts on one shared, inactive state whose cache never holds a real page. When
- * recording (NUMALENS_DIR and NUMALENS_INST set), a thread's first access gives it its own
- * state and files; otherwise its accesses are counted into a sink nobody reads, so an
- * instrumented program run on its own pays only the hooks' floor cost. Nothing here calls
+ * Every thread starts on one shared, inactive state; its first access gives it its own state.
+ * When recording (NUMALENS_DIR and NUMALENS_INST set) that state has files; otherwise it only
+ * stops the hooks early, so an instrumented program run on its own pays about the hooks' floor
+ * cost, and its threads share no cache line. Nothing here calls
  * malloc or stdio: memory comes from mmap, so hooks are safe inside the allocator and before
  * libc is fully set up.
  */
@@ -23,7 +23,8 @@
 #include "inst.h"
 
 struct nl_iglobal nl_ig;
-struct nl_ithread nl_inactive = {.countdown = INT64_MAX, .shared = 1};
+/* Its countdown is spent: a thread's first access takes the slow path and gets its own state. */
+struct nl_ithread nl_inactive = {.countdown = 0, .shared = 1};
 __thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec"))) = &nl_inactive;
 /* Set once the thread's state was released at its exit: later accesses go to the sink. */
 static __thread int nl_ith_done __attribute__((tls_model("initial-exec")));
@@ -94,6 +95,10 @@ static void nl_inst_init_once(void)
     nl_tlb_clear(&nl_inactive);
     /* Tells apart copies of this runtime linked into several modules of one process. */
     nl_ig.copy_id = ((uint64_t)(uintptr_t)&nl_ig >> 4) & 0xffffffu;
+    if (pthread_key_create(&nl_exit_key, nl_thread_exit) != 0)
+        return;
+    pthread_atfork(NULL, NULL, nl_after_fork_child);
+    nl_ig.keyed = 1;
     const char *dir = getenv("NUMALENS_DIR");
     unsigned mode = nl_parse_mode(getenv("NUMALENS_INST"));
     if (!dir || !*dir || !mode || strlen(dir) >= sizeof nl_ig.dir - 64)
@@ -101,9 +106,6 @@ static void nl_inst_init_once(void)
     strcpy(nl_ig.dir, dir);
     nl_ig.mode = mode;
     nl_ig.every = nl_parse_every(getenv("NUMALENS_INST_EVERY"));
-    if (pthread_key_create(&nl_exit_key, nl_thread_exit) != 0)
-        return;
-    pthread_atfork(NULL, NULL, nl_after_fork_child);
     __atomic_store_n(&nl_ig.on, 1, __ATOMIC_RELEASE);
 }
 
@@ -173,14 +175,15 @@ static int nl_grow_open(struct nl_grow_file *f, struct nl_ithread *t, uint32_t s
     return 0;
 }
 
-/* Maps one more segment: 256 records, doubling up to 2^16 records (100 MiB of chunks). The
- * segment sizes keep every offset a multiple of the system page: 256 * 1600 and 256 * 32 are. */
+/* Maps one more segment: a quarter of what is mapped, in steps of 256 records (the segment sizes
+ * keep every offset a multiple of the system page: 256 * 1600 and 256 * 32 are), so at most a
+ * quarter of the file is ahead of its use. */
 static int nl_grow_more(struct nl_grow_file *f)
 {
     if (f->nseg == sizeof f->seg / sizeof f->seg[0])
         return -1;
-    unsigned shift = f->nseg < 8 ? f->nseg : 8;
-    uint64_t count = 256ull << shift;
+    uint64_t steps = f->mapped / 256 / 4;
+    uint64_t count = 256ull * (steps ? steps : 1);
     size_t bytes = (size_t)(count * f->record_size);
     off_t off = (off_t)(NL_INST_HEADER_SIZE + f->mapped * f->record_size);
     if (ftruncate(f->fd, off + (off_t)bytes) != 0)
@@ -298,39 +301,46 @@ static uint64_t nl_next_interval(struct nl_ithread *t)
     return e / 2 + 1 + (t->rng % (e ? e : 1));
 }
 
-/** The calling thread's own state, created on its first access while recording; else NULL. */
-static struct nl_ithread *nl_thread_setup(void)
+/* The files of a recording thread; a thread whose files cannot be made counts nothing. */
+static void nl_thread_files(struct nl_ithread *t)
 {
-    if (!nl_ig.initialised)
-        nl_inst_init();
-    if (!__atomic_load_n(&nl_ig.on, __ATOMIC_ACQUIRE) || nl_ith_done)
-        return NULL;
-    struct nl_ithread *t = nl_anon(sizeof *t);
-    if (!t)
-        return NULL;
-    nl_tlb_clear(t);
     t->pid = (uint32_t)getpid();
     t->tid = (uint32_t)syscall(SYS_gettid);
     t->rng = ((uint64_t)t->tid << 32) ^ nl_inst_now() ^ 0x2545F4914F6CDD1Dull;
-    t->countdown = INT64_MAX;
-    t->busy = 1;
-    nl_ith = t;
     uint32_t seq = __atomic_fetch_add(&nl_seq, 1, __ATOMIC_RELAXED);
     int ok = 1;
     if (nl_ig.mode & NL_INST_EXACT)
         ok &= nl_grow_open(&t->pages, t, seq, ".pages", NL_INST_MAGIC_PAGES,
                            sizeof(struct nl_inst_chunk)) == 0;
-    if (nl_ig.mode & NL_INST_SAMPLED) {
+    if (nl_ig.mode & NL_INST_SAMPLED)
         ok &= nl_grow_open(&t->samples, t, seq, ".samples", NL_INST_MAGIC_SAMPLES,
                            sizeof(struct nl_inst_sample)) == 0;
-        t->countdown = (int64_t)nl_next_interval(t);
-    }
     if (!ok) {
-        /* No files: this thread counts into its sink, as when not recording. */
-        t->countdown = INT64_MAX;
         nl_grow_close(&t->pages);
         nl_grow_close(&t->samples);
+        return;
     }
+    t->exact = t->pages.fd > 0;
+    if (t->samples.fd > 0)
+        t->countdown = (int64_t)nl_next_interval(t);
+}
+
+/** The calling thread's own state (with files while recording), or NULL after its exit. */
+static struct nl_ithread *nl_thread_setup(void)
+{
+    if (!nl_ig.initialised)
+        nl_inst_init();
+    if (nl_ith_done || !nl_ig.keyed)
+        return NULL;
+    struct nl_ithread *t = nl_anon(sizeof *t);
+    if (!t)
+        return NULL;
+    nl_tlb_clear(t);
+    t->countdown = INT64_MAX;
+    t->busy = 1;
+    nl_ith = t;
+    if (__atomic_load_n(&nl_ig.on, __ATOMIC_ACQUIRE))
+        nl_thread_files(t);
     pthread_setspecific(nl_exit_key, t);
     t->busy = 0;
     return t;
@@ -463,8 +473,19 @@ static void nl_sample_due(struct nl_ithread *t, uintptr_t addr, unsigned is_writ
 void nl_inst_sample(struct nl_ithread *t, uintptr_t addr, unsigned is_write, unsigned size,
                     void *ip)
 {
-    nl_sample_due(t, addr, is_write, size, ip);
-    nl_count(t, addr, is_write, size > 8 ? size / 8 : 1);
+    if (t->shared) {
+        /* A thread's first access: it gets its own state (none after its exit). */
+        struct nl_ithread *own = nl_ith_done ? NULL : nl_thread_setup();
+        if (!own)
+            return;
+        t = own;
+        if (t->samples.fd > 0)
+            nl_sample_due(t, addr, is_write, size, ip);
+    } else {
+        nl_sample_due(t, addr, is_write, size, ip);
+    }
+    if (t->exact)
+        nl_count(t, addr, is_write, size > 8 ? size / 8 : 1);
 }
 
 void nl_inst_range(uintptr_t addr, uint64_t size, unsigned is_write, void *ip)
