@@ -27,11 +27,14 @@ def numalens_binary():
 
 @pytest.fixture(scope="module")
 def profile(tmp_path_factory):
-    out = tmp_path_factory.mktemp("p") / "demo.numalens"
+    """A real recording: `numalens demo` builds a bundled workload, records it and reports."""
+    tmp = tmp_path_factory.mktemp("p")
+    out = tmp / "demo.numalens"
     subprocess.run(
-        [numalens_binary(), "demo", "-o", str(out), "--samples", "300000", "--preset", "machine-a"],
+        [numalens_binary(), "demo", "-o", str(out), "--html", str(tmp / "demo.html")],
         check=True,
         capture_output=True,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp / "cache")},
     )
     return out
 
@@ -54,22 +57,27 @@ def test_sample_columns_have_the_documented_types(profile):
     assert str(t.schema.field("address").type) == "uint64"
     assert str(t.schema.field("kind").type) == "dictionary<values=string, indices=uint8, ordered=0>"
     kinds = set(pc.unique(t.column("kind").combine_chunks().dictionary_decode()).to_pylist())
-    assert kinds <= {"load", "store", "first-touch", "hint"}
+    assert kinds <= {"load", "store", "first-touch", "hint", "fault"}
     assert kinds, "some samples"
 
 
 def test_weights_add_up_per_thread_and_objects_join(profile):
     samples = pq.read_table(profile / "samples.parquet", columns=["tid", "weight", "object_id"])
     per_thread = samples.group_by("tid").aggregate([("weight", "sum")])
-    assert per_thread.num_rows == 8
+    threads = pq.read_table(profile / "threads.parquet", columns=["tid"])
+    assert set(per_thread.column("tid").to_pylist()) <= set(threads.column("tid").to_pylist())
     total = pc.sum(per_thread.column("weight_sum")).as_py()
     assert total == pc.sum(samples.column("weight")).as_py()
     objects = pq.read_table(profile / "objects.parquet", columns=["object_id", "name"])
-    joined = samples.join(objects, "object_id")
-    assert joined.num_rows == samples.num_rows, "every sample's object exists"
+    attributed = samples.filter(pc.is_valid(samples.column("object_id")))
+    assert attributed.num_rows > 0.9 * samples.num_rows
+    joined = attributed.join(objects, "object_id")
+    assert joined.num_rows == attributed.num_rows, "every sample's object exists"
 
 
 def test_time_filter_with_the_dataset_api(profile):
     dataset = ds.dataset(profile / "samples.parquet", format="parquet")
-    first = dataset.to_table(filter=ds.field("time_ns") < 1_000_000, columns=["time_ns"])
+    times = dataset.to_table(columns=["time_ns"]).column("time_ns")
+    middle = (pc.min(times).as_py() + pc.max(times).as_py()) // 2
+    first = dataset.to_table(filter=ds.field("time_ns") < middle, columns=["time_ns"])
     assert 0 < first.num_rows < dataset.count_rows()
