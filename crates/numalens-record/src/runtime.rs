@@ -39,14 +39,20 @@ pub enum RuntimeError {
     },
 }
 
-/// First 16 hex digits of a 64-bit FNV-1a hash of the embedded runtime: names its cache directory.
-pub fn runtime_hash() -> String {
+/// First 16 hex digits of a 64-bit FNV-1a hash of `bytes`: names the cache directory of an
+/// embedded file, so different builds never overwrite each other's.
+pub fn content_hash(bytes: &[u8]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in RUNTIME_SO {
+    for &b in bytes {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{h:016x}")
+}
+
+/// The hash of the embedded runtime: names its cache directory.
+pub fn runtime_hash() -> String {
+    content_hash(RUNTIME_SO)
 }
 
 /// The path of a runtime to preload: `override_path` if given (it must exist), else the embedded
@@ -62,31 +68,44 @@ pub fn runtime_path(override_path: Option<&Path>) -> Result<PathBuf, RuntimeErro
             })
         };
     }
+    install_in_cache(install_runtime_in)
+}
+
+/// Runs `install` on `<cache>/numalens`, or, if that fails, on a per-user temporary directory.
+pub fn install_in_cache<T>(
+    install: impl Fn(&Path) -> Result<T, RuntimeError>,
+) -> Result<T, RuntimeError> {
     if let Some(cache) = cache_dir()
-        && let Ok(p) = install_runtime_in(&cache.join("numalens"))
+        && let Ok(done) = install(&cache.join("numalens"))
     {
-        return Ok(p);
+        return Ok(done);
     }
-    install_runtime_in(&std::env::temp_dir().join(format!("numalens-{}", uid_tag())))
+    install(&std::env::temp_dir().join(format!("numalens-{}", uid_tag())))
 }
 
 /// Writes the embedded runtime to `<base>/runtime-<hash16>/libnumalens.so` unless an identical
-/// file is there already; returns its path. The file is written to a temporary name in the same
-/// directory and renamed into place, so concurrent callers and readers only see whole files.
+/// file is there already; returns its path.
 pub fn install_runtime_in(base: &Path) -> Result<PathBuf, RuntimeError> {
     let dir = base.join(format!("runtime-{}", runtime_hash()));
-    let path = dir.join(RUNTIME_FILE_NAME);
-    if fs::metadata(&path).is_ok_and(|m| m.len() == RUNTIME_SO.len() as u64) {
+    install_file(&dir, RUNTIME_FILE_NAME, RUNTIME_SO)
+}
+
+/// Writes `bytes` to `dir/name` unless a file of that size is there already; returns its path.
+/// The file is written to a temporary name in the same directory and renamed into place, so
+/// concurrent callers and readers only see whole files.
+pub fn install_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, RuntimeError> {
+    let path = dir.join(name);
+    if fs::metadata(&path).is_ok_and(|m| m.len() == bytes.len() as u64) {
         return Ok(path);
     }
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| RuntimeError::Io { path, source }
     };
-    fs::create_dir_all(&dir).map_err(io(&dir))?;
-    let tmp = dir.join(format!(".{RUNTIME_FILE_NAME}.{}.tmp", std::process::id()));
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(RUNTIME_SO).map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
     f.sync_all().map_err(io(&tmp))?;
     drop(f);
     fs::rename(&tmp, &path).map_err(|e| {
@@ -96,7 +115,8 @@ pub fn install_runtime_in(base: &Path) -> Result<PathBuf, RuntimeError> {
     Ok(path)
 }
 
-fn cache_dir() -> Option<PathBuf> {
+/// The user's cache directory: `$XDG_CACHE_HOME`, else `~/.cache`.
+pub fn cache_dir() -> Option<PathBuf> {
     let non_empty = |v: std::ffi::OsString| (!v.is_empty()).then(|| PathBuf::from(v));
     std::env::var_os("XDG_CACHE_HOME")
         .and_then(non_empty)

@@ -1,38 +1,16 @@
 //! `numalens export`: the aggregated tables as CSV and JSON files, and its errors.
 
 mod common;
+#[path = "support/synthetic.rs"]
+mod synthetic;
 
 use common::{numalens, text};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use synthetic::synthetic_profile;
 
 fn demo(dir: &Path) -> String {
     let profile = synthetic_profile(dir, 4000);
     profile.to_str().unwrap().to_string()
-}
-
-/// A small synthetic profile (the format's example generator: 8 threads, 9 objects).
-fn synthetic_profile(dir: &Path, samples: u64) -> PathBuf {
-    use numalens_format::synth::{SynthConfig, write_example_profile};
-    use numalens_format::{Backend, Clock, Host, Meta};
-    let profile = dir.join("demo.numalens");
-    let meta = Meta::new(
-        vec!["synthetic".into()],
-        Backend {
-            name: "synthetic".into(),
-            settings: Default::default(),
-        },
-        Host {
-            hostname: "h".into(),
-            kernel: "k".into(),
-            arch: "x86_64".into(),
-        },
-        Clock {
-            name: "synthetic".into(),
-            origin_ns: 0,
-        },
-    );
-    write_example_profile(&profile, SynthConfig::default(), samples, meta).unwrap();
-    profile
 }
 
 const TABLES: [&str; 7] = [

@@ -2,10 +2,13 @@
 //! profiles that are missing, too new, truncated, or asked for what they do not hold.
 
 mod common;
+#[path = "support/synthetic.rs"]
+mod synthetic;
 
 use common::{numalens, text};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use synthetic::synthetic_profile;
 
 use serde_json::Value;
 
@@ -186,35 +189,10 @@ fn assert_json_matches_text(json: &Value, report: &str) {
     }
 }
 
-/// A small synthetic profile (the format's example generator: 8 threads, 9 objects).
-fn demo_profile(dir: &Path) -> PathBuf {
-    use numalens_format::synth::{SynthConfig, write_example_profile};
-    use numalens_format::{Backend, Clock, Host, Meta};
-    let profile = dir.join("demo.numalens");
-    let meta = Meta::new(
-        vec!["synthetic".into()],
-        Backend {
-            name: "synthetic".into(),
-            settings: Default::default(),
-        },
-        Host {
-            hostname: "h".into(),
-            kernel: "k".into(),
-            arch: "x86_64".into(),
-        },
-        Clock {
-            name: "synthetic".into(),
-            origin_ns: 0,
-        },
-    );
-    write_example_profile(&profile, SynthConfig::default(), 2000, meta).unwrap();
-    profile
-}
-
 #[test]
 fn filters_top_and_thread() {
     let dir = tempfile::tempdir().unwrap();
-    let profile = demo_profile(dir.path());
+    let profile = synthetic_profile(dir.path(), 2000);
     let out = numalens(&[
         "report",
         "--json",
@@ -256,7 +234,7 @@ fn missing_profile_is_an_error_naming_it() {
 #[test]
 fn newer_major_version_is_refused_with_both_versions() {
     let dir = tempfile::tempdir().unwrap();
-    let profile = demo_profile(dir.path());
+    let profile = synthetic_profile(dir.path(), 2000);
     let meta_path = profile.join("meta.json");
     let mut meta: Value =
         serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
@@ -275,7 +253,7 @@ fn newer_major_version_is_refused_with_both_versions() {
 #[test]
 fn truncated_table_is_an_error_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    let profile = demo_profile(dir.path());
+    let profile = synthetic_profile(dir.path(), 2000);
     let samples = profile.join("samples.parquet");
     let bytes = std::fs::read(&samples).unwrap();
     std::fs::write(&samples, &bytes[..bytes.len() / 2]).unwrap();
@@ -292,7 +270,7 @@ fn truncated_table_is_an_error_naming_the_file() {
 #[test]
 fn unknown_object_or_thread_is_a_usage_error_with_what_exists() {
     let dir = tempfile::tempdir().unwrap();
-    let profile = demo_profile(dir.path());
+    let profile = synthetic_profile(dir.path(), 2000);
     let out = numalens(&["report", "--object", "blok[2]", arg(&profile)]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
@@ -312,7 +290,7 @@ fn unknown_object_or_thread_is_a_usage_error_with_what_exists() {
 #[test]
 fn findings_come_first_and_json_has_them() {
     let dir = tempfile::tempdir().unwrap();
-    let profile = demo_profile(dir.path());
+    let profile = synthetic_profile(dir.path(), 2000);
     let out = numalens(&["report", arg(&profile)]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let report = text(&out.stdout);

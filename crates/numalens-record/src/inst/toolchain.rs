@@ -16,10 +16,10 @@
 //! hash, like the preloaded runtime.
 
 use std::ffi::{OsStr, OsString};
-use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use crate::runtime::{RuntimeError, content_hash, install_file, install_in_cache};
 
 /// The instrumentation runtime archive, as built by `build.rs`.
 pub const INST_ARCHIVE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libnumalens_inst.a"));
@@ -148,58 +148,26 @@ pub fn wrapped_args(
 
 pub const ARCHIVE_NAME: &str = "libnumalens_inst.a";
 
-/// First 16 hex digits of a 64-bit FNV-1a hash of the archive: names its cache directory.
+/// The hash of the archive: names its cache directory.
 pub fn archive_hash() -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in INST_ARCHIVE {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    content_hash(INST_ARCHIVE)
 }
 
 /// An archive with no members: what gcc's `-ltsan` finds.
 const EMPTY_ARCHIVE: &[u8] = b"!<arch>\n";
 
 /// Writes the archive (`libnumalens_inst.a`, and an empty `libtsan.a` for gcc's `-ltsan`) to
-/// `<base>/inst-<hash16>/` unless there already; returns the directory. Files are written under
-/// temporary names and renamed, so concurrent builds only ever see whole files.
-pub fn install_archive_in(base: &Path) -> std::io::Result<PathBuf> {
+/// `<base>/inst-<hash16>/` unless there already; returns the directory.
+pub fn install_archive_in(base: &Path) -> Result<PathBuf, RuntimeError> {
     let dir = base.join(format!("inst-{}", archive_hash()));
-    fs::create_dir_all(&dir)?;
-    for (name, bytes) in [(ARCHIVE_NAME, INST_ARCHIVE), ("libtsan.a", EMPTY_ARCHIVE)] {
-        let path = dir.join(name);
-        if fs::metadata(&path).is_ok_and(|m| m.len() == bytes.len() as u64) {
-            continue;
-        }
-        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, &path)?;
-    }
+    install_file(&dir, ARCHIVE_NAME, INST_ARCHIVE)?;
+    install_file(&dir, "libtsan.a", EMPTY_ARCHIVE)?;
     Ok(dir)
 }
 
 /// The archive's directory in the user's cache (or the temporary directory).
-pub fn archive_dir() -> std::io::Result<PathBuf> {
-    let non_empty = |v: OsString| (!v.is_empty()).then(|| PathBuf::from(v));
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .and_then(non_empty)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .and_then(non_empty)
-                .map(|h| h.join(".cache"))
-        });
-    if let Some(cache) = cache
-        && let Ok(dir) = install_archive_in(&cache.join("numalens"))
-    {
-        return Ok(dir);
-    }
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
-    install_archive_in(&std::env::temp_dir().join(format!("numalens-{uid}")))
+pub fn archive_dir() -> Result<PathBuf, RuntimeError> {
+    install_in_cache(install_archive_in)
 }
 
 /// The command `numalens cc|c++|fortran ARGS` runs.
@@ -229,6 +197,7 @@ pub fn wrapper_command(language: Language, args: &[OsString]) -> Result<Command,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(|s| OsString::from(*s)).collect()

@@ -3,7 +3,6 @@
 //! the best backend available, analyses the profile, writes the HTML report next to it and prints
 //! the findings. Progress goes to stderr, results to stdout.
 
-use std::ffi::OsString;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -149,16 +148,11 @@ fn check_html_target(path: &Path) -> Result<()> {
 /// Where the demo builds: `$XDG_CACHE_HOME/numalens/demo/<workload>` (or `~/.cache`, or the
 /// temporary directory). Kept, so the sources the findings point at can be opened.
 fn work_dir(workload: &str) -> PathBuf {
-    let non_empty = |v: OsString| (!v.is_empty()).then(|| PathBuf::from(v));
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .and_then(non_empty)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .and_then(non_empty)
-                .map(|h| h.join(".cache"))
-        })
-        .unwrap_or_else(std::env::temp_dir);
-    cache.join("numalens").join("demo").join(workload)
+    numalens_record::runtime::cache_dir()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("numalens")
+        .join("demo")
+        .join(workload)
 }
 
 struct Built {
