@@ -67,13 +67,7 @@
     NL_EXPORT int __tsan_atomic##bits##_compare_exchange_weak(volatile T *a, T *c, T v, int mo, \
                                                               int fmo)                          \
     {                                                                                           \
-        (void)mo;                                                                               \
-        (void)fmo;                                                                              \
-        nl_access((uintptr_t)a, 0, sizeof(T), IP());                                            \
-        int ok = __atomic_compare_exchange_n(a, c, v, 0, SC, SC);                               \
-        if (ok)                                                                                 \
-            nl_access((uintptr_t)a, 1, sizeof(T), IP());                                        \
-        return ok;                                                                              \
+        return __tsan_atomic##bits##_compare_exchange_strong(a, c, v, mo, fmo);                 \
     }                                                                                           \
     NL_EXPORT T __tsan_atomic##bits##_compare_exchange_val(volatile T *a, T c, T v, int mo,     \
                                                            int fmo)                             \
