@@ -383,20 +383,13 @@ void nl_inst_miss(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint6
     uint64_t page = addr >> NL_INST_PAGE_SHIFT;
     if (t->shared) {
         struct nl_ithread *own = nl_ith_done ? NULL : nl_thread_setup();
-        if (!own) {
-            t->sink.counts[is_write] += count;
-            /* Not recording: cache the page on the shared state (whose entries all point at
-             * the sink), so the program runs at the hooks' floor cost. While recording, threads
-             * not set up yet must keep missing. */
-            if (nl_ig.initialised && !__atomic_load_n(&nl_ig.on, __ATOMIC_RELAXED))
-                t->tlb[nl_tlb_index(page)].page = page;
+        if (!own) /* the thread has exited: nothing more is counted */
             return;
-        }
         t = own;
     }
     if (t->busy || !(nl_ig.mode & NL_INST_EXACT) || !t->pages.fd) {
-        /* Sampled-only threads keep the cache pointing at the sink: the fast path stays one
-         * compare and one increment, whatever the mode. */
+        /* A thread that counts no pages gets here from range accesses only (the fast path
+         * stops before the cache): the slot points at the sink, so the next range is cheap. */
         if (t->busy) {
             t->dropped += count;
             return;
