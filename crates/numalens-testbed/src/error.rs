@@ -22,6 +22,15 @@ pub enum Error {
         console_tail: String,
     },
     #[error(
+        "guest did not reach init within {deadline:?} in {attempts} boots and was killed; \
+         console tail of the last boot:\n{console_tail}"
+    )]
+    BootHang {
+        deadline: Duration,
+        attempts: u32,
+        console_tail: String,
+    },
+    #[error(
         "guest stopped without reporting an exit status ({reason}); console tail:\n{console_tail}"
     )]
     NoExitStatus {

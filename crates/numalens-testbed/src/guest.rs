@@ -18,6 +18,14 @@ use crate::{Error, host};
 /// [`GuestSpec::expected_sysfs`]).
 pub const EXPECTED_SYSFS: &str = "/etc/numalens-vm/expected-sysfs.txt";
 
+/// How long a boot may take to reach init. Guests reach it in about 6 s, 15 s on a loaded
+/// host; an emulated boot that has not got there in a minute has hung in the kernel (seen
+/// as soft lockups under TCG), which says nothing about the scenario, so it is booted again.
+pub const BOOT_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Boots tried before a hang before init is reported as an error.
+pub const BOOT_ATTEMPTS: u32 = 3;
+
 /// A shell script run by busybox `sh` in the guest. It writes result files to `$OUT`; they
 /// come back in [`GuestOutcome::files`], and its exit status in [`GuestOutcome::exit_status`].
 #[derive(Debug, Clone)]
@@ -110,15 +118,22 @@ impl Guest {
             work.join("qemu-cmd.sh"),
             format!("#!/bin/sh\n{}\n", qemu::shell_command(&args)),
         );
-        let start = Instant::now();
-        let child = Command::new(QEMU)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(Error::io("starting qemu-system-x86_64"))?;
-        let (boot_time, qemu_stderr) = self.wait(child, start, &results, &console, &token)?;
+        let mut attempt = 1;
+        let (start, boot_time, qemu_stderr) = loop {
+            match self.boot_once(&args, &results, &console, &token) {
+                Err(Error::BootHang { console_tail, .. }) if attempt < BOOT_ATTEMPTS => {
+                    eprintln!(
+                        "# {}/{}: guest did not reach init within {BOOT_DEADLINE:?} \
+                         (boot {attempt} of {BOOT_ATTEMPTS}), booting again; console tail:\n{}",
+                        self.spec.name,
+                        scenario.name,
+                        indent(&console_tail)
+                    );
+                    attempt += 1;
+                }
+                other => break other?,
+            }
+        };
         let wall_time = start.elapsed();
         let console_log = read_lossy(&console);
         let frames = framing::parse(&read_lossy(&results), &token)?;
@@ -146,7 +161,33 @@ impl Guest {
         })
     }
 
+    /// Starts QEMU once and waits for it; returns the start instant, the boot time and QEMU's
+    /// standard error.
+    fn boot_once(
+        &self,
+        args: &[String],
+        results: &Path,
+        console: &Path,
+        token: &str,
+    ) -> Result<(Instant, Option<Duration>, String), Error> {
+        for f in [results, console] {
+            let _ = std::fs::remove_file(f);
+        }
+        let start = Instant::now();
+        let child = Command::new(QEMU)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(Error::io("starting qemu-system-x86_64"))?;
+        let (boot_time, stderr) = self.wait(child, start, results, console, token)?;
+        Ok((start, boot_time, stderr))
+    }
+
     /// Polls QEMU until it exits or times out; notes when READY appears on the result channel.
+    /// A guest that has not reached init by [`BOOT_DEADLINE`] is killed with
+    /// [`Error::BootHang`], so that the caller can boot it again.
     fn wait(
         &self,
         mut child: Child,
@@ -167,6 +208,15 @@ impl Guest {
                 .is_some()
             {
                 break;
+            }
+            if boot_time.is_none() && start.elapsed() > BOOT_DEADLINE.min(self.spec.timeout) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(Error::BootHang {
+                    deadline: BOOT_DEADLINE,
+                    attempts: BOOT_ATTEMPTS,
+                    console_tail: console_tail(&read_lossy(console)),
+                });
             }
             if start.elapsed() > self.spec.timeout {
                 let _ = child.kill();
@@ -322,4 +372,12 @@ fn new_token() -> String {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
     hex(&Sha256::digest(seed.as_bytes()))[..16].to_string()
+}
+
+/// Indents every line of `text`, so a console tail stands apart from the test's own lines.
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -22,7 +22,9 @@ pub struct Channels<'a> {
 }
 
 /// Kernel command line. Messages stay on the console for the failure tail, but `quiet` keeps
-/// boot output short, which matters on an emulated UART.
+/// boot output short, which matters on an emulated UART. `cryptomgr.notests` skips the
+/// crypto self-tests: they test nothing of ours, take seconds under emulation, and are where
+/// emulated boots were seen to hang (a soft lockup in `cryptomgr_test`).
 pub fn kernel_cmdline(spec: &GuestSpec, token: &str) -> String {
     let balancing = if spec.numa_balancing == 0 {
         "disable"
@@ -30,8 +32,8 @@ pub fn kernel_cmdline(spec: &GuestSpec, token: &str) -> String {
         "enable"
     };
     format!(
-        "console=ttyS0 quiet panic=-1 transparent_hugepage={} numa_balancing={balancing} \
-         rdinit=/init nltb.token={token}",
+        "console=ttyS0 quiet panic=-1 cryptomgr.notests=1 transparent_hugepage={} \
+         numa_balancing={balancing} rdinit=/init nltb.token={token}",
         spec.thp.sysfs_value()
     )
 }
