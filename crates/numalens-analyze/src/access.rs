@@ -107,7 +107,13 @@ pub(crate) struct PageAcc {
 
 impl PageAcc {
     fn user(&mut self, thread: u32, time_ns: u64) -> &mut User {
-        let at = match self.users.iter().position(|u| u.thread == thread) {
+        let at = self.user_position(thread, time_ns);
+        &mut self.users[at]
+    }
+
+    /// The position of `thread`'s counters in `users`, appended when new.
+    fn user_position(&mut self, thread: u32, time_ns: u64) -> usize {
+        match self.users.iter().position(|u| u.thread == thread) {
             Some(at) => at,
             None => {
                 self.users.push(User {
@@ -118,8 +124,7 @@ impl PageAcc {
                 });
                 self.users.len() - 1
             }
-        };
-        &mut self.users[at]
+        }
     }
 
     fn touched(&mut self, touch: Touch) {
@@ -188,10 +193,43 @@ pub(crate) fn dense_pages(ranges: &[(u64, u64)], page_size: u64) -> DensePages {
     )
 }
 
+/// Slots of the cache of recently used (page, thread) counters; a power of two.
+const RECENT: usize = 16;
+
+/// Where the counters of one thread on one page sit: `pages[at].users[user]`. Both positions
+/// are stable, because pages and users are only ever appended.
+#[derive(Debug, Clone, Copy)]
+struct Recent {
+    pid: u32,
+    thread: u32,
+    page: u64,
+    at: u32,
+    user: u32,
+}
+
+const NO_RECENT: Recent = Recent {
+    pid: u32::MAX,
+    thread: u32::MAX,
+    page: u64::MAX,
+    at: u32::MAX,
+    user: u32::MAX,
+};
+
+/// Slots of the cache of recently used timeline rows; a power of two.
+const RECENT_REGIONS: usize = 16;
+
 /// Everything one worker counted.
 #[derive(Debug)]
 pub(crate) struct AccessTally {
     page_size: u64,
+    /// log2 of `page_size` when it is a power of two (always, for real profiles): a shift
+    /// instead of a division per sample.
+    page_shift: Option<u32>,
+    /// Samples of one thread return to the page it streams through between excursions
+    /// elsewhere; this cache finds its counters again without a table lookup or a search.
+    recent: [Recent; RECENT],
+    /// Recently used timeline rows, by a hash of their key: the same few regions recur.
+    recent_regions: [Option<(RegionKey, u32)>; RECENT_REGIONS],
     dense_pages: DensePages,
     /// By object position: page slot → 1 + index in `pages` (0: none yet).
     dense: Vec<Vec<u32>>,
@@ -202,13 +240,18 @@ pub(crate) struct AccessTally {
     regions: HashMap<RegionKey, u32, RandomState>,
     pub region_keys: Vec<RegionKey>,
     pub timelines: Buckets,
-    last_region: Option<(RegionKey, u32)>,
 }
 
 impl AccessTally {
     pub(crate) fn new(page_size: u64, dense_pages: DensePages) -> Self {
+        let page_size = page_size.max(1);
         AccessTally {
-            page_size: page_size.max(1),
+            page_size,
+            page_shift: page_size
+                .is_power_of_two()
+                .then(|| page_size.trailing_zeros()),
+            recent: [NO_RECENT; RECENT],
+            recent_regions: [None; RECENT_REGIONS],
             dense: vec![Vec::new(); dense_pages.len()],
             dense_pages,
             index: HashMap::default(),
@@ -217,12 +260,45 @@ impl AccessTally {
             regions: HashMap::default(),
             region_keys: Vec::new(),
             timelines: Buckets::new(),
-            last_region: None,
         }
     }
 
+    fn page_number(&self, address: u64) -> u64 {
+        match self.page_shift {
+            Some(shift) => address >> shift,
+            None => address / self.page_size,
+        }
+    }
+
+    /// The counters of `thread` on the page holding `a.address`, created when new.
+    fn user_of(&mut self, a: &Access) -> &mut User {
+        let page = self.page_number(a.address);
+        let slot = (page as usize ^ (a.thread as usize).wrapping_mul(7)) & (RECENT - 1);
+        let r = self.recent[slot];
+        if r.page == page && r.thread == a.thread && r.pid == a.pid {
+            return &mut self.pages[r.at as usize].1.users[r.user as usize];
+        }
+        let at = self.page_index((a.pid, page), a.object);
+        let acc = &mut self.pages[at as usize].1;
+        let user = acc.user_position(a.thread, a.time_ns);
+        self.recent[slot] = Recent {
+            pid: a.pid,
+            thread: a.thread,
+            page,
+            at,
+            user: user as u32,
+        };
+        &mut acc.users[user]
+    }
+
     fn page(&mut self, key: PageKey, object: u32) -> &mut PageAcc {
-        let at = match self.last_page {
+        let at = self.page_index(key, object);
+        &mut self.pages[at as usize].1
+    }
+
+    /// The position in `pages` of the page `key`, appended when new.
+    fn page_index(&mut self, key: PageKey, object: u32) -> u32 {
+        match self.last_page {
             Some((k, at)) if k == key => at,
             _ if object != NO_OBJECT && self.dense_slot(object, key.1).is_some() => {
                 let slot = self.dense_slot(object, key.1).unwrap_or(0);
@@ -255,8 +331,7 @@ impl AccessTally {
                 self.last_page = Some((key, at));
                 at
             }
-        };
-        &mut self.pages[at as usize].1
+        }
     }
 
     /// The slot of `page` in the direct table of `object`, when the page lies wholly inside it.
@@ -266,11 +341,32 @@ impl AccessTally {
             .then(|| (page - first) as usize)
     }
 
+    /// Asks the CPU to start loading the counters of the page holding `address` of `object`,
+    /// when that page is already known. Called a few samples ahead: the tables outgrow the
+    /// caches, and the load of a page's counters is most of the cost of a sample otherwise.
+    pub(crate) fn prefetch(&self, address: u64, object: u32) {
+        if object == NO_OBJECT {
+            return;
+        }
+        let page = self.page_number(address);
+        let Some(slot) = self.dense_slot(object, page) else {
+            return;
+        };
+        let Some(&at) = self.dense[object as usize].get(slot) else {
+            return;
+        };
+        if let Some(entry) = at.checked_sub(1).and_then(|at| self.pages.get(at as usize)) {
+            prefetch_read(entry);
+        }
+    }
+
     /// A sampled access: counts, times, written bytes.
     pub(crate) fn add(&mut self, a: &Access) {
-        let key = (a.pid, a.address / self.page_size);
-        let offset = a.address % self.page_size;
-        let user = self.page(key, a.object).user(a.thread, a.time_ns);
+        let offset = match self.page_shift {
+            Some(_) => a.address & (self.page_size - 1),
+            None => a.address % self.page_size,
+        };
+        let user = self.user_of(a);
         user.first_ns = user.first_ns.min(a.time_ns);
         user.last_ns = user.last_ns.max(a.time_ns);
         match a.direction {
@@ -286,8 +382,8 @@ impl AccessTally {
 
     /// A first-touch fault: who placed the page, and where.
     pub(crate) fn touch(&mut self, pid: u32, address: u64, object: u32, touch: Touch) {
-        self.page((pid, address / self.page_size), object)
-            .touched(touch);
+        let page = self.page_number(address);
+        self.page((pid, page), object).touched(touch);
     }
 
     /// Exact counts of one thread on one page.
@@ -299,7 +395,13 @@ impl AccessTally {
     /// Adds `weight` to the timeline of (object, region, thread) at `time_ns`.
     pub(crate) fn add_time(&mut self, object: u32, region: u16, thread: u32, time_ns: u64, w: u64) {
         let key = (object, region, thread);
-        let at = match self.last_region {
+        let slot = (object as usize)
+            .wrapping_mul(31)
+            .wrapping_add(region as usize)
+            .wrapping_mul(7)
+            .wrapping_add(thread as usize)
+            & (RECENT_REGIONS - 1);
+        let at = match self.recent_regions[slot] {
             Some((k, at)) if k == key => at,
             _ => {
                 let next = self.region_keys.len() as u32;
@@ -308,7 +410,7 @@ impl AccessTally {
                     self.region_keys.push(key);
                     self.timelines.push_row();
                 }
-                self.last_region = Some((key, at));
+                self.recent_regions[slot] = Some((key, at));
                 at
             }
         };
@@ -317,7 +419,6 @@ impl AccessTally {
 
     pub(crate) fn merge(&mut self, other: AccessTally) {
         self.last_page = None;
-        self.last_region = None;
         for (key, page) in other.pages {
             let object = page.object;
             self.page(key, object).merge(page);
@@ -341,11 +442,106 @@ impl AccessTally {
     }
 }
 
+/// A hint to bring `value` into the caches; no effect on what the program computes.
+#[inline(always)]
+fn prefetch_read<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching has no architectural effect; the address is a valid reference.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
 /// The region of an object an address falls in.
 pub(crate) fn region(address: u64, start: u64, size: u64) -> u16 {
     if size == 0 || address < start {
         return 0;
     }
     let offset = (address - start).min(size - 1);
-    ((offset as u128 * REGIONS as u128 / size as u128) as u64).min(REGIONS - 1) as u16
+    // offset < size, so offset * REGIONS fits in u64 unless the object spans over 2^60 bytes.
+    let scaled = match offset.checked_mul(REGIONS) {
+        Some(o) => o / size,
+        None => (offset as u128 * REGIONS as u128 / size as u128) as u64,
+    };
+    scaled.min(REGIONS - 1) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// The caches in front of the tables (recent page counters, recent timeline rows, the
+    /// dense tables) must give the same counts as a plain map, whatever the order of accesses:
+    /// threads interleaved on shared pages, pages that collide in the caches, an unknown
+    /// object, and a merge of two tallies.
+    #[test]
+    fn cached_lookups_count_like_a_plain_map() {
+        const PAGE: u64 = 4096;
+        let start = 0x10_0000;
+        let ranges = [(start, 64 * PAGE)];
+        let mut tallies = [
+            AccessTally::new(PAGE, dense_pages(&ranges, PAGE)),
+            AccessTally::new(PAGE, dense_pages(&ranges, PAGE)),
+        ];
+        let mut expected: BTreeMap<(u64, u32), (u64, u64)> = BTreeMap::new();
+        let mut x = 12345u64;
+        for i in 0..20_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let thread = ((x >> 33) % 40) as u32; // threads 16 apart share a cache slot
+            // Pages 16 apart collide in the caches; some accesses fall outside the object.
+            let page = (x >> 40) % 80;
+            let address = start + page * PAGE + (x >> 20) % PAGE;
+            let object = if page < 64 { 0 } else { NO_OBJECT };
+            let write = (x >> 50).is_multiple_of(3);
+            let access = Access {
+                pid: 1,
+                thread,
+                address,
+                time_ns: i,
+                object,
+                weight: 1 + (x >> 60),
+                direction: if write {
+                    Direction::Write
+                } else {
+                    Direction::Read
+                },
+            };
+            tallies[(i / 1000 % 2) as usize].add(&access);
+            tallies[(i / 1000 % 2) as usize].add_time(
+                0,
+                region(address, start, 64 * PAGE),
+                thread,
+                i,
+                1,
+            );
+            let e = expected.entry((address / PAGE, thread)).or_default();
+            if write {
+                e.1 += access.weight;
+            } else {
+                e.0 += access.weight;
+            }
+        }
+        let [mut total, other] = tallies;
+        total.merge(other);
+        let mut counted: BTreeMap<(u64, u32), (u64, u64)> = BTreeMap::new();
+        for ((pid, page), acc) in &total.pages {
+            assert_eq!(*pid, 1);
+            for u in &acc.users {
+                let previous = counted.insert((*page, u.thread), (u.reads, u.writes));
+                assert!(previous.is_none(), "page {page} thread {} twice", u.thread);
+            }
+        }
+        assert_eq!(counted, expected);
+        let timeline_total: u64 = (0..total.region_keys.len())
+            .map(|row| total.timelines.row(row).iter().sum::<u64>())
+            .sum();
+        assert_eq!(timeline_total, 20_000);
+    }
 }

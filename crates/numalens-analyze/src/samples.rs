@@ -33,6 +33,9 @@ const FIRST_TOUCH: usize = SampleKind::FirstTouch as usize;
 const LOAD: usize = SampleKind::Load as usize;
 const STORE: usize = SampleKind::Store as usize;
 
+/// How many rows ahead the page counters are prefetched: enough to cover a memory access.
+const PREFETCH_AHEAD: usize = 16;
+
 /// Node ids below this are counted in a vector; Linux has at most 1024 nodes.
 const DENSE_NODES: u32 = 4096;
 
@@ -243,7 +246,11 @@ impl SampleTally {
         let mut thread_id = 0;
         let mut thread = ThreadTally::default();
         let mut first_touch_run: Option<((u32, ThreadKey), u64)> = None;
-        for i in 0..batch.num_rows() {
+        let rows = batch.num_rows();
+        for i in 0..rows {
+            if i + PREFETCH_AHEAD < rows {
+                self.prefetch_row(&c, filter, i + PREFETCH_AHEAD);
+            }
             let key = (c.pid.value(i), c.tid.value(i));
             let selected = match current {
                 Some((k, selected)) if k == key => selected,
@@ -321,6 +328,16 @@ impl SampleTally {
             *self.first_touches.entry(k).or_default() += n;
         }
         Ok(())
+    }
+
+    /// Starts loading the page counters row `i` will update.
+    fn prefetch_row(&self, c: &Columns, filter: &SampleFilter, i: usize) {
+        if c.object.is_null(i) {
+            return;
+        }
+        if let Some(object) = filter.objects.get(c.object.value(i)) {
+            self.access.prefetch(c.address.value(i), object);
+        }
     }
 
     /// The access counters and the timeline of the object region.

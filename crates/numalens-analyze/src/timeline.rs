@@ -10,7 +10,9 @@ const FIRST_WIDTH: u64 = 1 << 10;
 /// Rows of [`BUCKETS`] counters sharing one width.
 #[derive(Debug, Clone)]
 pub(crate) struct Buckets {
+    /// A power of two, so that a bucket is a shift away (`shift` is its log2).
     width: u64,
+    shift: u32,
     cells: Vec<u64>,
 }
 
@@ -18,6 +20,7 @@ impl Buckets {
     pub(crate) fn new() -> Self {
         Buckets {
             width: FIRST_WIDTH,
+            shift: FIRST_WIDTH.trailing_zeros(),
             cells: Vec::new(),
         }
     }
@@ -35,10 +38,10 @@ impl Buckets {
     }
 
     pub(crate) fn add(&mut self, row: usize, time_ns: u64, weight: u64) {
-        while time_ns / self.width >= BUCKETS as u64 {
+        while time_ns >> self.shift >= BUCKETS as u64 {
             self.double();
         }
-        self.cells[row * BUCKETS + (time_ns / self.width) as usize] += weight;
+        self.cells[row * BUCKETS + (time_ns >> self.shift) as usize] += weight;
     }
 
     /// Adds a row of the same width.
@@ -64,6 +67,7 @@ impl Buckets {
             row[BUCKETS / 2..].fill(0);
         }
         self.width *= 2;
+        self.shift += 1;
     }
 }
 
