@@ -419,5 +419,20 @@ pub(crate) fn placement_report(
         imbalance: (local + remote > 0).then(|| crate::engine::cv(&served)),
         load,
         traffic,
+        machine_nodes: machine_nodes(&p.machine),
+        distances: p.machine.distances.as_ref().map(|d| d.values.clone()),
     }
+}
+
+/// CPUs and memory of each node of the placement's machine.
+fn machine_nodes(machine: &numalens_topology::Topology) -> Vec<MachineNode> {
+    machine
+        .nodes
+        .iter()
+        .map(|n| MachineNode {
+            node: n.id,
+            cpus: numalens_topology::cpulist::format_cpulist(&n.cpus),
+            memory_bytes: n.memory_bytes,
+        })
+        .collect()
 }

@@ -31,6 +31,8 @@ pub(crate) struct Placement {
     pub page_rule: &'static str,
     /// By dense thread id.
     pub thread_node: Vec<Option<u32>>,
+    /// The machine itself, for the report's topology section.
+    pub machine: Topology,
     recorded: bool,
 }
 
@@ -93,7 +95,7 @@ impl Placement {
         };
         Placement {
             mode,
-            topology: machine.name,
+            topology: machine.name.clone(),
             reason,
             nodes: machine.topology.node_ids(),
             thread_rule: if is_recorded {
@@ -107,6 +109,7 @@ impl Placement {
                 "first touch: the node of the thread that touched it first"
             },
             thread_node,
+            machine: machine.topology,
             recorded: is_recorded,
         }
     }

@@ -64,6 +64,28 @@ fn a_whole_model_gives_every_section_once_in_one_document() {
 }
 
 #[test]
+fn the_topology_section_shows_each_nodes_cpus_memory_and_distances() {
+    let model = snapshot_model();
+    let html = render(&model);
+    let start = html.find("<section id=\"topology\"").unwrap();
+    let section = &html[start..start + html[start..].find("</section>").unwrap()];
+    let pl = &model.placement;
+    assert!(!pl.machine_nodes.is_empty());
+    let distances = pl.distances.as_ref().expect("the preset has distances");
+    for (i, n) in pl.machine_nodes.iter().enumerate() {
+        let cells: String = distances[i]
+            .iter()
+            .map(|d| format!("<td class=\"n\">{d}</td>"))
+            .collect();
+        let row = format!("<tr><td>{}</td><td>{}</td>", n.node, n.cpus);
+        let at = section.find(&row).unwrap_or_else(|| panic!("no row {row}"));
+        let end = at + section[at..].find("</tr>").unwrap();
+        assert!(section[at..end].ends_with(&cells), "{}", &section[at..end]);
+        assert!(section.contains(&format!("<th>distance to {}</th>", n.node)));
+    }
+}
+
+#[test]
 fn names_from_the_program_cannot_inject_markup() {
     let mut model = snapshot_model();
     let hostile = "</script><script>alert(1)</script> & <b>";

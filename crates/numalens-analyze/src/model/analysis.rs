@@ -102,6 +102,22 @@ pub struct PlacementReport {
     pub imbalance: Option<f64>,
     /// `traffic[i][j]`: accesses by threads on `nodes[i]` to memory on `nodes[j]`.
     pub traffic: Vec<Vec<u64>>,
+    /// The machine's nodes, in the order of `nodes`: CPUs and memory.
+    #[serde(default)]
+    pub machine_nodes: Vec<MachineNode>,
+    /// ACPI SLIT distances between `nodes` (10 = local), when the machine gives them.
+    #[serde(default)]
+    pub distances: Option<Vec<Vec<u32>>>,
+}
+
+/// One node of the placement's machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineNode {
+    pub node: u32,
+    /// Its logical CPUs as a Linux CPU list (`0-3,8`); empty for a memory-only node.
+    pub cpus: String,
+    /// Bytes of memory, when known.
+    pub memory_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

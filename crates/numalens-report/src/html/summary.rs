@@ -264,10 +264,8 @@ pub(crate) fn topology(out: &mut String, m: &ReportModel) {
         format!("{i:.2} (stddev / mean of accesses per node)")
     });
     fact(out, "node imbalance", &imbalance);
-    out.push_str(
-        "</table>\n<p class=\"note\">The model holds no CPU list or distance matrix per \
-                  node; <code>numalens topology</code> shows them for this machine.</p>\n",
-    );
+    out.push_str("</table>\n");
+    machine_table(out, m);
     node_table(out, m);
     if !pl.load.is_empty() {
         let b = Bars {
@@ -286,6 +284,52 @@ pub(crate) fn topology(out: &mut String, m: &ReportModel) {
         );
     }
     close_section(out);
+}
+
+/// The machine the placement is on: each node's CPUs and memory, and its SLIT distances to
+/// the others, so that "remote" can be read as near or far.
+fn machine_table(out: &mut String, m: &ReportModel) {
+    let pl = &m.placement;
+    if pl.machine_nodes.is_empty() {
+        return;
+    }
+    out.push_str("<table class=\"data\"><thead><tr><th>node</th><th>CPUs</th><th>memory</th>");
+    let distances = pl
+        .distances
+        .as_ref()
+        .filter(|d| d.len() == pl.machine_nodes.len());
+    if distances.is_some() {
+        for n in &pl.machine_nodes {
+            let _ = write!(out, "<th>distance to {}</th>", n.node);
+        }
+    }
+    out.push_str("</tr></thead><tbody>");
+    for (i, n) in pl.machine_nodes.iter().enumerate() {
+        let cpus = if n.cpus.is_empty() {
+            "none (memory only)".to_string()
+        } else {
+            n.cpus.clone()
+        };
+        let memory = n.memory_bytes.map_or("–".to_string(), bytes);
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td>",
+            n.node,
+            esc(&cpus),
+            esc(&memory)
+        );
+        for d in distances.and_then(|d| d.get(i)).into_iter().flatten() {
+            let _ = write!(out, "<td class=\"n\">{d}</td>");
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table>\n");
+    if distances.is_some() {
+        out.push_str(
+            "<p class=\"note\">Distances are the firmware's (ACPI SLIT) relative access costs: 10 \
+             is local, 20 about twice as far.</p>\n",
+        );
+    }
 }
 
 fn node_table(out: &mut String, m: &ReportModel) {
