@@ -376,8 +376,9 @@ pub(crate) fn placement_report(
             thread_nodes[at] = *node;
         }
     }
-    let index: HashMap<u32, usize> = p.nodes.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-    let mut traffic = vec![vec![0u64; p.nodes.len()]; p.nodes.len()];
+    let nodes = p.machine.node_ids();
+    let index: HashMap<u32, usize> = nodes.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let mut traffic = vec![vec![0u64; nodes.len()]; nodes.len()];
     let (mut local, mut remote) = (0, 0);
     for (&(from, to), &n) in &agg.traffic {
         if from == to {
@@ -389,8 +390,7 @@ pub(crate) fn placement_report(
             traffic[i][j] += n;
         }
     }
-    let load: Vec<NodeLoad> = p
-        .nodes
+    let load: Vec<NodeLoad> = nodes
         .iter()
         .map(|&node| {
             let (accesses, pages) = agg.node_load.get(&node).copied().unwrap_or_default();
@@ -407,7 +407,7 @@ pub(crate) fn placement_report(
         mode: p.mode.into(),
         topology: p.topology.clone(),
         reason: p.reason.clone(),
-        nodes: p.nodes.clone(),
+        nodes,
         thread_rule: p.thread_rule.into(),
         page_rule: p.page_rule.into(),
         thread_nodes,

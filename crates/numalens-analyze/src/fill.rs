@@ -134,7 +134,7 @@ fn findings(
                 .copied()
                 .unwrap_or(0)
                 .max(handover_accesses(&agg.handovers)),
-            nodes: i.placement.nodes.len(),
+            nodes: i.placement.machine.nodes.len(),
             private_kind: matches!(i.objects[p].kind, ObjectKind::Stack | ObjectKind::Tls),
         };
         fired.extend(object_findings(agg, &facts).into_iter().map(|f| (p, f)));

@@ -26,12 +26,12 @@ pub(crate) struct Placement {
     pub mode: &'static str,
     pub topology: String,
     pub reason: String,
-    pub nodes: Vec<u32>,
     pub thread_rule: &'static str,
     pub page_rule: &'static str,
     /// By dense thread id.
     pub thread_node: Vec<Option<u32>>,
-    /// The machine itself, for the report's topology section.
+    /// The machine: its nodes (in id order, the order of the traffic matrix), their CPUs,
+    /// memory and distances.
     pub machine: Topology,
     recorded: bool,
 }
@@ -97,7 +97,6 @@ impl Placement {
             mode,
             topology: machine.name.clone(),
             reason,
-            nodes: machine.topology.node_ids(),
             thread_rule: if is_recorded {
                 "the node of the pages it first touched, else spread over nodes by logical id"
             } else {

@@ -161,8 +161,8 @@ impl Guest {
         })
     }
 
-    /// Starts QEMU once and waits for it; returns the start instant, the boot time and QEMU's
-    /// standard error.
+    /// Clears the logs of any earlier boot, starts QEMU once and waits for it; returns the start
+    /// instant, the boot time and QEMU's standard error.
     fn boot_once(
         &self,
         args: &[String],
@@ -246,9 +246,6 @@ impl Guest {
             )),
         };
         std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
-        for f in ["console.log", "results.txt"] {
-            let _ = std::fs::remove_file(dir.join(f));
-        }
         Ok(dir)
     }
 
