@@ -1,43 +1,11 @@
 //! The exit page query: its shortcuts (mincore, numa_maps) give the answers move_pages gives.
 
+mod common;
+
 use std::collections::HashMap;
-use std::path::Path;
 use std::process::Command;
 
 use numalens_record::events::{Event, find_event_logs, read_event_log};
-
-/// Builds runtime/tests/test_pages.c with the runtime's core (every source but the shims).
-fn build(dir: &Path) -> std::path::PathBuf {
-    let rt = Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime");
-    let shims = ["hooks.c", "shims.c", "shims_proc.c"];
-    let mut sources: Vec<_> = std::fs::read_dir(rt.join("src"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "c"))
-        .filter(|p| !shims.iter().any(|s| p.ends_with(s)))
-        .collect();
-    sources.sort();
-    let exe = dir.join("test_pages");
-    let out = Command::new("gcc")
-        .args(["-O1", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Werror"])
-        .args(["-D_GNU_SOURCE", "-pthread", "-I"])
-        .arg(rt.join("include"))
-        .arg("-I")
-        .arg(rt.join("src"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(rt.join("tests/test_pages.c"))
-        .args(&sources)
-        .arg("-ldl")
-        .output()
-        .expect("gcc runs");
-    assert!(
-        out.status.success(),
-        "gcc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
-}
 
 /// (first page, count, node) runs of one query.
 type Runs = Vec<(u64, u64, i64)>;
@@ -45,7 +13,7 @@ type Runs = Vec<(u64, u64, i64)>;
 #[test]
 fn shortcuts_answer_like_move_pages() {
     let d = tempfile::tempdir().unwrap();
-    let exe = build(d.path());
+    let exe = common::build_core_test(d.path(), "test_pages");
     let logs = d.path().join("logs");
     std::fs::create_dir(&logs).unwrap();
     let out = Command::new(&exe).arg(&logs).output().unwrap();

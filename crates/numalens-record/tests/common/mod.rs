@@ -14,6 +14,11 @@ const SHIMS: [&str; 3] = ["hooks.c", "shims.c", "shims_proc.c"];
 
 /// Compiles runtime/tests/test_core.c with every core source (not the shims) into `dir`.
 pub fn build_test_core(dir: &Path) -> PathBuf {
+    build_core_test(dir, "test_core")
+}
+
+/// Compiles runtime/tests/`NAME`.c with every core source (not the shims) into `dir`/`NAME`.
+pub fn build_core_test(dir: &Path, name: &str) -> PathBuf {
     let rt = runtime_dir();
     let mut sources: Vec<PathBuf> = std::fs::read_dir(rt.join("src"))
         .unwrap()
@@ -22,7 +27,7 @@ pub fn build_test_core(dir: &Path) -> PathBuf {
         .filter(|p| !SHIMS.iter().any(|s| p.ends_with(s)))
         .collect();
     sources.sort();
-    let exe = dir.join("test_core");
+    let exe = dir.join(name);
     let out = Command::new("gcc")
         .args([
             "-O1",
@@ -40,7 +45,7 @@ pub fn build_test_core(dir: &Path) -> PathBuf {
         .arg(rt.join("src"))
         .arg("-o")
         .arg(&exe)
-        .arg(rt.join("tests/test_core.c"))
+        .arg(rt.join("tests").join(format!("{name}.c")))
         .args(&sources)
         .arg("-ldl")
         .output()
