@@ -35,10 +35,11 @@ struct nl_tlb_slot {
 struct nl_grow_file {
     int fd;
     uint32_t record_size;
+    uint32_t step;              /* fewest records whose bytes are a whole number of pages */
     uint64_t used;              /* records handed out */
     uint64_t mapped;            /* records covered by the segments */
     unsigned nseg;
-    struct { char *base; uint64_t first, count; size_t bytes; } seg[64];
+    struct { char *base; uint64_t first, count; size_t bytes; } seg[96];
 };
 
 /** Chunk index: region number (page >> 6) -> chunk, open addressing, anonymous memory. */

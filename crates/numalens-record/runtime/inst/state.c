@@ -131,6 +131,14 @@ static char *nl_fmt_u64(char *p, uint64_t v, int hex)
     return p;
 }
 
+/** Fewest records that fill whole 4096-byte pages: 4096 / gcd(record_size, 4096), where the gcd
+ * with a power of two is the record size's lowest set bit. 64 chunks (25 pages) or 128 samples. */
+static uint32_t nl_page_step(uint32_t record_size)
+{
+    uint32_t low = record_size & -record_size;
+    return NL_INST_HEADER_SIZE / (low < NL_INST_HEADER_SIZE ? low : NL_INST_HEADER_SIZE);
+}
+
 static int nl_grow_open(struct nl_grow_file *f, struct nl_ithread *t, uint32_t seq,
                         const char *suffix, const char *magic, uint32_t record_size)
 {
@@ -172,18 +180,20 @@ static int nl_grow_open(struct nl_grow_file *f, struct nl_ithread *t, uint32_t s
     memset(f, 0, sizeof *f);
     f->fd = fd;
     f->record_size = record_size;
+    f->step = nl_page_step(record_size);
     return 0;
 }
 
-/* Maps one more segment: a quarter of what is mapped, in steps of 256 records (the segment sizes
- * keep every offset a multiple of the system page: 256 * 1600 and 256 * 32 are), so at most a
- * quarter of the file is ahead of its use. */
+/* Maps one more segment: a quarter of what is mapped, in steps of f->step records, so that every
+ * segment starts at a multiple of the system page and at most a quarter of the file (or one step,
+ * 100 KiB of page records) is ahead of its use. The step is small because a thread that touches a
+ * few thousand pages would otherwise pay for a first segment several times its size. */
 static int nl_grow_more(struct nl_grow_file *f)
 {
     if (f->nseg == sizeof f->seg / sizeof f->seg[0])
         return -1;
-    uint64_t steps = f->mapped / 256 / 4;
-    uint64_t count = 256ull * (steps ? steps : 1);
+    uint64_t steps = f->mapped / f->step / 4;
+    uint64_t count = (uint64_t)f->step * (steps ? steps : 1);
     size_t bytes = (size_t)(count * f->record_size);
     off_t off = (off_t)(NL_INST_HEADER_SIZE + f->mapped * f->record_size);
     if (ftruncate(f->fd, off + (off_t)bytes) != 0)
