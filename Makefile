@@ -12,7 +12,7 @@ check:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## What the tests use beyond the toolchains (gfortran, clang, cmake).
+## What the tests use beyond the toolchains (gfortran, clang, libomp-dev, cmake).
 deps:
 	tests/install-deps
 
