@@ -12,6 +12,15 @@
 //!   `-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset` so the program's own calls to those are
 //!   counted as range accesses (shared libraries keep theirs).
 //!
+//! - OpenMP (`-fopenmp`) passes through: the parallel regions are outlined into functions of the
+//!   program and instrumented like the rest; the OpenMP runtime (gcc's libgomp, clang's libomp)
+//!   is an uninstrumented shared library. LLVM's libomp makes no ThreadSanitizer calls itself and
+//!   needs no symbol beyond the `__tsan_*` ones. At start-up it tries to load its OMPT tool
+//!   `libarcher.so` (race detection for OpenMP under ThreadSanitizer), which turns itself on only
+//!   if the program exports `RunningOnValgrind`, as ThreadSanitizer's runtime does: ours does
+//!   not define it, so Archer, even when found, stops at once and none of its `Annotate*` calls
+//!   run. The runtime must keep it that way; nothing is added for OpenMP here.
+//!
 //! The archive is embedded in the binary and written once to a cache directory named by its
 //! hash, like the preloaded runtime.
 
