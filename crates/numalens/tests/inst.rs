@@ -13,7 +13,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use numalens_format::{Object, PageStat, Profile, Sample, SampleKind, SiteFrame, Thread};
+use numalens_format::{
+    CodeLocation, Object, PageStat, Profile, Sample, SampleKind, SiteFrame, Thread,
+};
 use numalens_workloads::{ExpectedObject, ObjectKind, WORKLOADS, Workload, build, expected};
 
 const PAGE: u64 = 4096;
@@ -624,8 +626,25 @@ fn sampled_weights_add_up_to_the_exact_counts() {
         .iter()
         .map(|t| (t.tid, t.logical_id))
         .collect();
+    // A sample names the instruction of the program that made the access, not the hook.
+    let code: HashMap<u64, CodeLocation> = p
+        .read_all::<CodeLocation>()
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.ip, c))
+        .collect();
     let mut weight: BTreeMap<(u32, bool), u64> = BTreeMap::new();
     for s in p.read_all::<Sample>().unwrap() {
+        if s.object_id == Some(shared) && matches!(s.kind, SampleKind::Load | SampleKind::Store) {
+            let at = &code[&s.ip.expect("a sampled access has its ip")];
+            let (function, file) = (at.function.as_deref(), at.file.as_deref());
+            assert!(
+                at.module.ends_with("/vec")
+                    && function.is_some_and(|f| !f.starts_with("__tsan"))
+                    && file.is_some_and(|f| !f.contains("runtime/inst")),
+                "{at:?}"
+            );
+        }
         assert!(matches!(
             s.kind,
             SampleKind::Load | SampleKind::Store | SampleKind::FirstTouch | SampleKind::Fault

@@ -14,33 +14,35 @@
 #include "inst.h"
 
 #define NL_IP() __builtin_return_address(0)
+/* For hooks whose one nl_access is their last act: see NL_TAIL_IP in inst.h. */
+#define NL_TAIL_IP NULL
 
 #define NL_PLAIN(size)                                                                          \
-    NL_EXPORT void __tsan_read##size(void *a) { nl_access((uintptr_t)a, 0, size, NL_IP()); }    \
-    NL_EXPORT void __tsan_write##size(void *a) { nl_access((uintptr_t)a, 1, size, NL_IP()); }   \
+    NL_EXPORT void __tsan_read##size(void *a) { nl_access((uintptr_t)a, 0, size, NL_TAIL_IP); }    \
+    NL_EXPORT void __tsan_write##size(void *a) { nl_access((uintptr_t)a, 1, size, NL_TAIL_IP); }   \
     NL_EXPORT void __tsan_unaligned_read##size(void *a)                                         \
     {                                                                                           \
-        nl_access((uintptr_t)a, 0, size, NL_IP());                                              \
+        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                              \
     }                                                                                           \
     NL_EXPORT void __tsan_unaligned_write##size(void *a)                                        \
     {                                                                                           \
-        nl_access((uintptr_t)a, 1, size, NL_IP());                                              \
+        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                              \
     }                                                                                           \
     NL_EXPORT void __tsan_volatile_read##size(void *a)                                          \
     {                                                                                           \
-        nl_access((uintptr_t)a, 0, size, NL_IP());                                              \
+        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                              \
     }                                                                                           \
     NL_EXPORT void __tsan_volatile_write##size(void *a)                                         \
     {                                                                                           \
-        nl_access((uintptr_t)a, 1, size, NL_IP());                                              \
+        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                              \
     }                                                                                           \
     NL_EXPORT void __tsan_unaligned_volatile_read##size(void *a)                                \
     {                                                                                           \
-        nl_access((uintptr_t)a, 0, size, NL_IP());                                              \
+        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                              \
     }                                                                                           \
     NL_EXPORT void __tsan_unaligned_volatile_write##size(void *a)                               \
     {                                                                                           \
-        nl_access((uintptr_t)a, 1, size, NL_IP());                                              \
+        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                              \
     }                                                                                           \
     NL_EXPORT void __tsan_read##size##_pc(void *a, void *pc)                                    \
     {                                                                                           \
@@ -90,13 +92,13 @@ NL_EXPORT void __tsan_write_range_pc(void *a, unsigned long size, void *pc)
 
 NL_EXPORT void __tsan_vptr_read(void **vptr_p)
 {
-    nl_access((uintptr_t)vptr_p, 0, sizeof(void *), NL_IP());
+    nl_access((uintptr_t)vptr_p, 0, sizeof(void *), NL_TAIL_IP);
 }
 
 NL_EXPORT void __tsan_vptr_update(void **vptr_p, void *new_val)
 {
     (void)new_val;
-    nl_access((uintptr_t)vptr_p, 1, sizeof(void *), NL_IP());
+    nl_access((uintptr_t)vptr_p, 1, sizeof(void *), NL_TAIL_IP);
 }
 
 /* Function entry and exit carry no access; the sampled IP already names the code. */

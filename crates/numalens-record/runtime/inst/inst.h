@@ -3,9 +3,10 @@
  * @file inst.h
  * @brief Internals of the instrumentation runtime: per-thread state and the access fast path.
  *
- * The hot path of every hook is nl_access(): one thread-local load, a lookup in a small
- * direct-mapped cache of page entries (the "TLB"), one counter increment and one countdown for
- * sampling. Everything else (new pages, new chunks, file growth, samples) is out of line.
+ * The hot path of every hook is nl_access(): one thread-local load says what the thread does;
+ * then a countdown for sampling, and for exact counts a lookup in a small direct-mapped cache of
+ * page entries (the "TLB") and one counter increment. Everything else (new pages, new chunks,
+ * file growth, samples) is out of line.
  */
 #ifndef NL_INST_H
 #define NL_INST_H
@@ -25,6 +26,10 @@
 #define NL_TLB_SLOTS 256u
 /** Default mean sampling interval (accesses per sample) when NUMALENS_INST_EVERY is unset. */
 #define NL_INST_DEFAULT_EVERY 1024u
+
+/** Bits of nl_fast: what a thread's fast path does. */
+#define NL_FAST_SAMPLE 1u /* run the countdown (also set while the thread has no state yet) */
+#define NL_FAST_EXACT 2u  /* count the access in its page */
 
 struct nl_tlb_slot {
     uint64_t page;              /* page number cached, or ~0 */
@@ -50,8 +55,7 @@ struct nl_chunk_index {
 };
 
 struct nl_ithread {
-    int64_t countdown;          /* accesses left before the next sample */
-    int exact;                  /* counting pages: else the fast path stops after the countdown */
+    int exact;                  /* counting pages */
     struct nl_tlb_slot tlb[NL_TLB_SLOTS];
     uint64_t rng;
     struct nl_inst_page sink;   /* where counts go while inactive */
@@ -77,11 +81,19 @@ struct nl_iglobal {
 extern struct nl_iglobal nl_ig;
 extern struct nl_ithread nl_inactive;
 extern __thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec")));
+/* The fast path's own state lives in thread-local storage, not behind nl_ith: a thread that is
+ * not recorded then pays one load and a branch per access. */
+extern __thread unsigned nl_fast __attribute__((tls_model("initial-exec")));
+/** Accesses left before the thread's next sample. */
+extern __thread int64_t nl_countdown __attribute__((tls_model("initial-exec")));
 
 void nl_inst_init(void);
 /** Slow path of a counted access: page not in the cache (or thread not set up yet). */
 void nl_inst_miss(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint64_t count);
-/** Slow path of the sampling countdown: takes a sample when due, then counts the access. */
+/** Slow path of the sampling countdown: takes a sample when due, then counts the access. A NULL
+ * @p ip means the hook tail-called this function (a hook whose one access is its last act, which
+ * gcc and clang compile to a jump at -O2): its own return address is then the instrumented code's,
+ * so the fast path need not load the return address from the stack. */
 void nl_inst_sample(struct nl_ithread *t, uintptr_t addr, unsigned is_write, unsigned size,
                     void *ip);
 /** Counts a range access of @p size bytes as one access per 8-byte word, page by page. */
@@ -97,20 +109,20 @@ static inline unsigned nl_tlb_index(uint64_t page)
 }
 
 /* The sampling countdown is checked first so that both slow paths are tail calls: the fast path
- * then saves no registers and never reads the return address. nl_inst_sample counts the access
- * too. A thread that does not count pages (sampled mode, or not recording) stops after the
- * countdown: its cost is the floor's plus a decrement. Threads start on a shared state whose
- * countdown is spent, so their first access sets up their own state. */
+ * then saves no registers. nl_inst_sample counts the access too. Threads start sampling with
+ * their countdown spent and the shared inactive state, so their first access sets up their own
+ * state and nl_fast. */
 static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsigned is_write,
                                                             unsigned size, void *ip)
 {
-    struct nl_ithread *t = nl_ith;
-    if (nl_unlikely(--t->countdown <= 0)) {
-        nl_inst_sample(t, addr, is_write, size, ip);
+    unsigned fast = nl_fast;
+    if ((fast & NL_FAST_SAMPLE) && nl_unlikely(--nl_countdown <= 0)) {
+        nl_inst_sample(nl_ith, addr, is_write, size, ip);
         return;
     }
-    if (!t->exact)
+    if (!(fast & NL_FAST_EXACT))
         return;
+    struct nl_ithread *t = nl_ith;
     /* A 16-byte access (a vectorised or paired load) counts as the two 8-byte words it moves,
      * so counts do not depend on whether the compiler vectorised the loop. */
     uint64_t words = size > 8 ? size / 8 : 1;

@@ -23,9 +23,19 @@
 #include "inst.h"
 
 struct nl_iglobal nl_ig;
-/* Its countdown is spent: a thread's first access takes the slow path and gets its own state. */
-struct nl_ithread nl_inactive = {.countdown = 0, .shared = 1};
+/* With the countdown spent, a thread's first access takes the slow path and gets its own state. */
+struct nl_ithread nl_inactive = {.shared = 1};
 __thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec"))) = &nl_inactive;
+__thread unsigned nl_fast __attribute__((tls_model("initial-exec"))) = NL_FAST_SAMPLE;
+__thread int64_t nl_countdown __attribute__((tls_model("initial-exec")));
+
+/* Back to the state every thread starts with (after its exit, or in a forked child). */
+static void nl_fast_reset(void)
+{
+    nl_ith = &nl_inactive;
+    nl_countdown = 0;
+    nl_fast = NL_FAST_SAMPLE;
+}
 /* Set once the thread's state was released at its exit: later accesses go to the sink. */
 static __thread int nl_ith_done __attribute__((tls_model("initial-exec")));
 static pthread_key_t nl_exit_key;
@@ -332,7 +342,7 @@ static void nl_thread_files(struct nl_ithread *t)
     }
     t->exact = t->pages.fd > 0;
     if (t->samples.fd > 0)
-        t->countdown = (int64_t)nl_next_interval(t);
+        nl_countdown = (int64_t)nl_next_interval(t);
 }
 
 /** The calling thread's own state (with files while recording), or NULL after its exit. */
@@ -346,11 +356,12 @@ static struct nl_ithread *nl_thread_setup(void)
     if (!t)
         return NULL;
     nl_tlb_clear(t);
-    t->countdown = INT64_MAX;
+    nl_countdown = INT64_MAX;
     t->busy = 1;
     nl_ith = t;
     if (__atomic_load_n(&nl_ig.on, __ATOMIC_ACQUIRE))
         nl_thread_files(t);
+    nl_fast = (t->samples.fd > 0 ? NL_FAST_SAMPLE : 0) | (t->exact ? NL_FAST_EXACT : 0);
     pthread_setspecific(nl_exit_key, t);
     t->busy = 0;
     return t;
@@ -372,7 +383,7 @@ static void nl_thread_exit(void *arg)
     /* Pthread key destructors run after C++ thread_local destructors: nothing instrumented
      * of the program's runs in this thread after this. The files keep the counts. */
     nl_ith_done = 1;
-    nl_ith = &nl_inactive;
+    nl_fast_reset();
     nl_thread_release(arg);
 }
 
@@ -381,7 +392,7 @@ static void nl_after_fork_child(void)
     /* The parent's files are shared mappings: the child must not count into them. Its own
      * state and files are made at its next access. */
     struct nl_ithread *t = nl_ith;
-    nl_ith = &nl_inactive;
+    nl_fast_reset();
     if (!t->shared)
         nl_thread_release(t);
 }
@@ -459,23 +470,27 @@ static void nl_count(struct nl_ithread *t, uintptr_t addr, unsigned is_write, ui
 static void nl_sample_due(struct nl_ithread *t, uintptr_t addr, unsigned is_write, unsigned size,
                           void *ip)
 {
-    if (t->shared || !t->samples.fd) {
-        t->countdown = INT64_MAX;
+    if (t->shared)
+        return;
+    if (!t->samples.fd) {
+        nl_countdown = INT64_MAX;
         return;
     }
     if (t->busy) {
-        t->countdown = 1;
+        nl_countdown = 1;
         return;
     }
     t->busy = 1;
     nl_sample_write(t, addr, is_write, size, ip);
-    t->countdown = (int64_t)nl_next_interval(t);
+    nl_countdown = (int64_t)nl_next_interval(t);
     t->busy = 0;
 }
 
-void nl_inst_sample(struct nl_ithread *t, uintptr_t addr, unsigned is_write, unsigned size,
-                    void *ip)
+__attribute__((noinline)) void nl_inst_sample(struct nl_ithread *t, uintptr_t addr,
+                                              unsigned is_write, unsigned size, void *ip)
 {
+    if (!ip)
+        ip = __builtin_return_address(0);
     if (t->shared) {
         /* A thread's first access: it gets its own state (none after its exit). */
         struct nl_ithread *own = nl_ith_done ? NULL : nl_thread_setup();
@@ -505,15 +520,15 @@ void nl_inst_range(uintptr_t addr, uint64_t size, unsigned is_write, void *ip)
         /* Samples fall on the words where the countdown runs out, as if word by word. */
         struct nl_ithread *t = nl_ith;
         uint64_t left = n;
-        while (t->countdown > 0 && (uint64_t)t->countdown <= left) {
-            uint64_t k = (uint64_t)t->countdown;
+        while (nl_countdown > 0 && (uint64_t)nl_countdown <= left) {
+            uint64_t k = (uint64_t)nl_countdown;
             uintptr_t at = a + (k - 1) * 8;
             left -= k;
             a += k * 8;
-            t->countdown = 0;
+            nl_countdown = 0;
             nl_sample_due(t, at < addr ? addr : at, is_write, 8, ip);
         }
-        t->countdown -= (int64_t)left;
+        nl_countdown -= (int64_t)left;
         w += n;
     }
 }
