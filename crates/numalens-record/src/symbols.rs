@@ -86,9 +86,18 @@ pub struct StaticSymbol {
     pub section: String,
 }
 
+/// The file's bytes, mapped read-only: parsing an ELF file reads a small part of it.
+pub fn map_file(path: &Path) -> std::io::Result<memmap2::Mmap> {
+    let file = std::fs::File::open(path)?;
+    // SAFETY: the mapping is read-only. The only hazard is a file truncated while mapped (a
+    // SIGBUS on access); these are the modules of a program that has just run, which package
+    // managers replace by renaming, not by truncating in place. addr2line maps them the same way.
+    unsafe { memmap2::Mmap::map(&file) }
+}
+
 /// Data symbols of at least `min_size` bytes in the data, bss and read-only data sections.
 pub fn static_objects(module: &Path, min_size: u64) -> std::io::Result<Vec<StaticSymbol>> {
-    let bytes = std::fs::read(module)?;
+    let bytes = map_file(module)?;
     let file = object::File::parse(&*bytes)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
     let mut found = Vec::new();

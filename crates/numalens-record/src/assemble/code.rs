@@ -126,7 +126,7 @@ impl MappedModules {
 }
 
 fn load_segments(path: &Path) -> Option<Vec<Segment>> {
-    let bytes = std::fs::read(path).ok()?;
+    let bytes = crate::symbols::map_file(path).ok()?;
     let file = object::File::parse(&*bytes).ok()?;
     Some(
         file.segments()
