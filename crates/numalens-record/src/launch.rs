@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 
@@ -144,5 +144,34 @@ fn spawn_error(program: &str, e: io::Error) -> LaunchError {
         io::ErrorKind::NotFound => LaunchError::NotFound { program },
         io::ErrorKind::PermissionDenied => LaunchError::NotExecutable { program },
         _ => LaunchError::Spawn { program, source: e },
+    }
+}
+
+/// Waits for the program's exit without reaping it, when no page-fault ring can tell: through a
+/// pidfd (Linux 5.3+), which becomes readable when the process exits, else by sleeping.
+pub struct ExitWatch(Option<OwnedFd>);
+
+impl ExitWatch {
+    pub fn new(pid: u32) -> Self {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        // SAFETY: a non-negative result is a fresh descriptor that nothing else owns.
+        ExitWatch((fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
+    }
+
+    /// Returns when the process has exited, a signal arrived, or `timeout_ms` passed.
+    pub fn wait(&self, timeout_ms: i32) {
+        match &self.0 {
+            Some(fd) => {
+                let mut p = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd, for the duration of the call.
+                unsafe { libc::poll(&mut p, 1, timeout_ms) };
+            }
+            None => std::thread::sleep(std::time::Duration::from_millis(timeout_ms as u64)),
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::events_tail::ObjectCounter;
 use crate::faults::{Fault, PerfEvent, SamplerInfo, online_cpus};
-use crate::launch::{LaunchError, LaunchSpec, launch};
+use crate::launch::{ExitWatch, LaunchError, LaunchSpec, launch};
 use crate::procmaps::MapsHistory;
 use crate::scan::{ScannedRun, scan_process};
 use crate::signals;
@@ -203,6 +203,10 @@ pub fn run(
     let cpu_at_start = own_cpu_time();
     let mut launched = launch(&spec)?;
     let mut sampler = launched.sampler.take();
+    // Without rings, whose hang-up reports the end, the program's exit is watched directly.
+    let exit_watch = sampler
+        .is_none()
+        .then(|| ExitWatch::new(launched.child.id()));
     let mut raw = Collected::default();
     raw.live.insert(launched.child.id());
     let mut status = StatusLine::new(opts.status_line, &events_dir);
@@ -220,7 +224,7 @@ pub fn run(
                     break Ended::Exiting;
                 }
             }
-            None => std::thread::sleep(Duration::from_millis(20)),
+            None => exit_watch.as_ref().expect("made without a sampler").wait(50),
         }
         signals::forward_pending(launched.child.id());
         let snapshot_due = last_snapshot.is_none_or(|t| t.elapsed() >= MAPS_INTERVAL);
