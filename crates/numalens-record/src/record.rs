@@ -224,7 +224,10 @@ pub fn run(
                     break Ended::Exiting;
                 }
             }
-            None => exit_watch.as_ref().expect("made without a sampler").wait(50),
+            None => exit_watch
+                .as_ref()
+                .expect("made without a sampler")
+                .wait(50),
         }
         signals::forward_pending(launched.child.id());
         let snapshot_due = last_snapshot.is_none_or(|t| t.elapsed() >= MAPS_INTERVAL);
