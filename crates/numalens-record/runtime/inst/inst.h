@@ -55,7 +55,6 @@ struct nl_chunk_index {
 };
 
 struct nl_ithread {
-    int exact;                  /* counting pages */
     struct nl_tlb_slot tlb[NL_TLB_SLOTS];
     uint64_t rng;
     struct nl_inst_page sink;   /* where counts go while inactive */
@@ -64,8 +63,8 @@ struct nl_ithread {
     uint32_t pid, tid;
     uint64_t dropped;           /* accesses not counted (signal handler inside a slow path) */
     struct nl_chunk_index index;
-    struct nl_grow_file pages;
-    struct nl_grow_file samples;
+    struct nl_grow_file pages;  /* exact counts: fd > 0 while the thread counts pages */
+    struct nl_grow_file samples; /* sampled accesses: fd > 0 while the thread samples */
 };
 
 struct nl_iglobal {

@@ -340,7 +340,6 @@ static void nl_thread_files(struct nl_ithread *t)
         nl_grow_close(&t->samples);
         return;
     }
-    t->exact = t->pages.fd > 0;
     if (t->samples.fd > 0)
         nl_countdown = (int64_t)nl_next_interval(t);
 }
@@ -361,7 +360,7 @@ static struct nl_ithread *nl_thread_setup(void)
     nl_ith = t;
     if (__atomic_load_n(&nl_ig.on, __ATOMIC_ACQUIRE))
         nl_thread_files(t);
-    nl_fast = (t->samples.fd > 0 ? NL_FAST_SAMPLE : 0) | (t->exact ? NL_FAST_EXACT : 0);
+    nl_fast = (t->samples.fd > 0 ? NL_FAST_SAMPLE : 0) | (t->pages.fd > 0 ? NL_FAST_EXACT : 0);
     pthread_setspecific(nl_exit_key, t);
     t->busy = 0;
     return t;
@@ -497,12 +496,9 @@ __attribute__((noinline)) void nl_inst_sample(struct nl_ithread *t, uintptr_t ad
         if (!own)
             return;
         t = own;
-        if (t->samples.fd > 0)
-            nl_sample_due(t, addr, is_write, size, ip);
-    } else {
-        nl_sample_due(t, addr, is_write, size, ip);
     }
-    if (t->exact)
+    nl_sample_due(t, addr, is_write, size, ip);
+    if (t->pages.fd > 0)
         nl_count(t, addr, is_write, size > 8 ? size / 8 : 1);
 }
 
