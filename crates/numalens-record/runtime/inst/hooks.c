@@ -18,31 +18,37 @@
 #define NL_TAIL_IP NULL
 
 #define NL_PLAIN(size)                                                                          \
-    NL_EXPORT void __tsan_read##size(void *a) { nl_access((uintptr_t)a, 0, size, NL_TAIL_IP); }    \
-    NL_EXPORT void __tsan_write##size(void *a) { nl_access((uintptr_t)a, 1, size, NL_TAIL_IP); }   \
+    NL_EXPORT void __tsan_read##size(void *a)                                                   \
+    {                                                                                           \
+        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                           \
+    }                                                                                           \
+    NL_EXPORT void __tsan_write##size(void *a)                                                  \
+    {                                                                                           \
+        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                           \
+    }                                                                                           \
     NL_EXPORT void __tsan_unaligned_read##size(void *a)                                         \
     {                                                                                           \
-        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                              \
+        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                           \
     }                                                                                           \
     NL_EXPORT void __tsan_unaligned_write##size(void *a)                                        \
     {                                                                                           \
-        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                              \
+        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                           \
     }                                                                                           \
     NL_EXPORT void __tsan_volatile_read##size(void *a)                                          \
     {                                                                                           \
-        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                              \
+        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                           \
     }                                                                                           \
     NL_EXPORT void __tsan_volatile_write##size(void *a)                                         \
     {                                                                                           \
-        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                              \
+        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                           \
     }                                                                                           \
     NL_EXPORT void __tsan_unaligned_volatile_read##size(void *a)                                \
     {                                                                                           \
-        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                              \
+        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                           \
     }                                                                                           \
     NL_EXPORT void __tsan_unaligned_volatile_write##size(void *a)                               \
     {                                                                                           \
-        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                              \
+        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                           \
     }                                                                                           \
     NL_EXPORT void __tsan_read##size##_pc(void *a, void *pc)                                    \
     {                                                                                           \
