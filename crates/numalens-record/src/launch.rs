@@ -159,7 +159,8 @@ impl ExitWatch {
         ExitWatch((fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
     }
 
-    /// Returns when the process has exited, a signal arrived, or `timeout_ms` passed.
+    /// Returns when the process has exited, a signal arrived, or `timeout_ms` passed. Without a
+    /// pidfd it sleeps at most 20 ms, so an exit is still noticed within that.
     pub fn wait(&self, timeout_ms: i32) {
         match &self.0 {
             Some(fd) => {
@@ -171,7 +172,9 @@ impl ExitWatch {
                 // SAFETY: one valid pollfd, for the duration of the call.
                 unsafe { libc::poll(&mut p, 1, timeout_ms) };
             }
-            None => std::thread::sleep(std::time::Duration::from_millis(timeout_ms as u64)),
+            None => std::thread::sleep(std::time::Duration::from_millis(
+                timeout_ms.clamp(0, 20) as u64
+            )),
         }
     }
 }
