@@ -17,39 +17,19 @@
 /* For hooks whose one nl_access is their last act: see NL_TAIL_IP in inst.h. */
 #define NL_TAIL_IP NULL
 
+/* One plain access whose call is the hook's last act, so its sampling path is a tail call. */
+#define NL_ONE(name, is_write, size)                                                            \
+    NL_EXPORT void name(void *a) { nl_access((uintptr_t)a, is_write, size, NL_TAIL_IP); }
+
 #define NL_PLAIN(size)                                                                          \
-    NL_EXPORT void __tsan_read##size(void *a)                                                   \
-    {                                                                                           \
-        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                           \
-    }                                                                                           \
-    NL_EXPORT void __tsan_write##size(void *a)                                                  \
-    {                                                                                           \
-        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                           \
-    }                                                                                           \
-    NL_EXPORT void __tsan_unaligned_read##size(void *a)                                         \
-    {                                                                                           \
-        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                           \
-    }                                                                                           \
-    NL_EXPORT void __tsan_unaligned_write##size(void *a)                                        \
-    {                                                                                           \
-        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                           \
-    }                                                                                           \
-    NL_EXPORT void __tsan_volatile_read##size(void *a)                                          \
-    {                                                                                           \
-        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                           \
-    }                                                                                           \
-    NL_EXPORT void __tsan_volatile_write##size(void *a)                                         \
-    {                                                                                           \
-        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                           \
-    }                                                                                           \
-    NL_EXPORT void __tsan_unaligned_volatile_read##size(void *a)                                \
-    {                                                                                           \
-        nl_access((uintptr_t)a, 0, size, NL_TAIL_IP);                                           \
-    }                                                                                           \
-    NL_EXPORT void __tsan_unaligned_volatile_write##size(void *a)                               \
-    {                                                                                           \
-        nl_access((uintptr_t)a, 1, size, NL_TAIL_IP);                                           \
-    }                                                                                           \
+    NL_ONE(__tsan_read##size, 0, size)                                                          \
+    NL_ONE(__tsan_write##size, 1, size)                                                         \
+    NL_ONE(__tsan_unaligned_read##size, 0, size)                                                \
+    NL_ONE(__tsan_unaligned_write##size, 1, size)                                               \
+    NL_ONE(__tsan_volatile_read##size, 0, size)                                                 \
+    NL_ONE(__tsan_volatile_write##size, 1, size)                                                \
+    NL_ONE(__tsan_unaligned_volatile_read##size, 0, size)                                       \
+    NL_ONE(__tsan_unaligned_volatile_write##size, 1, size)                                      \
     NL_EXPORT void __tsan_read##size##_pc(void *a, void *pc)                                    \
     {                                                                                           \
         nl_access((uintptr_t)a, 0, size, pc);                                                   \
