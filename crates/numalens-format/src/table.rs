@@ -24,7 +24,7 @@ pub enum ColumnEncoding {
     Delta,
     /// Plain values, no dictionary: for columns with mostly distinct values.
     Plain,
-    /// BYTE_STREAM_SPLIT + zstd: byte planes of wide values compress separately.
+    /// BYTE_STREAM_SPLIT + compression: byte planes of wide values compress separately.
     Split,
 }
 
@@ -57,14 +57,30 @@ pub trait Row: Sized {
     fn from_batch(batch: &RecordBatch, path: &Path) -> Result<Vec<Self>>;
 }
 
-/// Parquet writer settings for a table: zstd level 1 (fast, and it halves what the encodings
-/// leave), per-column encodings, row-group size and chunk-level statistics (enough for time-range
-/// pruning without the cost of per-page statistics).
-pub fn writer_properties<R: Row>() -> WriterProperties {
-    let zstd = ZstdLevel::try_new(1).expect("level 1 is valid");
+/// How the compressed columns of a table are compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableSize {
+    /// More rows than one write batch: zstd level 1, fast, and it halves what the encodings
+    /// leave.
+    Large,
+    /// One batch at most: LZ4_RAW. A zstd compressor and decompressor are made for every column
+    /// of a row group, and making one probes the CPU (`cpuid`, which a VM traps: about 6 us
+    /// each here), so zstd cost a small profile's eight tables more to set up than to compress.
+    /// LZ4 needs no set-up, and on a few thousand rows the difference in size is a few KiB.
+    Small,
+}
+
+/// Parquet writer settings for a table: the codec for its size, per-column encodings, row-group
+/// size and chunk-level statistics (enough for time-range pruning without the cost of per-page
+/// statistics).
+pub fn writer_properties<R: Row>(size: TableSize) -> WriterProperties {
+    let compression = match size {
+        TableSize::Large => Compression::ZSTD(ZstdLevel::try_new(1).expect("level 1 is valid")),
+        TableSize::Small => Compression::LZ4_RAW,
+    };
     let mut props = WriterProperties::builder()
         .set_writer_version(WriterVersion::PARQUET_2_0)
-        .set_compression(Compression::ZSTD(zstd))
+        .set_compression(compression)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_statistics_enabled(EnabledStatistics::Chunk)
         .set_created_by(format!("numalens {}", crate::meta::TOOL_VERSION));
@@ -72,7 +88,7 @@ pub fn writer_properties<R: Row>() -> WriterProperties {
         let path = ColumnPath::from(column.name);
         props = match column.encoding {
             ColumnEncoding::Dict => props.set_column_dictionary_enabled(path, true),
-            // zstd gains nothing on bit-packed deltas and costs write time.
+            // Compression gains nothing on bit-packed deltas and costs write time.
             ColumnEncoding::Delta => props
                 .set_column_dictionary_enabled(path.clone(), false)
                 .set_column_compression(path.clone(), Compression::UNCOMPRESSED)

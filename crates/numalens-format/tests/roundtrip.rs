@@ -115,6 +115,52 @@ fn projected_parallel_read_sees_every_row() {
     assert_eq!(rows.into_inner(), n);
 }
 
+/// The codec of every compressed column chunk of `table` in the profile at `dir`.
+fn codecs(dir: &std::path::Path, table: &str) -> std::collections::BTreeSet<String> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let file = std::fs::File::open(dir.join(format!("{table}.parquet"))).unwrap();
+    let reader = SerializedFileReader::new(file).unwrap();
+    let meta = reader.metadata();
+    (0..meta.num_row_groups())
+        .flat_map(|g| meta.row_group(g).columns().to_vec())
+        .map(|c| format!("{:?}", c.compression()))
+        .filter(|c| c != "UNCOMPRESSED")
+        .collect()
+}
+
+#[test]
+fn small_tables_use_lz4_and_large_ones_zstd() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small.numalens");
+    let samples: Vec<Sample> = SynthSamples::new(SynthConfig::default())
+        .take(70_000)
+        .collect();
+    common::write_samples(&small, &samples[..1000]);
+    assert_eq!(codecs(&small, "samples"), ["LZ4_RAW".to_string()].into());
+    // A table with no rows is small too, and still a valid file.
+    assert_eq!(codecs(&small, "threads"), Default::default());
+    assert_eq!(
+        Profile::open(&small)
+            .unwrap()
+            .table_shape::<Thread>()
+            .unwrap()
+            .0,
+        0
+    );
+    let large = dir.path().join("large.numalens");
+    common::write_samples(&large, &samples);
+    let zstd = codecs(&large, "samples");
+    assert!(
+        zstd.len() == 1 && zstd.iter().all(|c| c.starts_with("ZSTD")),
+        "{zstd:?}"
+    );
+    let profile = Profile::open(&large).unwrap();
+    assert_eq!(
+        by_thread(profile.read_all::<Sample>().unwrap()),
+        by_thread(samples)
+    );
+}
+
 #[test]
 fn unknown_projected_column_is_named() {
     let dir = tempfile::tempdir().unwrap();
