@@ -35,7 +35,7 @@ const QUEUED_BATCHES: usize = 2;
 /// decides the codec), then the Parquet writer.
 enum Sink {
     File(BufWriter<File>),
-    Parquet(ArrowWriter<BufWriter<File>>),
+    Parquet(Box<ArrowWriter<BufWriter<File>>>),
     /// Only while switching from the file to the writer, or after that failed.
     Switching,
 }
@@ -57,7 +57,7 @@ impl<R: Row> BatchEncoder<R> {
             let writer =
                 ArrowWriter::try_new(file, R::schema(), Some(writer_properties::<R>(size)))
                     .map_err(|e| FormatError::table(&self.path, e.to_string()))?;
-            self.sink = Sink::Parquet(writer);
+            self.sink = Sink::Parquet(Box::new(writer));
         }
         match &mut self.sink {
             Sink::Parquet(writer) => Ok(writer),
