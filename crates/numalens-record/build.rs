@@ -2,6 +2,10 @@
 //! embeds, and the instrumentation runtime into `$OUT_DIR/libnumalens_inst.a`, which
 //! `src/inst/toolchain.rs` embeds. The compiler is found the way every `-sys` crate finds it (the
 //! `cc` crate); the shared object is a plain shared-object link, which `cc::Build` does not do.
+//!
+//! A second archive, `$OUT_DIR/libnumalens_inst_rest.a`, holds the runtime less the access hooks:
+//! for clang builds with link-time optimisation, the wrappers compile the hooks to LLVM bitcode
+//! with the user's clang and link them before it (docs/INST.md, "Inlined hooks").
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -60,9 +64,17 @@ fn build_inst_archive(runtime: &Path) {
     for s in &sources {
         println!("cargo:rerun-if-changed={}", s.display());
     }
-    cc::Build::new()
+    inst_build(runtime, &sources).compile("numalens_inst");
+    build_inst_rest_archive(runtime, &sources);
+}
+
+/// The native build of instrumentation runtime sources.
+fn inst_build(runtime: &Path, sources: &[PathBuf]) -> cc::Build {
+    let dir = runtime.join("inst");
+    let mut build = cc::Build::new();
+    build
         .cargo_metadata(false)
-        .files(&sources)
+        .files(sources)
         .include(runtime.join("include"))
         .include(&dir)
         .opt_level(2)
@@ -79,8 +91,27 @@ fn build_inst_archive(runtime: &Path) {
         .flag("-fno-tree-loop-distribute-patterns")
         .flag("-fno-sanitize=all")
         .warnings(true)
-        .extra_warnings(true)
-        .compile("numalens_inst");
+        .extra_warnings(true);
+    build
+}
+
+/// The sources of the hooks that clang's link-time optimisation inlines: the plain accesses and
+/// the atomics. `src/inst/toolchain.rs` embeds them and builds them as LLVM bitcode with the
+/// user's clang; the rest of the runtime is `libnumalens_inst_rest.a`, native code.
+const INLINED: [&str; 2] = ["hooks.c", "atomics.c"];
+
+/// `libnumalens_inst_rest.a`: the runtime without the sources in [`INLINED`], linked after their
+/// bitcode.
+fn build_inst_rest_archive(runtime: &Path, sources: &[PathBuf]) {
+    let rest: Vec<PathBuf> = sources
+        .iter()
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| INLINED.iter().any(|i| n == *i))
+        })
+        .cloned()
+        .collect();
+    inst_build(runtime, &rest).compile("numalens_inst_rest");
 }
 
 /// The runtime's C sources, sorted so the link line is stable.

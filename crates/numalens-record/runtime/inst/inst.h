@@ -19,6 +19,19 @@
 #pragma GCC visibility push(hidden)
 
 #define NL_EXPORT __attribute__((visibility("default")))
+/* The access hooks. Built as LLVM bitcode for clang's link-time optimisation (NL_INLINE_HOOKS,
+ * see build.rs), each is inlined into the instrumented code at every call: its slow paths, which
+ * stay native code in state.c, are then called from the instrumented code itself, so a sample's
+ * instruction address is the slow path's own return address and the hooks pass none
+ * (NL_HOOK_IP). Built natively, a hook is a function, and one that makes more than one access
+ * passes its return address. */
+#ifdef NL_INLINE_HOOKS
+#define NL_HOOK NL_EXPORT __attribute__((always_inline))
+#define NL_HOOK_IP() NULL
+#else
+#define NL_HOOK NL_EXPORT
+#define NL_HOOK_IP() __builtin_return_address(0)
+#endif
 #define nl_likely(x) __builtin_expect(!!(x), 1)
 #define nl_unlikely(x) __builtin_expect(!!(x), 0)
 

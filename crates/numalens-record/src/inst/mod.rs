@@ -6,6 +6,7 @@
 //! Nth access of each thread as a sample (sampled mode) into files that [`files`] reads back.
 
 pub mod files;
+pub mod inline;
 pub mod toolchain;
 
 use std::ffi::{OsStr, OsString};

@@ -21,13 +21,21 @@
 //!   not define it, so Archer, even when found, stops at once and none of its `Annotate*` calls
 //!   run. The runtime must keep it that way; nothing is added for OpenMP here.
 //!
-//! The archive is embedded in the binary and written once to a cache directory named by its
+//! - Inlined hooks: when the real compiler is clang and can link with link-time optimisation,
+//!   C and C++ builds get `-flto` (compiling and linking) and link the access hooks as LLVM
+//!   bitcode, then the rest of the runtime, so the full-LTO link inlines each hook's fast path
+//!   into the instrumented code ([`super::inline`]). `NUMALENS_INST_LTO=0` turns it off, and so
+//!   does `-fno-lto` among the arguments. Otherwise (gcc, no linker that reads bitcode) the hooks
+//!   are calls, as above.
+//!
+//! The archives are embedded in the binary and written once to a cache directory named by their
 //! hash, like the preloaded runtime.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::inline::{self, REST_ARCHIVE, REST_ARCHIVE_NAME};
 use crate::runtime::{RuntimeError, content_hash, install_file, install_in_cache};
 
 /// The instrumentation runtime archive, as built by `build.rs`.
@@ -68,13 +76,19 @@ pub enum Family {
 
 /// gcc or clang, from `COMPILER --version`.
 pub fn compiler_family(compiler: &OsStr) -> std::io::Result<Family> {
+    Ok(compiler_version(compiler)?.0)
+}
+
+/// The family and the `--version` text of a compiler.
+fn compiler_version(compiler: &OsStr) -> std::io::Result<(Family, String)> {
     let out = Command::new(compiler).arg("--version").output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    Ok(if text.contains("clang") {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let family = if text.contains("clang") {
         Family::Clang
     } else {
         Family::Gcc
-    })
+    };
+    Ok((family, text))
 }
 
 /// What a compiler invocation does, from its arguments.
@@ -118,10 +132,20 @@ pub fn classify(args: &[OsString]) -> Invocation {
     }
 }
 
-/// The full command line for `compiler` given the user's `args`; `lib_dir` holds the archive.
+/// How the hooks reach the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hooks<'a> {
+    /// One call per access, to the native archive.
+    Calls,
+    /// Inlined by clang's full link-time optimisation from this bitcode archive of the hooks.
+    Inlined(&'a Path),
+}
+
+/// The full command line for `compiler` given the user's `args`; `lib_dir` holds the archives.
 pub fn wrapped_args(
     family: Family,
     invocation: Invocation,
+    hooks: Hooks<'_>,
     args: &[OsString],
     lib_dir: &Path,
 ) -> Vec<OsString> {
@@ -129,6 +153,11 @@ pub fn wrapped_args(
         return args.to_vec();
     }
     let mut out: Vec<OsString> = vec!["-fsanitize=thread".into(), "-g".into()];
+    if let Hooks::Inlined(_) = hooks {
+        // Before the user's arguments, so that a `-flto=thin` of theirs still wins (the hooks
+        // are then calls again: ThinLTO does not import from full-LTO modules).
+        out.push("-flto".into());
+    }
     if family == Family::Gcc {
         out.extend(
             [
@@ -149,7 +178,13 @@ pub fn wrapped_args(
             }
             Family::Clang => out.push("-fno-sanitize-link-runtime".into()),
         }
-        out.push(lib_dir.join(ARCHIVE_NAME).into());
+        match hooks {
+            Hooks::Calls => out.push(lib_dir.join(ARCHIVE_NAME).into()),
+            Hooks::Inlined(bitcode) => {
+                out.push(bitcode.into());
+                out.push(lib_dir.join(REST_ARCHIVE_NAME).into());
+            }
+        }
         out.push("-Wl,--wrap=memcpy,--wrap=memmove,--wrap=memset".into());
     }
     out
@@ -157,19 +192,25 @@ pub fn wrapped_args(
 
 pub const ARCHIVE_NAME: &str = "libnumalens_inst.a";
 
-/// The hash of the archive: names its cache directory.
+/// The hash of the archives and of the inlined hooks' sources: names their cache directory.
 pub fn archive_hash() -> String {
-    content_hash(INST_ARCHIVE)
+    let mut all = [INST_ARCHIVE, REST_ARCHIVE].concat();
+    for (_, text) in inline::SOURCES {
+        all.extend_from_slice(text.as_bytes());
+    }
+    content_hash(&all)
 }
 
 /// An archive with no members: what gcc's `-ltsan` finds.
 const EMPTY_ARCHIVE: &[u8] = b"!<arch>\n";
 
-/// Writes the archive (`libnumalens_inst.a`, and an empty `libtsan.a` for gcc's `-ltsan`) to
-/// `<base>/inst-<hash16>/` unless there already; returns the directory.
+/// Writes the archives (`libnumalens_inst.a`, the rest archive for inlined hooks, and an empty
+/// `libtsan.a` for gcc's `-ltsan`) to `<base>/inst-<hash16>/` unless there already; returns the
+/// directory.
 pub fn install_archive_in(base: &Path) -> Result<PathBuf, RuntimeError> {
     let dir = base.join(format!("inst-{}", archive_hash()));
     install_file(&dir, ARCHIVE_NAME, INST_ARCHIVE)?;
+    install_file(&dir, REST_ARCHIVE_NAME, REST_ARCHIVE)?;
     install_file(&dir, "libtsan.a", EMPTY_ARCHIVE)?;
     Ok(dir)
 }
@@ -184,23 +225,43 @@ pub fn wrapper_command(language: Language, args: &[OsString]) -> Result<Command,
     let compiler = language.compiler();
     let (var, _) = language.compiler_variable();
     let invocation = classify(args);
-    let family = match invocation {
-        Invocation::Link => compiler_family(&compiler).map_err(|e| {
-            format!(
-                "cannot run the compiler `{}`: {e}; install it or name another one with {var}",
-                compiler.to_string_lossy()
-            )
-        })?,
-        _ => Family::Gcc,
-    };
-    let lib_dir = if invocation == Invocation::Link {
+    if invocation == Invocation::Query {
+        return Ok(passed_through(&compiler, args));
+    }
+    let (family, version) = compiler_version(&compiler).map_err(|e| {
+        format!(
+            "cannot run the compiler `{}`: {e}; install it or name another one with {var}",
+            compiler.to_string_lossy()
+        )
+    })?;
+    // Compiling with clang asks whether the link will inline the hooks, which needs the
+    // archives' directory too.
+    let could_inline = family == Family::Clang
+        && language != Language::Fortran
+        && inline::lto_wanted(std::env::var_os(inline::LTO_VARIABLE).as_deref(), args);
+    let lib_dir = if invocation == Invocation::Link || could_inline {
         archive_dir().map_err(|e| format!("cannot write the instrumentation runtime: {e}"))?
     } else {
         PathBuf::new()
     };
+    let bitcode = if could_inline {
+        inline::inlined_hooks(&compiler, &version, &lib_dir)
+    } else {
+        None
+    };
+    let hooks = match &bitcode {
+        Some(archive) => Hooks::Inlined(archive),
+        None => Hooks::Calls,
+    };
     let mut cmd = Command::new(&compiler);
-    cmd.args(wrapped_args(family, invocation, args, &lib_dir));
+    cmd.args(wrapped_args(family, invocation, hooks, args, &lib_dir));
     Ok(cmd)
+}
+
+fn passed_through(compiler: &OsStr, args: &[OsString]) -> Command {
+    let mut cmd = Command::new(compiler);
+    cmd.args(args);
+    cmd
 }
 
 #[cfg(test)]
@@ -229,7 +290,13 @@ mod tests {
     #[test]
     fn gcc_links_the_archive_instead_of_libtsan_and_wraps_memory_functions() {
         let dir = Path::new("/cache/inst-x");
-        let a = wrapped_args(Family::Gcc, Invocation::Link, &os(&["a.c", "-o", "a"]), dir);
+        let a = wrapped_args(
+            Family::Gcc,
+            Invocation::Link,
+            Hooks::Calls,
+            &os(&["a.c", "-o", "a"]),
+            dir,
+        );
         let a: Vec<String> = a.iter().map(|s| s.to_string_lossy().into_owned()).collect();
         assert_eq!(a[0], "-fsanitize=thread");
         assert!(a.contains(&"-fno-builtin-memset".to_string()));
@@ -239,6 +306,7 @@ mod tests {
         let c = wrapped_args(
             Family::Gcc,
             Invocation::CompileOnly,
+            Hooks::Calls,
             &os(&["-c", "a.c"]),
             dir,
         );
@@ -248,20 +316,69 @@ mod tests {
     #[test]
     fn clang_gets_the_archive_instead_of_its_runtime() {
         let dir = Path::new("/cache/inst-x");
-        let a = wrapped_args(Family::Clang, Invocation::Link, &os(&["a.o"]), dir);
+        let a = wrapped_args(
+            Family::Clang,
+            Invocation::Link,
+            Hooks::Calls,
+            &os(&["a.o"]),
+            dir,
+        );
         let a: Vec<String> = a.iter().map(|s| s.to_string_lossy().into_owned()).collect();
         assert!(a.contains(&"-fno-sanitize-link-runtime".to_string()));
         assert!(a.contains(&"/cache/inst-x/libnumalens_inst.a".to_string()));
         assert!(!a.contains(&"-fno-builtin-memset".to_string()));
+        assert!(!a.contains(&"-flto".to_string()));
     }
 
     #[test]
-    fn the_archive_installs_once_under_both_names() {
+    fn inlined_hooks_compile_and_link_with_lto_against_the_bitcode_archive() {
+        let dir = Path::new("/cache/inst-x");
+        let bitcode = Path::new("/cache/inst-x/lto-1/libnumalens_inst_hooks.a");
+        let strings = |v: Vec<OsString>| -> Vec<String> {
+            v.iter().map(|s| s.to_string_lossy().into_owned()).collect()
+        };
+        let c = strings(wrapped_args(
+            Family::Clang,
+            Invocation::CompileOnly,
+            Hooks::Inlined(bitcode),
+            &os(&["-c", "a.c", "-flto=thin"]),
+            dir,
+        ));
+        // Ours comes first, so the user's own -flto=... wins.
+        let ours = c.iter().position(|a| a == "-flto").expect("-flto");
+        assert!(ours < c.iter().position(|a| a == "-flto=thin").unwrap());
+        assert!(!c.iter().any(|a| a.contains("libnumalens_inst")));
+        let l = strings(wrapped_args(
+            Family::Clang,
+            Invocation::Link,
+            Hooks::Inlined(bitcode),
+            &os(&["a.o", "-o", "a"]),
+            dir,
+        ));
+        assert!(l.contains(&"-flto".to_string()));
+        // The hooks' bitcode, then the rest of the runtime, after the program's inputs.
+        let at = |s: &str| {
+            l.iter()
+                .position(|a| a == s)
+                .unwrap_or_else(|| panic!("{s}"))
+        };
+        assert!(at("a.o") < at("/cache/inst-x/lto-1/libnumalens_inst_hooks.a"));
+        assert!(
+            at("/cache/inst-x/lto-1/libnumalens_inst_hooks.a")
+                < at("/cache/inst-x/libnumalens_inst_rest.a")
+        );
+        assert!(!l.contains(&"/cache/inst-x/libnumalens_inst.a".to_string()));
+        assert!(l.contains(&"-fno-sanitize-link-runtime".to_string()));
+    }
+
+    #[test]
+    fn the_archives_install_once() {
         let d = tempfile::tempdir().unwrap();
         let a = install_archive_in(d.path()).unwrap();
         assert_eq!(install_archive_in(d.path()).unwrap(), a);
         assert_eq!(fs::read(a.join("libtsan.a")).unwrap(), EMPTY_ARCHIVE);
         assert_eq!(fs::read(a.join(ARCHIVE_NAME)).unwrap(), INST_ARCHIVE);
         assert_eq!(&INST_ARCHIVE[..8], b"!<arch>\n");
+        assert_eq!(fs::read(a.join(REST_ARCHIVE_NAME)).unwrap(), REST_ARCHIVE);
     }
 }

@@ -1,0 +1,296 @@
+//! Hooks inlined by clang's link-time optimisation (`numalens cc` over clang, docs/INST.md
+//! "Inlined hooks"): the instrumented code is left with no call to an access hook, the programs
+//! compute what they compute natively, their exact counts are their manifests', per object and
+//! thread, and sampled accesses name the program's own code. `NUMALENS_INST_LTO=0` gives back one
+//! call per access. Skipped, saying so, where clang is not installed.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::Command;
+
+use numalens_format::{
+    CodeLocation, Object, PageStat, Profile, Sample, SampleKind, SiteFrame, Thread,
+};
+use numalens_workloads::{Workload, build, expected};
+
+fn have_clang() -> bool {
+    let found = Command::new("clang")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("SKIPPED: clang is not installed (tests/install-deps installs it)");
+    }
+    found
+}
+
+/// `numalens cc` over clang, with inlined hooks unless `calls`.
+fn clang_wrapper(calls: bool) -> Vec<OsString> {
+    let mut cmd: Vec<OsString> = vec!["env".into(), "NUMALENS_CC=clang".into()];
+    cmd.push(format!("NUMALENS_INST_LTO={}", if calls { "0" } else { "1" }).into());
+    cmd.push(env!("CARGO_BIN_EXE_numalens").into());
+    cmd.push("cc".into());
+    cmd
+}
+
+/// Calls to access hooks (`__tsan_read*`, `__tsan_write*`, `__tsan_atomic*`) in the program's
+/// code, by function.
+fn hook_calls(program: &Path) -> BTreeMap<String, usize> {
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(program)
+        .output()
+        .expect("objdump (binutils)");
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let mut function = String::new();
+    let mut calls = BTreeMap::new();
+    for line in common::text(&out.stdout).lines() {
+        if let Some(name) = line.strip_suffix(">:").and_then(|l| l.split_once(" <")) {
+            function = name.1.to_string();
+        } else if line.contains("call")
+            && ["<__tsan_read", "<__tsan_write", "<__tsan_atomic"]
+                .iter()
+                .any(|h| line.contains(h))
+        {
+            *calls.entry(function.clone()).or_insert(0) += 1;
+        }
+    }
+    calls
+}
+
+fn run(program: &Path, args: &[OsString]) -> String {
+    let out = Command::new(program).args(args).output().unwrap();
+    assert!(out.status.success(), "{}: {out:?}", program.display());
+    common::text(&out.stdout).trim().to_string()
+}
+
+fn record(mode: &str, program: &Path, args: &[OsString], profile: &Path) -> String {
+    let (profile, program) = (profile.to_str().unwrap(), program.to_str().unwrap());
+    let mut argv = vec![
+        "record",
+        "--backend",
+        "inst",
+        "--inst-mode",
+        mode,
+        "-o",
+        profile,
+    ];
+    argv.push(program);
+    argv.extend(args.iter().map(|a| a.to_str().unwrap()));
+    let out = common::numalens(&argv);
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    common::text(&out.stdout).trim().to_string()
+}
+
+/// The profile's object ids for each manifest object of `w` (each allocated once, at its marker
+/// line).
+fn object_ids(w: &Workload, profile: &Profile) -> BTreeMap<String, u64> {
+    let objects = profile.read_all::<Object>().unwrap();
+    let frames = profile.read_all::<SiteFrame>().unwrap();
+    let source = format!("{}.c", w.name);
+    let manifest = w.manifest().unwrap();
+    manifest
+        .objects
+        .iter()
+        .map(|o| {
+            let line = w.marker_line(&o.name).unwrap();
+            let sites: Vec<u64> = frames
+                .iter()
+                .filter(|f| {
+                    f.line == Some(line) && f.file.as_deref().is_some_and(|p| p.ends_with(&source))
+                })
+                .map(|f| f.site_key)
+                .collect();
+            let found: Vec<&Object> = objects
+                .iter()
+                .filter(|x| x.site_key.is_some_and(|k| sites.contains(&k)))
+                .collect();
+            assert_eq!(found.len(), 1, "{}: instances of {}", w.name, o.name);
+            (o.name.clone(), found[0].object_id)
+        })
+        .collect()
+}
+
+fn logical_threads(profile: &Profile) -> HashMap<u32, u32> {
+    profile
+        .read_all::<Thread>()
+        .unwrap()
+        .iter()
+        .map(|t| (t.tid, t.logical_id))
+        .collect()
+}
+
+/// Builds `name` natively (gcc), with inlined hooks and with calls; checks where the hooks are
+/// and that the inlined build computes the native result and counts the manifest's reads and
+/// writes per object and logical thread.
+fn check_inlined(name: &str, overrides: &[(&str, u64)], dir: &Path) {
+    let w = numalens_workloads::find(name).unwrap();
+    let manifest = w.manifest().unwrap();
+    let native = build(w, &[OsString::from("gcc")], &dir.join("native")).unwrap();
+    let inlined = build(w, &clang_wrapper(false), &dir.join("lto")).unwrap_or_else(|e| {
+        panic!("{e}\n(clang without libomp-dev? tests/install-deps installs it)")
+    });
+    let calls = build(w, &clang_wrapper(true), &dir.join("calls")).unwrap();
+
+    // The opt-out build calls the hooks from the parallel regions; the inlined build calls them
+    // nowhere, the loops of those regions included.
+    let called = hook_calls(&calls);
+    assert!(
+        called.keys().any(|f| f.starts_with(".omp_outlined")),
+        "{name}: the build with NUMALENS_INST_LTO=0 calls no hook from its parallel regions: \
+         {called:?}"
+    );
+    assert_eq!(
+        hook_calls(&inlined),
+        BTreeMap::new(),
+        "{name}: hook calls left in the inlined build"
+    );
+
+    let args = numalens_workloads::args(&manifest, overrides).unwrap();
+    let want_output = run(&native, &args);
+    assert_eq!(run(&inlined, &args), want_output, "{name}: run on its own");
+    let profile_dir = dir.join("exact.numalens");
+    assert_eq!(
+        record("exact", &inlined, &args, &profile_dir),
+        want_output,
+        "{name}: recorded"
+    );
+
+    let profile = Profile::open(&profile_dir).unwrap();
+    let ids = object_ids(w, &profile);
+    let logical = logical_threads(&profile);
+    let stats = profile.read_all::<PageStat>().unwrap();
+    for o in expected(&manifest, overrides).unwrap() {
+        let id = ids[&o.name];
+        let mut reads = vec![0u64; o.reads.len()];
+        let mut writes = vec![0u64; o.writes.len()];
+        for s in stats.iter().filter(|s| s.object_id == Some(id)) {
+            let t = logical[&s.tid] as usize;
+            assert!(
+                t < reads.len(),
+                "{name}: unexpected thread {t} on {}",
+                o.name
+            );
+            reads[t] += s.reads;
+            writes[t] += s.writes;
+        }
+        assert_eq!(reads, o.reads, "{name}: reads of {} per thread", o.name);
+        assert_eq!(writes, o.writes, "{name}: writes of {} per thread", o.name);
+    }
+}
+
+/// Plain loads and stores (private-blocks, stencil) and atomics (hotspot's `fetch_add`).
+#[test]
+fn inlined_hooks_leave_no_call_and_count_exactly() {
+    if !have_clang() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let runs: [(&str, &[(&str, u64)]); 3] = [
+        (
+            "private-blocks",
+            &[("n", 49152), ("threads", 3), ("iters", 2)],
+        ),
+        (
+            "stencil",
+            &[("rows", 64), ("cols", 512), ("threads", 2), ("iters", 2)],
+        ),
+        (
+            "hotspot",
+            &[
+                ("keys", 16384),
+                ("range", 16384),
+                ("threads", 2),
+                ("iters", 2),
+            ],
+        ),
+    ];
+    for (name, overrides) in runs {
+        check_inlined(name, overrides, &dir.path().join(name));
+    }
+}
+
+/// An inlined hook has no return address of its own: a sample's instruction address is the one
+/// the slow path returns to, which must be in the program's loop, not in the runtime. The
+/// weights still add up to the exact counts of the same run.
+#[test]
+fn inlined_hooks_sample_the_program_s_own_code() {
+    if !have_clang() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let w = numalens_workloads::find("private-blocks").unwrap();
+    let manifest = w.manifest().unwrap();
+    // Writes the sources out (and checks the default build inlines too).
+    let default = build(w, &clang_wrapper(false), dir.path()).unwrap();
+    assert_eq!(hook_calls(&default), BTreeMap::new());
+    // Scalar loops: a sample stands for `--sample-every` accesses whatever their width, while
+    // exact counts are in 8-byte words (a vectorised 16-byte access is two). clang 14 turns
+    // vectorisation back on for an -O2 that comes after -fno-vectorize, hence the order.
+    let program = dir.path().join("scalar");
+    let wrapper = clang_wrapper(false);
+    let built = Command::new(&wrapper[0])
+        .args(&wrapper[1..])
+        .args(&manifest.flags)
+        .args(["-fno-vectorize", "-fno-slp-vectorize", "-o"])
+        .arg(&program)
+        .arg(dir.path().join(&manifest.source))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", common::text(&built.stderr));
+    assert_eq!(hook_calls(&program), BTreeMap::new());
+    let args =
+        numalens_workloads::args(&manifest, &[("n", 98304), ("threads", 2), ("iters", 4)]).unwrap();
+    let profile_dir = dir.path().join("both.numalens");
+    record("both", &program, &args, &profile_dir);
+
+    let profile = Profile::open(&profile_dir).unwrap();
+    let ids = object_ids(w, &profile);
+    let logical = logical_threads(&profile);
+    let code: HashMap<u64, CodeLocation> = profile
+        .read_all::<CodeLocation>()
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.ip, c))
+        .collect();
+    // (object, logical thread) -> sampled weight of its loads and stores, and exact accesses
+    let mut weight: BTreeMap<(u64, u32), u64> = BTreeMap::new();
+    for s in profile.read_all::<Sample>().unwrap() {
+        let Some(id) = s.object_id.filter(|id| ids.values().any(|x| x == id)) else {
+            continue;
+        };
+        if !matches!(s.kind, SampleKind::Load | SampleKind::Store) {
+            continue;
+        }
+        let at = &code[&s.ip.expect("a sampled access has its ip")];
+        assert!(
+            at.module.ends_with("/scalar")
+                && at
+                    .file
+                    .as_deref()
+                    .is_some_and(|f| f.ends_with("private-blocks.c")),
+            "a sample is not in the program's code: {at:?}"
+        );
+        *weight.entry((id, logical[&s.tid])).or_default() += u64::from(s.weight);
+    }
+    let mut exact: BTreeMap<(u64, u32), u64> = BTreeMap::new();
+    for s in profile.read_all::<PageStat>().unwrap() {
+        if let Some(id) = s.object_id.filter(|id| ids.values().any(|x| x == id)) {
+            *exact.entry((id, logical[&s.tid])).or_default() += s.reads + s.writes;
+        }
+    }
+    // Both objects, each on both threads.
+    assert_eq!(exact.len(), 4, "{exact:?}");
+    for (key, want) in &exact {
+        let got = weight.get(key).copied().unwrap_or(0) as f64;
+        let want = *want as f64;
+        // Random intervals in [512, 1536): about 2 % standard deviation at these counts.
+        assert!(
+            (got - want).abs() < 0.1 * want,
+            "{key:?}: sampled weight {got}, exact {want}; {weight:?}"
+        );
+    }
+}
