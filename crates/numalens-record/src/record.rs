@@ -54,7 +54,7 @@ impl RecordOptions {
             min_object: 4096,
             runtime: None,
             track_objects: true,
-            ring_pages: 1024,
+            ring_pages: 256,
             status_line: false,
             page_scan_interval: None,
             inst: None,

@@ -42,17 +42,28 @@ pub enum RuntimeError {
 /// First 16 hex digits of a 64-bit FNV-1a hash of `bytes`: names the cache directory of an
 /// embedded file, so different builds never overwrite each other's.
 pub fn content_hash(bytes: &[u8]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    format!("{:016x}", fnv1a(bytes))
 }
+
+/// 64-bit FNV-1a, usable at compile time.
+const fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < bytes.len() {
+        h ^= bytes[i] as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+        i += 1;
+    }
+    h
+}
+
+/// The embedded runtime's hash, computed when the binary is built: hashing its bytes at every
+/// start took 0.2 ms of each recording.
+const RUNTIME_HASH: u64 = fnv1a(RUNTIME_SO);
 
 /// The hash of the embedded runtime: names its cache directory.
 pub fn runtime_hash() -> String {
-    content_hash(RUNTIME_SO)
+    format!("{RUNTIME_HASH:016x}")
 }
 
 /// The path of a runtime to preload: `override_path` if given (it must exist), else the embedded
@@ -141,6 +152,9 @@ mod tests {
     fn embedded_runtime_is_a_shared_object() {
         assert_eq!(&RUNTIME_SO[..4], b"\x7fELF");
         assert_eq!(runtime_hash().len(), 16);
+        // The hash made at build time is the one of the bytes embedded.
+        assert_eq!(runtime_hash(), content_hash(RUNTIME_SO));
+        assert_eq!(content_hash(b"a"), "af63dc4c8601ec8c");
     }
 
     #[test]

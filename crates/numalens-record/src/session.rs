@@ -29,6 +29,15 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
         crate::inst::check_program(&opts.program)?;
     }
     let events_dir = prepare_output(&opts.output)?;
+    // The machine's description takes half a millisecond of sysfs reads: read while the program
+    // is being started, when the recorder waits on the kernel and a core is idle.
+    let machine = std::thread::spawn(|| {
+        (
+            numalens_topology::host().ok(),
+            numa_balancing(),
+            ThpMode::host(),
+        )
+    });
     let mut track_objects = opts.track_objects;
     if track_objects && is_static_program(&opts.program) {
         notes.push("the program is statically linked: LD_PRELOAD cannot reach it, so objects and threads are not tracked; page faults are recorded".into());
@@ -60,7 +69,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
             notes.push("the kernel refused kernel-mode samples: faults taken inside system calls are missed (lower kernel.perf_event_paranoid to 1 to see them)".into());
         }
     }
-    let thp = ThpMode::host();
+    let (topology, numa_balancing, thp) = machine.join().expect("reading sysfs does not panic");
     settings.insert("transparent_hugepage".into(), thp.name().into());
     settings.insert("objects_tracked".into(), track_objects.into());
     settings.insert("min_object".into(), opts.min_object.into());
@@ -75,11 +84,11 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
         (false, SampleSource::None) => "none",
     };
     let assemble = AssembleOptions {
-        topology: numalens_topology::host().ok(),
+        topology,
         min_object: opts.min_object,
         backend,
         backend_settings: settings,
-        numa_balancing: numa_balancing(),
+        numa_balancing,
         thp,
     };
     let summary =

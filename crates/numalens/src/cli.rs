@@ -115,8 +115,10 @@ pub struct RecordArgs {
     /// Do not preload the runtime: page faults only, no objects or threads from the program.
     #[arg(long)]
     pub no_runtime: bool,
-    /// Pages of ring buffer per CPU for page-fault samples (a power of two).
-    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = power_of_two)]
+    /// Pages of ring buffer per CPU for page-fault samples (a power of two). The default, 1 MiB,
+    /// recorded a million 4 KiB first touches from two threads without a loss even at 64 pages
+    /// with both cores busy; each page costs about 0.7 us to set up before the program starts.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = power_of_two)]
     pub ring_pages: usize,
     /// Also ask where every data page of the program is at this interval while it runs (e.g.
     /// `500ms`, `2s`), to see pages move; a scan costs about 50 ms of CPU per GiB of memory.
