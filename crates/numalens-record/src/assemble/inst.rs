@@ -1,12 +1,12 @@
 //! The `inst` backend's files in a profile: exact counts become `page_stats` rows, sampled
 //! accesses become `load`/`store` samples, each attributed to the object that held its address.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use numalens_format::{DataSource, PageStat, ProfileWriter, Sample, SampleKind};
 
 use crate::attribute::{Locator, ObjectSpec};
-use crate::inst::files::{InstData, PAGE_SHIFT};
+use crate::inst::files::{InstData, InstSample, PAGE_SHIFT};
 
 /// Points of a page probed to find the objects holding it at its first access.
 const PAGE_PROBES: u64 = 16;
@@ -19,13 +19,19 @@ pub struct InstCounts {
     pub accesses: u64,
 }
 
-/// Writes `data` into the profile; `ips` collects the sample IPs to symbolise.
+/// The code address of an access sample.
+pub fn sample_ip(s: &InstSample) -> u64 {
+    // The hook returns to the instruction after its call; one byte back is inside the call that
+    // precedes the access, so the line found is the access's.
+    s.ip.saturating_sub(1)
+}
+
+/// Writes `data` into the profile.
 pub fn write_inst(
     writer: &mut ProfileWriter,
     data: &InstData,
     objects: &[ObjectSpec],
     origin: u64,
-    ips: &mut BTreeSet<(u32, u64)>,
 ) -> numalens_format::Result<InstCounts> {
     let mut counts = InstCounts::default();
     let mut pages: Vec<_> = data.pages.iter().collect();
@@ -50,10 +56,7 @@ pub fn write_inst(
     let mut locator = Locator::new(objects);
     for s in &data.samples {
         locator.advance_to(s.time_ns);
-        // The hook returns to the instruction after its call; one byte back is inside the call
-        // that precedes the access, so the line found is the access's.
-        let ip = s.ip.saturating_sub(1);
-        ips.insert((s.pid, ip));
+        let ip = sample_ip(s);
         counts.samples += 1;
         writer.push_sample(Sample {
             time_ns: s.time_ns.saturating_sub(origin),

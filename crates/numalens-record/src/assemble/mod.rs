@@ -17,8 +17,9 @@ use numalens_format::{
 };
 use numalens_topology::Topology;
 
-use crate::attribute::{ObjectSpec, attributions};
+use crate::attribute::{Attributions, ObjectSpec, attributions};
 use crate::events::{Event, EventLog, find_event_logs, read_event_log};
+use crate::faults::Fault;
 use crate::pagesize::{self, PageSizes, ThpMode};
 use crate::procmaps::SeenMapping;
 use crate::record::RawRecording;
@@ -106,64 +107,42 @@ pub fn write_profile(
     let pages = page_sizes(raw, &views, &opts, page_size);
     let attributed = attributions(faults, &objects, &pages, balancing);
 
-    let mut writer = ProfileWriter::create(output, meta(raw, &opts, page_size))?;
-    let cpu_node = cpu_nodes(opts.topology.as_ref());
-    let mut summary = Summary {
-        lost: raw.lost,
-        processes: logs.len().max(1) as u64,
-        ..Summary::default()
-    };
+    let ips = code_addresses(faults, &inst_data, &views);
     let origin = raw.clock_origin_ns;
-    let mut ips = BTreeSet::new();
-    for (fault, a) in faults.iter().zip(attributed) {
-        ips.insert((fault.pid, fault.ip));
-        let first = a.kind == SampleKind::FirstTouch;
-        summary.samples += 1;
-        if first {
-            summary.first_touches += 1;
-            summary.first_touches_attributed += a.object.is_some() as u64;
-            summary.first_touches_tracked += a.object.is_some_and(|o| objects[o].tracked) as u64;
+    let (views_ref, tasks) = (&views, &raw.tasks);
+    let (mut writer, mut summary) = std::thread::scope(|s| {
+        // Symbolising the code addresses is the longest step after the program's end (it reads
+        // the modules' symbol tables and DWARF); it runs beside the writing of the other tables.
+        let symbols = &mut symbols;
+        let locations = s.spawn(move || code::code_locations(&ips, views_ref, tasks, symbols));
+        let mut writer = ProfileWriter::create(output, meta(raw, &opts, page_size))?;
+        let mut summary = Summary {
+            lost: raw.lost,
+            processes: logs.len().max(1) as u64,
+            ..Summary::default()
+        };
+        let cpu_node = cpu_nodes(opts.topology.as_ref());
+        let faults = FaultRows {
+            faults,
+            attributed,
+            objects: &objects,
+            cpu_node: &cpu_node,
+            origin,
+        };
+        faults.write(&mut writer, &mut summary)?;
+        let inst_counts = inst::write_inst(&mut writer, &inst_data, &objects, origin)?;
+        summary.exact_pages = inst_counts.page_rows;
+        summary.inst_samples = inst_counts.samples;
+        summary.exact_accesses = inst_counts.accesses;
+        summary.samples += inst_counts.samples;
+        for (id, o) in objects.iter().enumerate() {
+            writer.push_object(object_row(id as u64, o, origin))?;
         }
-        writer.push_sample(Sample {
-            time_ns: fault.time_ns.saturating_sub(origin),
-            pid: fault.pid,
-            tid: fault.tid,
-            cpu: Some(fault.cpu),
-            address: fault.address,
-            kind: a.kind,
-            weight: 1,
-            object_id: a.object.map(|o| o as u64),
-            // Under Linux's default policy a first touch places the page on the faulting CPU's node.
-            node: if first {
-                cpu_node.get(&fault.cpu).copied()
-            } else {
-                None
-            },
-            data_source: DataSource::Unknown,
-            latency: None,
-            ip: Some(fault.ip),
-            page_size: Some(a.page_size as u32),
-        })?;
-    }
-    let inst_counts = inst::write_inst(&mut writer, &inst_data, &objects, origin, &mut ips)?;
-    summary.exact_pages = inst_counts.page_rows;
-    summary.inst_samples = inst_counts.samples;
-    summary.exact_accesses = inst_counts.accesses;
-    summary.samples += inst_counts.samples;
-    for (id, o) in objects.iter().enumerate() {
-        writer.push_object(object_row(id as u64, o, origin))?;
-    }
-    // Thread start routines are code addresses too: the report names them.
-    for view in &views {
-        for t in &view.threads {
-            if t.start_routine != 0 {
-                ips.insert((view.pid, t.start_routine));
-            }
+        for row in locations.join().expect("symbolising does not panic") {
+            writer.push_code_location(row)?;
         }
-    }
-    for row in code::code_locations(&ips, &views, &raw.tasks, &mut symbols) {
-        writer.push_code_location(row)?;
-    }
+        Ok::<_, numalens_format::FormatError>((writer, summary))
+    })?;
     summary.objects = objects.len() as u64;
     for view in &views {
         for site in view.sites.used() {
@@ -488,6 +467,80 @@ fn meta(raw: &RawRecording, opts: &AssembleOptions<'_>, page_size: u64) -> Meta 
     meta.numa_balancing = opts.numa_balancing.clone();
     meta.lost_samples = raw.lost;
     meta
+}
+
+/// The code addresses the report names: sample IPs and thread start routines, per process.
+fn code_addresses(
+    faults: &[Fault],
+    inst_data: &crate::inst::files::InstData,
+    views: &[ProcessView],
+) -> BTreeSet<(u32, u64)> {
+    let mut ips: BTreeSet<(u32, u64)> = faults.iter().map(|f| (f.pid, f.ip)).collect();
+    ips.extend(
+        inst_data
+            .samples
+            .iter()
+            .map(|s| (s.pid, inst::sample_ip(s))),
+    );
+    for view in views {
+        ips.extend(
+            view.threads
+                .iter()
+                .filter(|t| t.start_routine != 0)
+                .map(|t| (view.pid, t.start_routine)),
+        );
+    }
+    ips
+}
+
+/// The page-fault samples with their attribution, as `samples` rows.
+struct FaultRows<'a> {
+    faults: &'a [Fault],
+    attributed: Attributions<'a>,
+    objects: &'a [ObjectSpec],
+    cpu_node: &'a HashMap<u32, u32>,
+    origin: u64,
+}
+
+impl FaultRows<'_> {
+    fn write(
+        self,
+        writer: &mut ProfileWriter,
+        summary: &mut Summary,
+    ) -> numalens_format::Result<()> {
+        for (fault, a) in self.faults.iter().zip(self.attributed) {
+            let first = a.kind == SampleKind::FirstTouch;
+            summary.samples += 1;
+            if first {
+                summary.first_touches += 1;
+                summary.first_touches_attributed += a.object.is_some() as u64;
+                summary.first_touches_tracked +=
+                    a.object.is_some_and(|o| self.objects[o].tracked) as u64;
+            }
+            writer.push_sample(Sample {
+                time_ns: fault.time_ns.saturating_sub(self.origin),
+                pid: fault.pid,
+                tid: fault.tid,
+                cpu: Some(fault.cpu),
+                address: fault.address,
+                kind: a.kind,
+                weight: 1,
+                object_id: a.object.map(|o| o as u64),
+                // Under Linux's default policy a first touch places the page on the faulting
+                // CPU's node.
+                node: if first {
+                    self.cpu_node.get(&fault.cpu).copied()
+                } else {
+                    None
+                },
+                data_source: DataSource::Unknown,
+                latency: None,
+                ip: Some(fault.ip),
+                page_size: Some(a.page_size as u32),
+            })?;
+        }
+        Ok(())
+    }
 }
 
 fn cpu_nodes(topology: Option<&Topology>) -> HashMap<u32, u32> {
