@@ -27,6 +27,9 @@ use crate::tables::{
 /// that per-batch overhead is negligible.
 const BATCH_ROWS: usize = 64 * 1024;
 
+/// Bytes of write buffer per table file: under glibc's mmap threshold.
+const SINK_BUFFER: usize = 64 * 1024;
+
 /// Full batches waiting for the encoding thread: enough to ride out an uneven batch, few enough
 /// to bound memory (a samples batch is a few MiB).
 const QUEUED_BATCHES: usize = 2;
@@ -144,7 +147,10 @@ impl<R: Row + Send + 'static> TableWriter<R> {
         let file = File::create(&path).map_err(|e| FormatError::io(&path, e))?;
         let encoder = BatchEncoder {
             path: path.clone(),
-            sink: Sink::File(BufWriter::with_capacity(1 << 20, file)),
+            // Parquet hands over whole pages, which pass straight through; the buffer gathers
+            // the small writes (headers, footer). A larger one was mapped and unmapped per
+            // table, and an unmap in a threaded process interrupts every other CPU.
+            sink: Sink::File(BufWriter::with_capacity(SINK_BUFFER, file)),
             rows: PhantomData,
         };
         Ok(TableWriter {
