@@ -27,8 +27,6 @@
 
 /** Records per thread buffer: 1024 x 64 bytes = 64 KiB. */
 #define NL_BUF_RECORDS 1024u
-/** A SMALL_ALLOCS record is appended every this many small allocations of a thread. */
-#define NL_SMALL_TICK 0x10000u
 
 /* ---- config.c: the environment-variable table, parsed once ---- */
 

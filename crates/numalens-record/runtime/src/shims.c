@@ -46,15 +46,6 @@ void nl_on_free(void *p)
     nl_self.guard--;
 }
 
-void nl_small_tick(void)
-{
-    if (!nl_tracing())
-        return;
-    nl_self.guard++;
-    nl_small_emit();
-    nl_self.guard--;
-}
-
 /** The size of glibc's chunk holding @p p. glibc keeps it (with 3 flag bits) just below the
  * block, and it is never smaller than the usable size: below min_object, the block is small and
  * free() needs no call to find out. Only valid when nl_glibc_chunks. */
