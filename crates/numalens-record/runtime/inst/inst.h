@@ -127,17 +127,18 @@ static inline unsigned nl_tlb_index(uint64_t page)
 static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsigned is_write,
                                                             unsigned size, void *ip)
 {
+    /* A 16-byte access (a vectorised or paired load) counts as the two 8-byte words it moves, in
+     * the sampling countdown as in the page counts, so neither depends on whether the compiler
+     * vectorised the loop. A constant in every hook. */
+    uint64_t words = size > 8 ? size / 8 : 1;
     unsigned fast = nl_fast;
-    if ((fast & NL_FAST_SAMPLE) && nl_unlikely(--nl_countdown <= 0)) {
+    if ((fast & NL_FAST_SAMPLE) && nl_unlikely((nl_countdown -= (int64_t)words) <= 0)) {
         nl_inst_sample(nl_ith, addr, is_write, size, ip);
         return;
     }
     if (!(fast & NL_FAST_EXACT))
         return;
     struct nl_ithread *t = nl_ith;
-    /* A 16-byte access (a vectorised or paired load) counts as the two 8-byte words it moves,
-     * so counts do not depend on whether the compiler vectorised the loop. */
-    uint64_t words = size > 8 ? size / 8 : 1;
     uint64_t page = addr >> NL_INST_PAGE_SHIFT;
     struct nl_tlb_slot *s = &t->tlb[nl_tlb_index(page)];
     if (nl_likely(s->page == page))
