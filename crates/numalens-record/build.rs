@@ -66,6 +66,35 @@ fn build_inst_archive(runtime: &Path) {
     }
     inst_build(runtime, &sources).compile("numalens_inst");
     build_inst_rest_archive(runtime, &sources);
+    export_inst_hash(runtime);
+}
+
+/// `NUMALENS_INST_HASH`: the hash that names the archives' cache directory, over both archives
+/// and the sources the wrappers build the inlined hooks from (`SOURCES` in `src/inst/inline.rs`,
+/// in that order). Every wrapper call needs it; hashing the megabyte at run time cost each
+/// compile a pass over it. A unit test checks it against the crate's own `content_hash`.
+fn export_inst_hash(runtime: &Path) {
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
+    let inst = runtime.join("inst");
+    let parts = [
+        out.join("libnumalens_inst.a"),
+        out.join("libnumalens_inst_rest.a"),
+        inst.join("hooks.c"),
+        inst.join("atomics.c"),
+        inst.join("inst.h"),
+        runtime.join("include").join("numalens_inst.h"),
+    ];
+    // 64-bit FNV-1a, as `content_hash` in src/runtime.rs, over the parts one after another.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in &parts {
+        let bytes =
+            std::fs::read(part).unwrap_or_else(|e| panic!("cannot read {}: {e}", part.display()));
+        for b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    println!("cargo:rustc-env=NUMALENS_INST_HASH={h:016x}");
 }
 
 /// The native build of instrumentation runtime sources.
@@ -96,7 +125,7 @@ fn inst_build(runtime: &Path, sources: &[PathBuf]) -> cc::Build {
 }
 
 /// The sources of the hooks that clang's link-time optimisation inlines: the plain accesses and
-/// the atomics. `src/inst/toolchain.rs` embeds them and builds them as LLVM bitcode with the
+/// the atomics. `src/inst/inline.rs` embeds them and builds them as LLVM bitcode with the
 /// user's clang; the rest of the runtime is `libnumalens_inst_rest.a`, native code.
 const INLINED: [&str; 2] = ["hooks.c", "atomics.c"];
 
