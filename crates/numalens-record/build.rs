@@ -52,6 +52,11 @@ fn main() {
     if !status.success() {
         panic!("building libnumalens.so failed: {cmd:?} exited with {status}");
     }
+    // Names the runtime's cache directory; made here, so a recording does not hash it at start.
+    println!(
+        "cargo:rustc-env=NUMALENS_RUNTIME_HASH={}",
+        files_hash(std::slice::from_ref(&so))
+    );
     build_inst_archive(&runtime);
 }
 
@@ -72,7 +77,7 @@ fn build_inst_archive(runtime: &Path) {
 /// `NUMALENS_INST_HASH`: the hash that names the archives' cache directory, over both archives
 /// and the sources the wrappers build the inlined hooks from (`SOURCES` in `src/inst/inline.rs`,
 /// in that order). Every wrapper call needs it; hashing the megabyte at run time cost each
-/// compile a pass over it. A unit test checks it against the crate's own `content_hash`.
+/// compile a pass over it.
 fn export_inst_hash(runtime: &Path) {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let inst = runtime.join("inst");
@@ -84,9 +89,14 @@ fn export_inst_hash(runtime: &Path) {
         inst.join("inst.h"),
         runtime.join("include").join("numalens_inst.h"),
     ];
-    // 64-bit FNV-1a, as `content_hash` in src/runtime.rs, over the parts one after another.
+    println!("cargo:rustc-env=NUMALENS_INST_HASH={}", files_hash(&parts));
+}
+
+/// The hash of `parts` one after another: 64-bit FNV-1a in 16 hex digits, as `content_hash` in
+/// `src/runtime.rs` (whose unit tests check that both agree on the embedded files).
+fn files_hash(parts: &[PathBuf]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in &parts {
+    for part in parts {
         let bytes =
             std::fs::read(part).unwrap_or_else(|e| panic!("cannot read {}: {e}", part.display()));
         for b in bytes {
@@ -94,7 +104,7 @@ fn export_inst_hash(runtime: &Path) {
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
     }
-    println!("cargo:rustc-env=NUMALENS_INST_HASH={h:016x}");
+    format!("{h:016x}")
 }
 
 /// The native build of instrumentation runtime sources.

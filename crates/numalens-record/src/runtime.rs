@@ -42,28 +42,18 @@ pub enum RuntimeError {
 /// First 16 hex digits of a 64-bit FNV-1a hash of `bytes`: names the cache directory of an
 /// embedded file, so different builds never overwrite each other's.
 pub fn content_hash(bytes: &[u8]) -> String {
-    format!("{:016x}", fnv1a(bytes))
-}
-
-/// 64-bit FNV-1a, usable at compile time.
-const fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut i = 0;
-    while i < bytes.len() {
-        h ^= bytes[i] as u64;
+    for &b in bytes {
+        h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
-        i += 1;
     }
-    h
+    format!("{h:016x}")
 }
 
-/// The embedded runtime's hash, computed when the binary is built: hashing its bytes at every
-/// start took 0.2 ms of each recording.
-const RUNTIME_HASH: u64 = fnv1a(RUNTIME_SO);
-
-/// The hash of the embedded runtime: names its cache directory.
-pub fn runtime_hash() -> String {
-    format!("{RUNTIME_HASH:016x}")
+/// The hash of the embedded runtime: names its cache directory. `build.rs` computes it, so a
+/// recording does not hash the runtime's bytes at start.
+pub fn runtime_hash() -> &'static str {
+    env!("NUMALENS_RUNTIME_HASH")
 }
 
 /// The path of a runtime to preload: `override_path` if given (it must exist), else the embedded
