@@ -20,10 +20,10 @@
 
 #define NL_EXPORT __attribute__((visibility("default")))
 /* The access hooks. Built as LLVM bitcode for clang's link-time optimisation (NL_INLINE_HOOKS,
- * see build.rs), each is inlined into the instrumented code at every call: its slow paths, which
- * stay native code in state.c, are then called from the instrumented code itself, so a sample's
- * instruction address is the slow path's own return address and the hooks pass none
- * (NL_HOOK_IP). Built natively, a hook is a function, and one that makes more than one access
+ * see src/inst/inline.rs), each is inlined into the instrumented code at every call: its slow
+ * paths, which stay native code in state.c, are then called from the instrumented code itself,
+ * so a sample's instruction address is the slow path's own return address and the hooks pass
+ * none (NL_HOOK_IP). Built natively, a hook is a function, and one that makes more than one access
  * passes its return address. */
 #ifdef NL_INLINE_HOOKS
 #define NL_HOOK NL_EXPORT __attribute__((always_inline))
@@ -120,6 +120,14 @@ static inline unsigned nl_tlb_index(uint64_t page)
     return (unsigned)((page * 0x9E3779B97F4A7C15ull) >> 56) & (NL_TLB_SLOTS - 1);
 }
 
+/* What an access of @p size bytes counts as. A 16-byte access (a vectorised or paired load)
+ * counts as the two 8-byte words it moves, in the sampling countdown as in the page counts, so
+ * neither depends on whether the compiler vectorised the loop. A constant in every hook. */
+static inline uint64_t nl_words(unsigned size)
+{
+    return size > 8 ? size / 8 : 1;
+}
+
 /* The sampling countdown is checked first so that both slow paths are tail calls: the fast path
  * then saves no registers. nl_inst_sample counts the access too. Threads start sampling with
  * their countdown spent and the shared inactive state, so their first access sets up their own
@@ -127,10 +135,7 @@ static inline unsigned nl_tlb_index(uint64_t page)
 static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsigned is_write,
                                                             unsigned size, void *ip)
 {
-    /* A 16-byte access (a vectorised or paired load) counts as the two 8-byte words it moves, in
-     * the sampling countdown as in the page counts, so neither depends on whether the compiler
-     * vectorised the loop. A constant in every hook. */
-    uint64_t words = size > 8 ? size / 8 : 1;
+    uint64_t words = nl_words(size);
     unsigned fast = nl_fast;
     if ((fast & NL_FAST_SAMPLE) && nl_unlikely((nl_countdown -= (int64_t)words) <= 0)) {
         nl_inst_sample(nl_ith, addr, is_write, size, ip);

@@ -499,7 +499,7 @@ __attribute__((noinline)) void nl_inst_sample(struct nl_ithread *t, uintptr_t ad
     }
     nl_sample_due(t, addr, is_write, size, ip);
     if (t->pages.fd > 0)
-        nl_count(t, addr, is_write, size > 8 ? size / 8 : 1);
+        nl_count(t, addr, is_write, nl_words(size));
 }
 
 void nl_inst_range(uintptr_t addr, uint64_t size, unsigned is_write, void *ip)
