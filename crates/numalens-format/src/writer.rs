@@ -53,15 +53,13 @@ struct BatchEncoder<R> {
 impl<R: Row> BatchEncoder<R> {
     /// The Parquet writer, made on first use with the codec for `size`.
     fn writer(&mut self, size: TableSize) -> Result<&mut ArrowWriter<BufWriter<File>>> {
-        if let Sink::File(_) = self.sink {
-            let Sink::File(file) = std::mem::replace(&mut self.sink, Sink::Switching) else {
-                unreachable!("matched above")
-            };
-            let writer =
+        self.sink = match std::mem::replace(&mut self.sink, Sink::Switching) {
+            Sink::File(file) => Sink::Parquet(Box::new(
                 ArrowWriter::try_new(file, R::schema(), Some(writer_properties::<R>(size)))
-                    .map_err(|e| FormatError::table(&self.path, e.to_string()))?;
-            self.sink = Sink::Parquet(Box::new(writer));
-        }
+                    .map_err(|e| FormatError::table(&self.path, e.to_string()))?,
+            )),
+            made => made,
+        };
         match &mut self.sink {
             Sink::Parquet(writer) => Ok(writer),
             _ => Err(FormatError::table(&self.path, "an earlier write failed")),
@@ -280,24 +278,9 @@ impl ProfileWriter {
         // Creating a file is mostly the file system's work, a few hundred microseconds each on
         // ext4; half of them are created on a second thread.
         let (first, second) = std::thread::scope(|s| {
-            let second = s.spawn(|| {
-                Ok::<_, FormatError>((
-                    TableWriter::create(dir)?,
-                    TableWriter::create(dir)?,
-                    TableWriter::create(dir)?,
-                    TableWriter::create(dir)?,
-                ))
-            });
-            let first = (|| {
-                Ok::<_, FormatError>((
-                    TableWriter::create(dir)?,
-                    TableWriter::create(dir)?,
-                    TableWriter::create(dir)?,
-                    TableWriter::create(dir)?,
-                ))
-            })();
+            let second = s.spawn(|| create_four(dir));
             (
-                first,
+                create_four(dir),
                 second.join().expect("creating a file does not panic"),
             )
         });
@@ -395,26 +378,52 @@ impl ProfileWriter {
 /// Finishes one table: its last row group, footer and file.
 type FinishJob = Box<dyn FnOnce() -> Result<u64> + Send>;
 
+/// Four tables' writers, made together.
+type FourWriters<A, B, C, D> = (
+    TableWriter<A>,
+    TableWriter<B>,
+    TableWriter<C>,
+    TableWriter<D>,
+);
+
+/// Creates four table files in `dir`.
+fn create_four<A, B, C, D>(dir: &Path) -> Result<FourWriters<A, B, C, D>>
+where
+    A: Row + Send + 'static,
+    B: Row + Send + 'static,
+    C: Row + Send + 'static,
+    D: Row + Send + 'static,
+{
+    Ok((
+        TableWriter::create(dir)?,
+        TableWriter::create(dir)?,
+        TableWriter::create(dir)?,
+        TableWriter::create(dir)?,
+    ))
+}
+
 /// Runs the tables' finishing jobs on up to four threads, the caller's included, taking them in
-/// the order given (largest first), and returns each table's result. Every table costs a fixed
-/// part (a compressor per column, the footer, closing the file), so even a small profile's eight
-/// tables finish in about half the time on two cores.
+/// the order given (largest first), and returns each table's result in that order. Every table
+/// costs a fixed part (a compressor per column, the footer, closing the file), so even a small
+/// profile's eight tables finish in about half the time on two cores.
 fn finish_tables(jobs: Vec<(&'static str, FinishJob)>) -> Vec<(&'static str, Result<u64>)> {
-    let names: Vec<&'static str> = jobs.iter().map(|(name, _)| *name).collect();
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 4)
         .min(jobs.len());
-    let queue = std::sync::Mutex::new(jobs.into_iter().map(|(_, job)| job).enumerate());
+    let queue = std::sync::Mutex::new(jobs.into_iter().enumerate());
     let results = std::sync::Mutex::new(Vec::new());
     let work = || {
         loop {
             // The lock is released before the job runs: the guard is a temporary of this line.
-            let Some((index, job)) = queue.lock().expect("queue lock").next() else {
+            let Some((index, (name, job))) = queue.lock().expect("queue lock").next() else {
                 break;
             };
             let rows = job();
-            results.lock().expect("results lock").push((index, rows));
+            results
+                .lock()
+                .expect("results lock")
+                .push((index, name, rows));
         }
     };
     std::thread::scope(|s| {
@@ -424,10 +433,10 @@ fn finish_tables(jobs: Vec<(&'static str, FinishJob)>) -> Vec<(&'static str, Res
         work();
     });
     let mut results = results.into_inner().expect("results lock");
-    results.sort_by_key(|(index, _)| *index);
+    results.sort_by_key(|(index, ..)| *index);
     results
         .into_iter()
-        .map(|(index, rows)| (names[index], rows))
+        .map(|(_, name, rows)| (name, rows))
         .collect()
 }
 
