@@ -122,14 +122,14 @@ pub fn write_profile(
             ..Summary::default()
         };
         let cpu_node = cpu_nodes(opts.topology.as_ref());
-        let faults = FaultRows {
+        FaultRows {
             faults,
             attributed,
             objects: &objects,
             cpu_node: &cpu_node,
             origin,
-        };
-        faults.write(&mut writer, &mut summary)?;
+        }
+        .write(&mut writer, &mut summary)?;
         let inst_counts = inst::write_inst(&mut writer, &inst_data, &objects, origin)?;
         summary.exact_pages = inst_counts.page_rows;
         summary.inst_samples = inst_counts.samples;
