@@ -2,29 +2,14 @@
 //! several, and every sample counted once.
 
 use numalens_analyze::{Options, analyze};
-use numalens_format::synth::{SynthConfig, write_example_profile};
-use numalens_format::{Backend, Clock, Host, Meta, Profile};
+use numalens_format::Profile;
+use numalens_format::synth::{SynthConfig, example_meta, write_example_profile};
 
 /// Just over one row group, so that two workers each read one.
 const SAMPLES: u64 = numalens_format::ROW_GROUP_ROWS as u64 + 50_000;
 
 fn synthetic_profile(dir: &std::path::Path) -> Profile {
-    let meta = Meta::new(
-        vec!["synth".into()],
-        Backend {
-            name: "synthetic".into(),
-            settings: Default::default(),
-        },
-        Host {
-            hostname: "h".into(),
-            kernel: "k".into(),
-            arch: "x86_64".into(),
-        },
-        Clock {
-            name: "synthetic".into(),
-            origin_ns: 0,
-        },
-    );
+    let meta = example_meta("synth", "synthetic");
     let config = SynthConfig {
         threads: 4,
         nodes: 2,

@@ -132,6 +132,27 @@ impl SplitMix64 {
     }
 }
 
+/// Metadata for [`write_example_profile`]: `command`, the synthetic backend, a clock by name, and
+/// a placeholder host (`h`, kernel `k`, x86_64).
+pub fn example_meta(command: &str, clock: &str) -> crate::Meta {
+    crate::Meta::new(
+        vec![command.into()],
+        crate::Backend {
+            name: "synthetic".into(),
+            settings: Default::default(),
+        },
+        crate::Host {
+            hostname: "h".into(),
+            kernel: "k".into(),
+            arch: "x86_64".into(),
+        },
+        crate::Clock {
+            name: clock.into(),
+            origin_ns: 0,
+        },
+    )
+}
+
 /// Writes a complete, consistent example profile: `samples` from [`SynthSamples`], plus the
 /// `threads` and `objects` they refer to. `meta` says `backend.name = "synthetic"`.
 pub fn write_example_profile(

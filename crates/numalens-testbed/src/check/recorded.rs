@@ -148,28 +148,12 @@ fn page_sizes(batch: &RecordBatch) -> Result<Option<Vec<Option<u64>>>, String> {
 mod tests {
     use super::*;
     use numalens_format::synth::SynthConfig;
-    use numalens_format::{Backend, Clock, Host, Meta};
 
     #[test]
     fn reads_a_profile_written_by_the_format_crate() {
         let dir = std::env::temp_dir().join(format!("nl-check-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let meta = Meta::new(
-            vec!["prog".into()],
-            Backend {
-                name: "faults".into(),
-                settings: Default::default(),
-            },
-            Host {
-                hostname: "h".into(),
-                kernel: "k".into(),
-                arch: "x86_64".into(),
-            },
-            Clock {
-                name: "CLOCK_MONOTONIC".into(),
-                origin_ns: 0,
-            },
-        );
+        let meta = numalens_format::synth::example_meta("prog", "CLOCK_MONOTONIC");
         numalens_format::synth::write_example_profile(&dir, SynthConfig::default(), 1000, meta)
             .unwrap();
         let r = Recorded::load(&dir).unwrap();
