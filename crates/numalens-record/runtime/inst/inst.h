@@ -120,6 +120,19 @@ static inline unsigned nl_tlb_index(uint64_t page)
     return (unsigned)((page * 0x9E3779B97F4A7C15ull) >> 56) & (NL_TLB_SLOTS - 1);
 }
 
+/* Whether slot @p s caches @p page; its counters are then in @p *e. A signal handler may refill the slot
+ * at any instruction of the interrupted access. The entry is loaded first, and the acquire keeps
+ * the compiler from loading the page number before it: a refill between the two loads changes the
+ * page number, so the access misses. Compared first, the page number could match and the entry
+ * loaded after it be the handler's page's, which would take the count. (On x86 both loads are
+ * plain moves.) */
+static inline int nl_tlb_lookup(const struct nl_tlb_slot *s, uint64_t page,
+                                struct nl_inst_page **e)
+{
+    *e = __atomic_load_n(&s->entry, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&s->page, __ATOMIC_RELAXED) == page;
+}
+
 /* What an access of @p size bytes counts as. A 16-byte access (a vectorised or paired load)
  * counts as the two 8-byte words it moves, in the sampling countdown as in the page counts, so
  * neither depends on whether the compiler vectorised the loop. A constant in every hook. */
@@ -145,9 +158,9 @@ static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsi
         return;
     struct nl_ithread *t = nl_ith;
     uint64_t page = addr >> NL_INST_PAGE_SHIFT;
-    struct nl_tlb_slot *s = &t->tlb[nl_tlb_index(page)];
-    if (nl_likely(s->page == page))
-        s->entry->counts[is_write] += words;
+    struct nl_inst_page *e;
+    if (nl_likely(nl_tlb_lookup(&t->tlb[nl_tlb_index(page)], page, &e)))
+        e->counts[is_write] += words;
     else
         nl_inst_miss(t, addr, is_write, words);
 }

@@ -398,6 +398,17 @@ static void nl_after_fork_child(void)
 
 /* ---- slow paths ---- */
 
+/* A signal handler running between these stores sees an invalid slot, never a torn one: its
+ * lookup (nl_tlb_lookup) misses on the invalid page number whatever entry it loaded. */
+static void nl_tlb_fill(struct nl_tlb_slot *s, uint64_t page, struct nl_inst_page *e)
+{
+    __atomic_store_n(&s->page, ~0ull, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n(&s->entry, e, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n(&s->page, page, __ATOMIC_RELAXED);
+}
+
 void nl_inst_miss(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint64_t count)
 {
     uint64_t page = addr >> NL_INST_PAGE_SHIFT;
@@ -414,9 +425,7 @@ void nl_inst_miss(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint6
             t->dropped += count;
             return;
         }
-        struct nl_tlb_slot *s = &t->tlb[nl_tlb_index(page)];
-        s->entry = &t->sink;
-        s->page = page;
+        nl_tlb_fill(&t->tlb[nl_tlb_index(page)], page, &t->sink);
         return;
     }
     t->busy = 1;
@@ -430,13 +439,7 @@ void nl_inst_miss(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint6
     if (!e->first_ns)
         e->first_ns = nl_inst_now();
     e->counts[is_write] += count;
-    /* A signal handler running between these stores sees an invalid slot, never a torn one. */
-    struct nl_tlb_slot *s = &t->tlb[nl_tlb_index(page)];
-    s->page = ~0ull;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    s->entry = e;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    s->page = page;
+    nl_tlb_fill(&t->tlb[nl_tlb_index(page)], page, e);
     t->busy = 0;
 }
 
@@ -458,9 +461,9 @@ static void nl_sample_write(struct nl_ithread *t, uintptr_t addr, unsigned is_wr
 static void nl_count(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint64_t n)
 {
     uint64_t page = addr >> NL_INST_PAGE_SHIFT;
-    struct nl_tlb_slot *s = &t->tlb[nl_tlb_index(page)];
-    if (s->page == page)
-        s->entry->counts[is_write] += n;
+    struct nl_inst_page *e;
+    if (nl_tlb_lookup(&t->tlb[nl_tlb_index(page)], page, &e))
+        e->counts[is_write] += n;
     else
         nl_inst_miss(t, addr, is_write, n);
 }

@@ -1,8 +1,9 @@
 /* Exact counts across fork, signal handlers and a final SIGKILL.
  * ./lifecycle fork|signal|kill N : N doubles in a page-aligned array.
  * - fork: the parent writes the array once; the child (a copy) reads it twice, then exits;
- * - signal: the main thread writes the array 8 times while a 1 ms timer's handler bumps an
- *   instrumented counter; the handler's accesses must not disturb the main loop's counts;
+ * - signal: the main thread writes the array 8 times while a 200 us timer's handler writes one
+ *   word on each of 1024 pages, so it refills every slot of the hooks' page cache, the one the
+ *   interrupted access was using among them; the main loop's counts must stay exact;
  * - kill: the array is written 3 times, then the process kills itself with SIGKILL. */
 #include <signal.h>
 #include <stdint.h>
@@ -13,14 +14,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define HIT_PAGES 1024
 static volatile long ticks;
-static long hits[512];
+static long hits[HIT_PAGES * 512];
 
 static void on_alarm(int sig)
 {
     (void)sig;
     ticks = ticks + 1;
-    hits[ticks % 512] += 1;
+    for (long p = 0; p < HIT_PAGES; p++)
+        hits[p * 512 + ticks % 512] += 1;
 }
 
 static void write_all(double *a, long n, double v)
@@ -64,7 +67,7 @@ int main(int argc, char **argv)
         printf("parent done %d\n", WEXITSTATUS(status));
     } else if (!strcmp(argv[1], "signal")) {
         signal(SIGALRM, on_alarm);
-        struct itimerval every = {{0, 1000}, {0, 1000}};
+        struct itimerval every = {{0, 200}, {0, 200}};
         setitimer(ITIMER_REAL, &every, 0);
         for (int r = 0; r < 8; r++)
             write_all(a, n, r);
