@@ -87,6 +87,7 @@ fn export_inst_hash(runtime: &Path) {
         inst.join("hooks.c"),
         inst.join("atomics.c"),
         inst.join("inst.h"),
+        inst.join("fast_path.h"),
         runtime.join("include").join("numalens_inst.h"),
     ];
     println!("cargo:rustc-env=NUMALENS_INST_HASH={}", files_hash(&parts));

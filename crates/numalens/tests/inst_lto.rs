@@ -1,8 +1,9 @@
-//! Hooks inlined by clang's link-time optimisation (`numalens cc` over clang, docs/INST.md
-//! "Inlined hooks"): the instrumented code is left with no call to an access hook, the programs
-//! compute what they compute natively, their exact counts are their manifests', per object and
-//! thread, and sampled accesses name the program's own code. `NUMALENS_INST_LTO=0` gives back one
-//! call per access. Skipped, saying so, where clang is not installed.
+//! Inlined hooks (docs/INST.md "Inlined hooks"): `numalens cc` over clang inlines them by
+//! link-time optimisation, over gcc a gcc plugin writes their fast path into the code. Either way
+//! the instrumented code is left with no call to an access hook, the programs compute what they
+//! compute natively, their exact counts are their manifests', per object and thread, and sampled
+//! accesses name the program's own code. `NUMALENS_INST_INLINE=0` gives back one call per
+//! access. A compiler that is not installed is skipped, saying so.
 
 mod common;
 
@@ -16,29 +17,39 @@ use numalens_format::{
 };
 use numalens_workloads::{Workload, build, expected};
 
-fn have_clang() -> bool {
-    let found = Command::new("clang")
+fn have(compiler: &str) -> bool {
+    let found = Command::new(compiler)
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        eprintln!("SKIPPED: clang is not installed (tests/install-deps installs it)");
+        eprintln!("SKIPPED for {compiler}: not installed (tests/install-deps installs it)");
     }
     found
 }
 
-/// `numalens cc` over clang, with inlined hooks unless `calls`.
-fn clang_wrapper(calls: bool) -> Vec<OsString> {
-    let mut cmd: Vec<OsString> = vec!["env".into(), "NUMALENS_CC=clang".into()];
-    cmd.push(format!("NUMALENS_INST_LTO={}", if calls { "0" } else { "1" }).into());
+/// The compilers whose builds inline the hooks.
+const COMPILERS: [&str; 2] = ["gcc", "clang"];
+
+/// `numalens cc` over `compiler`, with inlined hooks unless `calls`.
+fn wrapper(compiler: &str, calls: bool) -> Vec<OsString> {
+    let mut cmd: Vec<OsString> = vec!["env".into(), format!("NUMALENS_CC={compiler}").into()];
+    cmd.push(format!("NUMALENS_INST_INLINE={}", if calls { "0" } else { "1" }).into());
     cmd.push(env!("CARGO_BIN_EXE_numalens").into());
     cmd.push("cc".into());
     cmd
 }
 
-/// Calls to access hooks (`__tsan_read*`, `__tsan_write*`, `__tsan_atomic*`) in the program's
-/// code, by function.
-fn hook_calls(program: &Path) -> BTreeMap<String, usize> {
+/// The hooks a compiler's inlined build calls no more: with gcc's plugin, atomics stay calls.
+fn inlined_hooks(compiler: &str) -> &'static [&'static str] {
+    match compiler {
+        "gcc" => &["<__tsan_read", "<__tsan_write"],
+        _ => &["<__tsan_read", "<__tsan_write", "<__tsan_atomic"],
+    }
+}
+
+/// Calls to the `hooks` (name prefixes such as `<__tsan_read`) in the program's code, by function.
+fn hook_calls(program: &Path, hooks: &[&str]) -> BTreeMap<String, usize> {
     let out = Command::new("objdump")
         .args(["-d", "--no-show-raw-insn"])
         .arg(program)
@@ -50,11 +61,7 @@ fn hook_calls(program: &Path) -> BTreeMap<String, usize> {
     for line in common::text(&out.stdout).lines() {
         if let Some(name) = line.strip_suffix(">:").and_then(|l| l.split_once(" <")) {
             function = name.1.to_string();
-        } else if line.contains("call")
-            && ["<__tsan_read", "<__tsan_write", "<__tsan_atomic"]
-                .iter()
-                .any(|h| line.contains(h))
-        {
+        } else if line.contains("call") && hooks.iter().any(|h| line.contains(h)) {
             *calls.entry(function.clone()).or_insert(0) += 1;
         }
     }
@@ -140,40 +147,47 @@ fn logical_threads(profile: &Profile) -> HashMap<u32, u32> {
         .collect()
 }
 
-/// Builds `name` natively (gcc), with inlined hooks and with calls; checks where the hooks are
-/// and that the inlined build computes the native result and counts the manifest's reads and
-/// writes per object and logical thread.
-fn check_inlined(name: &str, overrides: &[(&str, u64)], dir: &Path) {
+/// Builds `name` natively (gcc), with inlined hooks and with calls through `compiler`; checks
+/// where the hooks are and that the inlined build computes the native result and counts the
+/// manifest's reads and writes per object and logical thread.
+fn check_inlined(compiler: &str, name: &str, overrides: &[(&str, u64)], dir: &Path) {
     let w = numalens_workloads::find(name).unwrap();
     let manifest = w.manifest().unwrap();
     let native = build(w, &[OsString::from("gcc")], &dir.join("native")).unwrap();
-    let inlined = build(w, &clang_wrapper(false), &dir.join("lto")).unwrap_or_else(|e| {
+    let inlined = build(w, &wrapper(compiler, false), &dir.join("inlined")).unwrap_or_else(|e| {
         panic!("{e}\n(clang without libomp-dev? tests/install-deps installs it)")
     });
-    let calls = build(w, &clang_wrapper(true), &dir.join("calls")).unwrap();
+    let calls = build(w, &wrapper(compiler, true), &dir.join("calls")).unwrap();
 
-    // The opt-out build calls the hooks from the parallel regions; the inlined build calls them
-    // nowhere, the loops of those regions included.
-    let called = hook_calls(&calls);
+    // The opt-out build calls the hooks from the parallel regions (clang's `.omp_outlined*`,
+    // gcc's `*._omp_fn.N`); the inlined build calls them nowhere, those regions included.
+    let hooks = inlined_hooks(compiler);
+    let called = hook_calls(&calls, hooks);
     assert!(
-        called.keys().any(|f| f.starts_with(".omp_outlined")),
-        "{name}: the build with NUMALENS_INST_LTO=0 calls no hook from its parallel regions: \
-         {called:?}"
+        called
+            .keys()
+            .any(|f| f.starts_with(".omp_outlined") || f.contains("._omp_fn.")),
+        "{compiler}, {name}: the build with NUMALENS_INST_INLINE=0 calls no hook from its \
+         parallel regions: {called:?}"
     );
     assert_eq!(
-        hook_calls(&inlined),
+        hook_calls(&inlined, hooks),
         BTreeMap::new(),
-        "{name}: hook calls left in the inlined build"
+        "{compiler}, {name}: hook calls left in the inlined build"
     );
 
     let args = numalens_workloads::args(&manifest, overrides).unwrap();
     let want_output = run(&native, &args);
-    assert_eq!(run(&inlined, &args), want_output, "{name}: run on its own");
+    assert_eq!(
+        run(&inlined, &args),
+        want_output,
+        "{compiler}, {name}: run on its own"
+    );
     let profile_dir = dir.join("exact.numalens");
     assert_eq!(
         record("exact", &inlined, &args, &profile_dir),
         want_output,
-        "{name}: recorded"
+        "{compiler}, {name}: recorded"
     );
 
     let profile = Profile::open(&profile_dir).unwrap();
@@ -188,23 +202,21 @@ fn check_inlined(name: &str, overrides: &[(&str, u64)], dir: &Path) {
             let t = logical[&s.tid] as usize;
             assert!(
                 t < reads.len(),
-                "{name}: unexpected thread {t} on {}",
+                "{compiler}, {name}: unexpected thread {t} on {}",
                 o.name
             );
             reads[t] += s.reads;
             writes[t] += s.writes;
         }
-        assert_eq!(reads, o.reads, "{name}: reads of {} per thread", o.name);
-        assert_eq!(writes, o.writes, "{name}: writes of {} per thread", o.name);
+        let what = format!("{compiler}, {name}: accesses of {} per thread", o.name);
+        assert_eq!(reads, o.reads, "{what}: reads");
+        assert_eq!(writes, o.writes, "{what}: writes");
     }
 }
 
 /// Plain loads and stores (private-blocks, stencil) and atomics (hotspot's `fetch_add`).
 #[test]
 fn inlined_hooks_leave_no_call_and_count_exactly() {
-    if !have_clang() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let runs: [(&str, &[(&str, u64)]); 3] = [
         (
@@ -225,8 +237,15 @@ fn inlined_hooks_leave_no_call_and_count_exactly() {
             ],
         ),
     ];
-    for (name, overrides) in runs {
-        check_inlined(name, overrides, &dir.path().join(name));
+    for compiler in COMPILERS.into_iter().filter(|c| have(c)) {
+        for (name, overrides) in runs {
+            check_inlined(
+                compiler,
+                name,
+                overrides,
+                &dir.path().join(compiler).join(name),
+            );
+        }
     }
 }
 
@@ -235,25 +254,32 @@ fn inlined_hooks_leave_no_call_and_count_exactly() {
 /// weights still add up to the exact counts of the same run.
 #[test]
 fn inlined_hooks_sample_the_program_s_own_code() {
-    if !have_clang() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
+    for compiler in COMPILERS.into_iter().filter(|c| have(c)) {
+        check_samples(compiler, &dir.path().join(compiler));
+    }
+}
+
+fn check_samples(compiler: &str, dir: &Path) {
     let w = numalens_workloads::find("private-blocks").unwrap();
     let manifest = w.manifest().unwrap();
     // The default build: hooks inlined, loops vectorised.
-    let default = build(w, &clang_wrapper(false), dir.path()).unwrap();
-    assert_eq!(hook_calls(&default), BTreeMap::new());
-    // clang vectorises the workload's loops: a 16-byte access counts as two 8-byte words, in the
-    // sampling countdown as in the exact counts, so both must agree on this build.
-    let program = default;
+    let program = build(w, &wrapper(compiler, false), dir).unwrap();
+    assert_eq!(
+        hook_calls(&program, inlined_hooks(compiler)),
+        BTreeMap::new()
+    );
+    // clang vectorises the workload's loops (gcc 12 at -O2 does not): a 16-byte access counts
+    // as two 8-byte words, in the sampling countdown as in the exact counts, so both must agree
+    // on this build.
     assert!(
-        packed_instructions(&program) > 0,
-        "private-blocks was not vectorised; the check below would not cover 16-byte accesses"
+        compiler == "gcc" || packed_instructions(&program) > 0,
+        "{compiler}: private-blocks was not vectorised; the check below would not cover 16-byte \
+         accesses"
     );
     let args =
         numalens_workloads::args(&manifest, &[("n", 98304), ("threads", 2), ("iters", 4)]).unwrap();
-    let profile_dir = dir.path().join("both.numalens");
+    let profile_dir = dir.join("both.numalens");
     record("both", &program, &args, &profile_dir);
 
     let profile = Profile::open(&profile_dir).unwrap();

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fast_path.h"
 #include "numalens_inst.h"
 
 #pragma GCC visibility push(hidden)
@@ -35,14 +36,9 @@
 #define nl_likely(x) __builtin_expect(!!(x), 1)
 #define nl_unlikely(x) __builtin_expect(!!(x), 0)
 
-/** Slots of the per-thread page cache; a power of two. */
-#define NL_TLB_SLOTS 256u
 /** Default mean sampling interval (accesses per sample) when NUMALENS_INST_EVERY is unset. */
 #define NL_INST_DEFAULT_EVERY 1024u
 
-/** Bits of nl_fast: what a thread's fast path does. */
-#define NL_FAST_SAMPLE 1u /* run the countdown (also set while the thread has no state yet) */
-#define NL_FAST_EXACT 2u  /* count the access in its page */
 
 struct nl_tlb_slot {
     uint64_t page;              /* page number cached, or ~0 */
@@ -90,6 +86,15 @@ struct nl_iglobal {
     uint64_t copy_id;
 };
 
+/* The gcc plugin's copy of the fast path addresses these by offset. */
+_Static_assert(offsetof(struct nl_ithread, tlb) == NL_ITHREAD_TLB_OFFSET, "fast_path.h");
+_Static_assert(sizeof(struct nl_tlb_slot) == NL_TLB_SLOT_BYTES, "fast_path.h");
+_Static_assert(offsetof(struct nl_tlb_slot, page) == NL_TLB_SLOT_PAGE_OFFSET, "fast_path.h");
+_Static_assert(offsetof(struct nl_tlb_slot, entry) == NL_TLB_SLOT_ENTRY_OFFSET, "fast_path.h");
+_Static_assert(offsetof(struct nl_inst_page, counts) == NL_PAGE_COUNTS_OFFSET, "fast_path.h");
+_Static_assert(sizeof(((struct nl_inst_page *)0)->counts[0]) == 8, "fast_path.h");
+_Static_assert((NL_TLB_SLOTS & (NL_TLB_SLOTS - 1)) == 0, "a power of two");
+
 extern struct nl_iglobal nl_ig;
 extern struct nl_ithread nl_inactive;
 extern __thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec")));
@@ -117,7 +122,7 @@ static inline unsigned nl_tlb_index(uint64_t page)
     /* Multiplicative hashing: arrays whose sizes are multiples of the cache span would collide
      * for their whole length under low bits; here two streams share a slot for one page only,
      * with probability 1/NL_TLB_SLOTS. */
-    return (unsigned)((page * 0x9E3779B97F4A7C15ull) >> 56) & (NL_TLB_SLOTS - 1);
+    return (unsigned)((page * NL_TLB_HASH) >> NL_TLB_HASH_SHIFT) & (NL_TLB_SLOTS - 1);
 }
 
 /* Whether slot @p s caches @p page; its counters are then in @p *e. A signal handler may refill the slot

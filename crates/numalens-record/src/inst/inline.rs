@@ -9,13 +9,12 @@
 //! remain calls.
 //!
 //! The hooks are built here, with the user's clang, the first time a wrapper needs them, so their
-//! bitcode is always one that clang's LLVM reads, and numalens itself builds without clang. Each
-//! compiler (path, `--version` and the flags below) gets a directory `lto-<hash>` beside the
-//! archives, holding the bitcode archive once a small instrumented program has linked against it
-//! with `-flto`; if that fails (no linker that reads LLVM bitcode, an LLVM without the options
-//! below), the reason is kept in `lto-<hash>.failed` and the hooks stay calls. Compiling and
-//! linking must agree (objects built with `-flto` are bitcode), which the one answer per
-//! compiler ensures.
+//! bitcode is always one that clang's LLVM reads, and numalens itself builds without clang: each
+//! compiler gets its bitcode archive in `lto-<hash>/` once a small instrumented program has
+//! linked against it with `-flto` ([`super::per_compiler`]). If that fails (no linker that reads
+//! LLVM bitcode, an LLVM without the options below), the hooks stay calls. Compiling and linking
+//! must agree (objects built with `-flto` are bitcode), which the one answer per compiler
+//! ensures.
 //!
 //! Built with `NL_INLINE_HOOKS`, every access hook is `always_inline` (`runtime/inst/inst.h`):
 //! inlined at each call, hot or cold, so a sample's instruction address can always be the one
@@ -29,11 +28,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::per_compiler::{PROBE_SOURCE, PerCompiler, run, write_sources};
 use super::toolchain::{Family, Hooks, Invocation, wrapped_args};
-use crate::runtime::content_hash;
-
-/// The environment variable that turns inlined hooks off (`0`, `off`, `no` or `false`).
-pub const LTO_VARIABLE: &str = "NUMALENS_INST_LTO";
 
 /// The runtime less the inlined hooks, native code, as built by `build.rs`.
 pub const REST_ARCHIVE: &[u8] =
@@ -44,10 +40,14 @@ pub const REST_ARCHIVE_NAME: &str = "libnumalens_inst_rest.a";
 pub const BITCODE_ARCHIVE_NAME: &str = "libnumalens_inst_hooks.a";
 
 /// The sources of the inlined hooks (`INLINED` in `build.rs`) and the headers they include.
-pub const SOURCES: [(&str, &str); 4] = [
+pub const SOURCES: [(&str, &str); 5] = [
     ("hooks.c", include_str!("../../runtime/inst/hooks.c")),
     ("atomics.c", include_str!("../../runtime/inst/atomics.c")),
     ("inst.h", include_str!("../../runtime/inst/inst.h")),
+    (
+        "fast_path.h",
+        include_str!("../../runtime/inst/fast_path.h"),
+    ),
     (
         "numalens_inst.h",
         include_str!("../../runtime/include/numalens_inst.h"),
@@ -79,75 +79,30 @@ const BITCODE_FLAGS: [&str; 19] = [
     "-c",
 ];
 
-/// Whether `NUMALENS_INST_LTO` and the user's arguments leave inlined hooks on: not with
-/// `-fno-lto`, nor for `-S`, whose output would be LLVM assembly instead of the machine's.
-pub fn lto_wanted(setting: Option<&OsStr>, args: &[OsString]) -> bool {
-    let off = setting.and_then(OsStr::to_str).is_some_and(|v| {
-        ["0", "off", "no", "false"].contains(&v.trim().to_ascii_lowercase().as_str())
-    });
-    !off && !args.iter().any(|a| a == "-fno-lto" || a == "-S")
+/// Whether the user's arguments allow inlined hooks: not with `-fno-lto`, nor for `-S`, whose
+/// output would be LLVM assembly instead of the machine's.
+pub fn lto_allowed(args: &[OsString]) -> bool {
+    !args.iter().any(|a| a == "-fno-lto" || a == "-S")
 }
 
 /// The bitcode archive of the hooks for `compiler` (whose `--version` says `version`), built and
 /// checked in `lib_dir` the first time; `None` when it cannot be (the hooks are calls then).
 pub fn inlined_hooks(compiler: &OsStr, version: &str, lib_dir: &Path) -> Option<PathBuf> {
-    // The compiler, its version and how it builds the hooks (the sources are in the hash of
-    // `lib_dir`).
-    let mut identity = compiler.as_encoded_bytes().to_vec();
-    identity.extend_from_slice(version.as_bytes());
-    identity.extend_from_slice(BITCODE_FLAGS.join(" ").as_bytes());
-    let id = content_hash(&identity);
-    let dir = lib_dir.join(format!("lto-{id}"));
-    let archive = dir.join(BITCODE_ARCHIVE_NAME);
-    // The directory appears, by a rename, only once the probe has linked.
-    if archive.exists() {
-        return Some(archive);
-    }
-    let failed = lib_dir.join(format!("lto-{id}.failed"));
-    if failed.exists() {
-        return None;
-    }
-    let work = lib_dir.join(format!(".lto-{id}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    let made = prepare(compiler, lib_dir, &work);
-    let result = match made {
-        Ok(()) => {
-            // Only the archive is kept.
-            for entry in std::fs::read_dir(&work).into_iter().flatten().flatten() {
-                if entry.file_name() != BITCODE_ARCHIVE_NAME {
-                    let _ = std::fs::remove_file(entry.path());
-                }
-            }
-            // Another wrapper running at the same time may have won: its directory is as good.
-            let _ = std::fs::rename(&work, &dir);
-            archive.exists().then_some(archive)
-        }
-        Err(why) => {
-            eprintln!(
-                "numalens: the instrumentation hooks stay calls with {}: {why} (kept in {}; \
-                 remove it to try again)",
-                compiler.to_string_lossy(),
-                failed.display()
-            );
-            let _ = std::fs::write(&failed, format!("{why}\n"));
-            None
-        }
+    // The sources are in the hash of `lib_dir`.
+    let recipe = BITCODE_FLAGS.join(" ");
+    let product = PerCompiler {
+        kind: "lto",
+        compiler,
+        version,
+        recipe: recipe.as_bytes(),
+        product: BITCODE_ARCHIVE_NAME,
     };
-    let _ = std::fs::remove_dir_all(&work);
-    result
+    product.get(lib_dir, |work| prepare(compiler, lib_dir, work))
 }
-
-/// A program whose one load is instrumented: it must link against the bitcode hooks.
-const PROBE_SOURCE: &str = "int nl_probe_value;\nint main(void) { return nl_probe_value; }\n";
 
 /// Compiles the hooks to bitcode in `work`, archives them, and links a probe against them.
 fn prepare(compiler: &OsStr, lib_dir: &Path, work: &Path) -> Result<(), String> {
-    let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
-    std::fs::create_dir_all(work).map_err(|e| io(work, e))?;
-    for (name, text) in SOURCES {
-        let path = work.join(name);
-        std::fs::write(&path, text).map_err(|e| io(&path, e))?;
-    }
+    write_sources(work, &SOURCES)?;
     let mut objects = Vec::new();
     for (name, _) in SOURCES.iter().filter(|(n, _)| n.ends_with(".c")) {
         let object = work.join(name.replace(".c", ".o"));
@@ -164,7 +119,7 @@ fn prepare(compiler: &OsStr, lib_dir: &Path, work: &Path) -> Result<(), String> 
         .arg(&archive)
         .args(&objects))?;
     let probe = work.join("probe.c");
-    std::fs::write(&probe, PROBE_SOURCE).map_err(|e| io(&probe, e))?;
+    std::fs::write(&probe, PROBE_SOURCE).map_err(|e| format!("{}: {e}", probe.display()))?;
     let args = [
         OsString::from("-O2"),
         probe.into_os_string(),
@@ -202,34 +157,15 @@ fn archiver(compiler: &OsStr) -> OsString {
         .into()
 }
 
-fn run(cmd: &mut Command) -> Result<(), String> {
-    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let last = stderr.lines().rev().take(3).collect::<Vec<_>>();
-    Err(format!(
-        "{cmd:?} exited with {}: {}",
-        out.status,
-        last.into_iter().rev().collect::<Vec<_>>().join(" / ")
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn inlined_hooks_can_be_turned_off() {
-        let args = [OsString::from("a.c")];
-        assert!(lto_wanted(None, &args));
-        assert!(lto_wanted(Some(OsStr::new("1")), &args));
-        for off in ["0", "off", "OFF", "no", "false"] {
-            assert!(!lto_wanted(Some(OsStr::new(off)), &args), "{off}");
-        }
-        assert!(!lto_wanted(None, &[OsString::from("-fno-lto")]));
-        assert!(!lto_wanted(None, &[OsString::from("-S")]));
+    fn lto_stays_off_when_the_arguments_say_so() {
+        assert!(lto_allowed(&[OsString::from("a.c")]));
+        assert!(!lto_allowed(&[OsString::from("-fno-lto")]));
+        assert!(!lto_allowed(&[OsString::from("-S")]));
     }
 
     #[test]
@@ -239,21 +175,5 @@ mod tests {
         assert!(holds(b"nl_inst_sample"));
         assert!(!holds(b"__tsan_read4"));
         assert!(!holds(b"__tsan_atomic32_load"));
-    }
-
-    /// A compiler that cannot build the hooks leaves them calls, once, with the reason kept.
-    #[test]
-    fn a_compiler_that_cannot_build_them_keeps_the_calls() {
-        let dir = tempfile::tempdir().unwrap();
-        let compiler = OsStr::new("false");
-        assert_eq!(inlined_hooks(compiler, "x", dir.path()), None);
-        let failed: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(failed.len(), 1, "{failed:?}");
-        assert!(failed[0].starts_with("lto-") && failed[0].ends_with(".failed"));
-        assert_eq!(inlined_hooks(compiler, "x", dir.path()), None);
     }
 }

@@ -6,7 +6,9 @@
 //! Nth access of each thread as a sample (sampled mode) into files that [`files`] reads back.
 
 pub mod files;
+pub mod gcc_plugin;
 pub mod inline;
+pub mod per_compiler;
 pub mod toolchain;
 
 use std::ffi::{OsStr, OsString};

@@ -21,12 +21,16 @@
 //!   not define it, so Archer, even when found, stops at once and none of its `Annotate*` calls
 //!   run. The runtime must keep it that way; nothing is added for OpenMP here.
 //!
-//! - Inlined hooks: when the real compiler is clang and can link with link-time optimisation,
-//!   C and C++ builds get `-flto` (compiling and linking) and link the access hooks as LLVM
-//!   bitcode, then the rest of the runtime, so the full-LTO link inlines each hook's fast path
-//!   into the instrumented code ([`super::inline`]). `NUMALENS_INST_LTO=0` turns it off, and so
-//!   does `-fno-lto` among the arguments. Otherwise (gcc, no linker that reads bitcode) the hooks
-//!   are calls, as above.
+//! - Inlined hooks: the accesses' fast path becomes code of the program itself.
+//!   - With clang, when it can link with link-time optimisation, C and C++ builds get `-flto`
+//!     (compiling and linking) and link the access hooks as LLVM bitcode, then the rest of the
+//!     runtime, so the full-LTO link inlines each hook's fast path into the instrumented code
+//!     ([`super::inline`]). `-fno-lto` among the arguments turns it off.
+//!   - With gcc (C, C++ and Fortran), a gcc plugin replaces each access call with the fast path
+//!     right after gcc's instrumentation ([`super::gcc_plugin`]); it needs gcc's plugin headers.
+//!
+//!   `NUMALENS_INST_INLINE=0` turns both off. When either cannot be built, the hooks are calls,
+//!   as above.
 //!
 //! The archives are embedded in the binary and written once to a cache directory named by their
 //! hash, like the preloaded runtime.
@@ -36,6 +40,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::inline::{self, REST_ARCHIVE, REST_ARCHIVE_NAME};
+use super::{gcc_plugin, per_compiler};
 use crate::runtime::{RuntimeError, install_file, install_in_cache};
 
 /// The instrumentation runtime archive, as built by `build.rs`.
@@ -132,6 +137,9 @@ pub fn classify(args: &[OsString]) -> Invocation {
     }
 }
 
+/// The environment variable that turns inlined hooks off (`0`, `off`, `no` or `false`).
+pub const INLINE_VARIABLE: &str = "NUMALENS_INST_INLINE";
+
 /// How the hooks reach the program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hooks<'a> {
@@ -139,6 +147,8 @@ pub enum Hooks<'a> {
     Calls,
     /// Inlined by clang's full link-time optimisation from this bitcode archive of the hooks.
     Inlined(&'a Path),
+    /// Written into the program by this gcc plugin; the rest are calls to the native archive.
+    Plugin(&'a Path),
 }
 
 /// The full command line for `compiler` given the user's `args`; `lib_dir` holds the archives.
@@ -157,6 +167,9 @@ pub fn wrapped_args(
         // Before the user's arguments, so that a `-flto=thin` of theirs still wins (the hooks
         // are then calls again: ThinLTO does not import from full-LTO modules).
         out.push("-flto".into());
+    }
+    if let Hooks::Plugin(plugin) = hooks {
+        out.extend(gcc_plugin::compile_flags(plugin));
     }
     if family == Family::Gcc {
         out.extend(
@@ -179,7 +192,7 @@ pub fn wrapped_args(
             Family::Clang => out.push("-fno-sanitize-link-runtime".into()),
         }
         match hooks {
-            Hooks::Calls => out.push(lib_dir.join(ARCHIVE_NAME).into()),
+            Hooks::Calls | Hooks::Plugin(_) => out.push(lib_dir.join(ARCHIVE_NAME).into()),
             Hooks::Inlined(bitcode) => {
                 out.push(bitcode.into());
                 out.push(lib_dir.join(REST_ARCHIVE_NAME).into());
@@ -231,24 +244,27 @@ pub fn wrapper_command(language: Language, args: &[OsString]) -> Result<Command,
             compiler.to_string_lossy()
         )
     })?;
-    // Compiling with clang asks whether the link will inline the hooks, which needs the
-    // archives' directory too.
-    let could_inline = family == Family::Clang
-        && language != Language::Fortran
-        && inline::lto_wanted(std::env::var_os(inline::LTO_VARIABLE).as_deref(), args);
+    // Compiling asks whether the hooks are inlined too, which needs the archives' directory:
+    // the plugin and the bitcode are built there.
+    let could_inline = !per_compiler::turned_off(std::env::var_os(INLINE_VARIABLE).as_deref())
+        && match family {
+            Family::Gcc => true,
+            Family::Clang => language != Language::Fortran && inline::lto_allowed(args),
+        };
     let lib_dir = if invocation == Invocation::Link || could_inline {
         archive_dir().map_err(|e| format!("cannot write the instrumentation runtime: {e}"))?
     } else {
         PathBuf::new()
     };
-    let bitcode = if could_inline {
-        inline::inlined_hooks(&compiler, &version, &lib_dir)
-    } else {
-        None
+    let inliner = match family {
+        _ if !could_inline => None,
+        Family::Gcc => gcc_plugin::plugin_for(&compiler, &version, &lib_dir),
+        Family::Clang => inline::inlined_hooks(&compiler, &version, &lib_dir),
     };
-    let hooks = match &bitcode {
-        Some(archive) => Hooks::Inlined(archive),
-        None => Hooks::Calls,
+    let hooks = match (&inliner, family) {
+        (None, _) => Hooks::Calls,
+        (Some(plugin), Family::Gcc) => Hooks::Plugin(plugin),
+        (Some(bitcode), Family::Clang) => Hooks::Inlined(bitcode),
     };
     let mut cmd = Command::new(&compiler);
     cmd.args(wrapped_args(family, invocation, hooks, args, &lib_dir));
