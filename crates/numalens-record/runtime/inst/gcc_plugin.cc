@@ -14,7 +14,8 @@
  *   }
  *   if (fast & NL_FAST_EXACT) {
  *       t = nl_ith; page = addr >> 12; slot = &t->tlb[hash(page)];
- *       entry = slot->entry; (volatile, then) if (slot->page == page) entry->counts[is_write] += words;
+ *       entry = slot->entry;  then, volatile so in this order, the page number:
+ *       if (slot->page == page) entry->counts[is_write] += words;
  *       else nl_inst_miss(t, addr, is_write, words);
  *   }
  *   done:
@@ -184,7 +185,6 @@ basic_block new_block_after(basic_block after)
     basic_block bb = create_empty_bb(after);
     if (current_loops)
         add_bb_to_loop(bb, after->loop_father);
-    bb->count = after->count;
     return bb;
 }
 
@@ -280,8 +280,11 @@ void inline_access(gimple *call, access a)
                             build_int_cst(u64, words)));
     link(miss, done, EDGE_FALLTHRU, profile_probability::always());
 
-    sample->count = countdown->count = head->count.apply_probability(profile_probability::even());
+    // Block frequencies, for gcc's layout: the slow paths go out of line.
+    countdown->count = head->count.apply_probability(profile_probability::even());
     sample->count = countdown->count.apply_probability(profile_probability::very_unlikely());
+    exact->count = head->count.apply_probability(profile_probability::likely());
+    hit->count = exact->count.apply_probability(profile_probability::very_likely());
     miss->count = exact->count.apply_probability(profile_probability::very_unlikely());
 }
 
