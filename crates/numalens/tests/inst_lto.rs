@@ -277,8 +277,8 @@ fn check_samples(compiler: &str, dir: &Path) {
         "{compiler}: private-blocks was not vectorised; the check below would not cover 16-byte \
          accesses"
     );
-    let args =
-        numalens_workloads::args(&manifest, &[("n", 98304), ("threads", 2), ("iters", 4)]).unwrap();
+    let args = numalens_workloads::args(&manifest, &[("n", 98304), ("threads", 2), ("iters", 16)])
+        .unwrap();
     let profile_dir = dir.join("both.numalens");
     record("both", &program, &args, &profile_dir);
 
@@ -322,10 +322,14 @@ fn check_samples(compiler: &str, dir: &Path) {
     for (key, want) in &exact {
         let got = weight.get(key).copied().unwrap_or(0) as f64;
         let want = *want as f64;
-        // Random intervals in [512, 1536): about 2 % standard deviation at these counts.
+        // A thread's samples fall on whichever object its access at that moment is on, so an
+        // object's share of them varies about as a Poisson count: standard deviation about
+        // sqrt(want * 1024), 3 % of the smaller object's count at these sizes. Five of them
+        // (16 %) still catch a countdown that counts 16-byte accesses as one word (-50 %).
+        let deviation = (want * 1024.0).sqrt();
         assert!(
-            (got - want).abs() < 0.1 * want,
-            "{key:?}: sampled weight {got}, exact {want}; {weight:?}"
+            (got - want).abs() < 5.0 * deviation,
+            "{compiler}, {key:?}: sampled weight {got}, exact {want}; {weight:?}"
         );
     }
 }

@@ -23,8 +23,11 @@
 #include "inst.h"
 
 struct nl_iglobal nl_ig;
-/* With the countdown spent, a thread's first access takes the slow path and gets its own state. */
-struct nl_ithread nl_inactive = {.shared = 1};
+/* With the countdown spent, a thread's first access takes the slow path and gets its own state.
+ * In a section of its own, outside .data: numalens lists a program's large statics as its data
+ * objects, and this one is numalens' own (the program's small statics beside it would be counted
+ * to it). */
+__attribute__((section("numalens_inst_state"))) struct nl_ithread nl_inactive = {.shared = 1};
 __thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec"))) = &nl_inactive;
 __thread unsigned nl_fast __attribute__((tls_model("initial-exec"))) = NL_FAST_SAMPLE;
 __thread int64_t nl_countdown __attribute__((tls_model("initial-exec")));

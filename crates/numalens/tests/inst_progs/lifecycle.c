@@ -1,9 +1,10 @@
 /* Exact counts across fork, signal handlers and a final SIGKILL.
  * ./lifecycle fork|signal|kill N : N doubles in a page-aligned array.
  * - fork: the parent writes the array once; the child (a copy) reads it twice, then exits;
- * - signal: the main thread writes the array 8 times while a 200 us timer's handler writes one
- *   word on each of 1024 pages, so it refills every slot of the hooks' page cache, the one the
- *   interrupted access was using among them; the main loop's counts must stay exact;
+ * - signal: the main thread writes the array 32 times while a 100 us timer's handler writes one
+ *   byte on a decoy page for each page of the array: a page that takes the same slot of the
+ *   hooks' page cache (fast_path.h gives the slot of a page), so every tick refills the slot the
+ *   interrupted access was using; the main loop's counts must stay exact;
  * - kill: the array is written 3 times, then the process kills itself with SIGKILL. */
 #include <signal.h>
 #include <stdint.h>
@@ -14,16 +15,48 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define HIT_PAGES 1024
+#include <sys/mman.h>
+
+#include "fast_path.h"
+
 static volatile long ticks;
-static long hits[HIT_PAGES * 512];
+/* For each page of the array, a page of a reserved region in the same cache slot. */
+static char *decoys[4096];
+static long ndecoys;
 
 static void on_alarm(int sig)
 {
     (void)sig;
     ticks = ticks + 1;
-    for (long p = 0; p < HIT_PAGES; p++)
-        hits[p * 512 + ticks % 512] += 1;
+    for (long i = 0; i < ndecoys; i++)
+        decoys[i][ticks % 4096] += 1;
+}
+
+static unsigned slot_of(uintptr_t address)
+{
+    uint64_t page = address >> 12;
+    return (unsigned)((page * NL_TLB_HASH) >> NL_TLB_HASH_SHIFT) & (NL_TLB_SLOTS - 1);
+}
+
+/* Decoys for the pages of [a, a + bytes): distinct pages of a 1 GiB reserved region. */
+static void find_decoys(const void *a, size_t bytes)
+{
+    size_t span = (size_t)1 << 30;
+    char *region = mmap(0, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                        -1, 0);
+    if (region == MAP_FAILED)
+        exit(3);
+    static unsigned char taken[(1u << 30) >> 12];
+    for (size_t off = 0; off < bytes && ndecoys < 4096; off += 4096) {
+        unsigned want = slot_of((uintptr_t)a + off);
+        for (size_t q = 0; q < span >> 12; q++) {
+            if (!taken[q] && slot_of((uintptr_t)region + (q << 12)) == want) {
+                taken[q] = 1;
+                decoys[ndecoys++] = region + (q << 12);
+                break;
+            }
+        }
+    }
 }
 
 static void write_all(double *a, long n, double v)
@@ -66,10 +99,11 @@ int main(int argc, char **argv)
         waitpid(child, &status, 0);
         printf("parent done %d\n", WEXITSTATUS(status));
     } else if (!strcmp(argv[1], "signal")) {
+        find_decoys(a, (size_t)n * sizeof *a);
         signal(SIGALRM, on_alarm);
-        struct itimerval every = {{0, 200}, {0, 200}};
+        struct itimerval every = {{0, 100}, {0, 100}};
         setitimer(ITIMER_REAL, &every, 0);
-        for (int r = 0; r < 8; r++)
+        for (int r = 0; r < 32; r++)
             write_all(a, n, r);
         struct itimerval off = {{0, 0}, {0, 0}};
         setitimer(ITIMER_REAL, &off, 0);
