@@ -525,17 +525,14 @@ fn counts_stay_exact_across_fork_signals_and_sigkill() {
         let d = dir.path().join(compiler);
         std::fs::create_dir_all(&d).unwrap();
         // The program finds pages that share a cache slot with the array's by the runtime's hash.
-        let fast_path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../numalens-record/runtime/inst"
-        );
-        let include = format!("-I{fast_path}");
+        let runtime = concat!(env!("CARGO_MANIFEST_DIR"), "/../numalens-record/runtime");
+        let (inst, include) = (format!("-I{runtime}/inst"), format!("-I{runtime}/include"));
         let program = build_with(
             "cc",
             Some(compiler),
             &source,
             &d.join("lifecycle"),
-            &[&include],
+            &[&inst, &include],
         );
 
         let (out, profile) = record_inst(&d.join("fork"), "exact", &program, &["fork", &arg]);

@@ -283,6 +283,7 @@ void inline_access(gimple *call, access a)
     // Block frequencies, for gcc's layout: the slow paths go out of line.
     countdown->count = head->count.apply_probability(profile_probability::even());
     sample->count = countdown->count.apply_probability(profile_probability::very_unlikely());
+    exact_check->count = head->count;
     exact->count = head->count.apply_probability(profile_probability::likely());
     hit->count = exact->count.apply_probability(profile_probability::very_likely());
     miss->count = exact->count.apply_probability(profile_probability::very_unlikely());

@@ -126,28 +126,26 @@ fn prepare(compiler: &OsStr, lib_dir: &Path, work: &Path) -> Result<(), String> 
         "-o".into(),
         object.clone().into_os_string(),
     ];
-    let link = [
-        object.clone().into_os_string(),
-        "-o".into(),
-        work.join("probe").into_os_string(),
-    ];
-    for (invocation, args) in [
-        (Invocation::CompileOnly, &compile[..]),
-        (Invocation::Link, &link),
-    ] {
-        let args = wrapped_args(
+    let wrapped = |invocation, args: &[OsString]| {
+        wrapped_args(
             Family::Gcc,
             invocation,
             Hooks::Plugin(&plugin),
             args,
             lib_dir,
-        );
-        run(Command::new(compiler).args(args))?;
-        let compiled = std::fs::read(&object).map_err(|e| format!("{}: {e}", object.display()))?;
-        if compiled.windows(12).any(|w| w == b"__tsan_read4") {
-            return Err("the plugin loaded but left the probe's access a call".into());
-        }
+        )
+    };
+    run(Command::new(compiler).args(wrapped(Invocation::CompileOnly, &compile)))?;
+    let compiled = std::fs::read(&object).map_err(|e| format!("{}: {e}", object.display()))?;
+    if compiled.windows(12).any(|w| w == b"__tsan_read4") {
+        return Err("the plugin loaded but left the probe's access a call".into());
     }
+    let link = [
+        object.into_os_string(),
+        "-o".into(),
+        work.join("probe").into_os_string(),
+    ];
+    run(Command::new(compiler).args(wrapped(Invocation::Link, &link)))?;
     Ok(())
 }
 

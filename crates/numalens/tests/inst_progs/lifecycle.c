@@ -3,7 +3,7 @@
  * - fork: the parent writes the array once; the child (a copy) reads it twice, then exits;
  * - signal: the main thread writes the array 32 times while a 100 us timer's handler writes one
  *   byte on a decoy page for each page of the array: a page that takes the same slot of the
- *   hooks' page cache (fast_path.h gives the slot of a page), so every tick refills the slot the
+ *   hooks' page cache (inst.h gives the slot of a page), so every tick refills the slot the
  *   interrupted access was using; the main loop's counts must stay exact;
  * - kill: the array is written 3 times, then the process kills itself with SIGKILL. */
 #include <signal.h>
@@ -17,7 +17,7 @@
 
 #include <sys/mman.h>
 
-#include "fast_path.h"
+#include "inst.h" /* nl_tlb_index(): the slot of a page */
 
 static volatile long ticks;
 /* For each page of the array, a page of a reserved region in the same cache slot. */
@@ -32,12 +32,6 @@ static void on_alarm(int sig)
         decoys[i][ticks % 4096] += 1;
 }
 
-static unsigned slot_of(uintptr_t address)
-{
-    uint64_t page = address >> 12;
-    return (unsigned)((page * NL_TLB_HASH) >> NL_TLB_HASH_SHIFT) & (NL_TLB_SLOTS - 1);
-}
-
 /* Decoys for the pages of [a, a + bytes): distinct pages of a 1 GiB reserved region. */
 static void find_decoys(const void *a, size_t bytes)
 {
@@ -48,9 +42,10 @@ static void find_decoys(const void *a, size_t bytes)
         exit(3);
     static unsigned char taken[(1u << 30) >> 12];
     for (size_t off = 0; off < bytes && ndecoys < 4096; off += 4096) {
-        unsigned want = slot_of((uintptr_t)a + off);
+        unsigned want = nl_tlb_index(((uintptr_t)a + off) >> NL_INST_PAGE_SHIFT);
+        uint64_t first = (uintptr_t)region >> NL_INST_PAGE_SHIFT;
         for (size_t q = 0; q < span >> 12; q++) {
-            if (!taken[q] && slot_of((uintptr_t)region + (q << 12)) == want) {
+            if (!taken[q] && nl_tlb_index(first + q) == want) {
                 taken[q] = 1;
                 decoys[ndecoys++] = region + (q << 12);
                 break;
