@@ -6,12 +6,12 @@
 //! (allocations, statics, stacks, TLS) win over fallback objects (mappings seen in
 //! `/proc/PID/maps`), which only answer for addresses no tracked object covers.
 
-use ahash::AHashMap;
 use std::collections::{BTreeMap, HashMap};
 
 use numalens_format::{ObjectKind, SampleKind};
 
 use crate::faults::Fault;
+use crate::page_times::PageTimes;
 use crate::pagesize::PageSizes;
 
 /// An object as the recorder knows it; times are CLOCK_MONOTONIC ns.
@@ -155,8 +155,7 @@ pub fn attributions<'a>(
     pages: &'a PageSizes,
     balancing: bool,
 ) -> Attributions<'a> {
-    // Sized for a first touch per fault (the worst case, and the usual one), so the map is never
-    // rehashed while it holds millions of pages.
+    // Sized for a first touch per fault (the worst case, and the usual one).
     let pages_expected = faults.len().min(MAX_PRESIZED_PAGES);
     Attributions {
         faults: faults.iter(),
@@ -164,11 +163,11 @@ pub fn attributions<'a>(
         pages,
         balancing,
         locator: Locator::new(objects),
-        last_fault: AHashMap::with_capacity(pages_expected),
+        last_fault: PageTimes::new(pages.base_page(), pages_expected),
     }
 }
 
-/// Beyond this many faults the page map grows as needed instead (runs with many faults per page).
+/// Beyond this many faults the page table grows as needed instead (runs with many faults per page).
 const MAX_PRESIZED_PAGES: usize = 1 << 24;
 
 /// The iterator of [`attributions`].
@@ -179,7 +178,7 @@ pub struct Attributions<'a> {
     balancing: bool,
     locator: Locator<'a>,
     /// Time of the last fault on each (pid, page).
-    last_fault: AHashMap<(u32, u64), u64>,
+    last_fault: PageTimes,
 }
 
 impl Iterator for Attributions<'_> {
@@ -190,7 +189,7 @@ impl Iterator for Attributions<'_> {
         self.locator.advance_to(fault.time_ns);
         let object = self.locator.find(fault.pid, fault.address);
         let (page, page_size) = self.pages.page_of(fault.pid, fault.address);
-        let previous = self.last_fault.insert((fault.pid, page), fault.time_ns);
+        let previous = self.last_fault.insert(fault.pid, page, fault.time_ns);
         let born = object.map_or(0, |o| self.objects[o].alloc_ns);
         let kind = match previous {
             Some(t) if t >= born => {

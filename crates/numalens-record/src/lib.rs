@@ -8,6 +8,7 @@ pub mod events_tail;
 pub mod faults;
 pub mod inst;
 pub mod launch;
+pub mod page_times;
 pub mod pagesize;
 pub mod perf;
 pub mod procmaps;

@@ -152,6 +152,11 @@ impl PageSizes {
         }
     }
 
+    /// The base page size, the size of every page not in a huge region.
+    pub fn base_page(&self) -> u64 {
+        self.base_page
+    }
+
     pub fn huge_regions(&self) -> usize {
         self.huge.len()
     }
