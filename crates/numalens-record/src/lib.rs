@@ -18,3 +18,4 @@ pub mod scan;
 pub mod session;
 mod signals;
 pub mod symbols;
+pub mod time_order;

@@ -11,6 +11,7 @@ use crate::launch::{ExitWatch, LaunchError, LaunchSpec, launch};
 use crate::procmaps::MapsHistory;
 use crate::scan::{ScannedRun, scan_process};
 use crate::signals;
+use crate::time_order::{FaultsInOrder, SETTLE_LAG_NS};
 
 /// Where accesses come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,6 +219,8 @@ pub fn run(
             Some(s) => {
                 let over = s.wait(50);
                 s.drain(|e| raw.take(e));
+                raw.faults
+                    .settle(monotonic_ns().saturating_sub(SETTLE_LAG_NS));
                 if over {
                     // Every task has exited: nothing more will be sampled, and the rest is the
                     // kernel freeing the program's memory.
@@ -271,7 +274,7 @@ pub fn run(
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
         events_dir,
-        faults: raw.faults,
+        faults: raw.faults.into_ordered(),
         tasks: raw.tasks,
         lost: raw.lost,
         maps: raw.maps,
@@ -312,7 +315,7 @@ const MAPS_INTERVAL: Duration = Duration::from_millis(100);
 
 #[derive(Default)]
 struct Collected {
-    faults: Vec<Fault>,
+    faults: FaultsInOrder,
     tasks: Vec<PerfEvent>,
     lost: u64,
     maps: MapsHistory,

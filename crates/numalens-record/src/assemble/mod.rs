@@ -99,8 +99,9 @@ pub fn write_profile(
     inherit::backdate_main_stacks(&mut objects, &raw.tasks);
     inherit::inherit_objects(&mut objects, &raw.tasks, &raw.faults);
     let page_size = crate::perf::page_size() as u64;
-    // Rings are drained CPU by CPU; attribution needs one time order. Sorted in place: a run can
-    // hold millions of faults, and a copy would double the recorder's memory.
+    // Attribution needs one time order. The recorder merged the rings in time order already
+    // (`time_order`), so this is one pass over ordered samples; it puts right whatever a ring
+    // held out of order, in place.
     raw.faults.sort_by_key(|f| f.time_ns);
     let faults = &raw.faults;
     let balancing = opts.numa_balancing.as_ref().is_some_and(|b| b.mode != 0);
