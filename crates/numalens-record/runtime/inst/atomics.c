@@ -21,9 +21,9 @@
     NL_HOOK T __tsan_atomic##bits##_fetch_##op(volatile T *a, T v, int mo)                         \
     {                                                                                              \
         (void)mo;                                                                                  \
-        nl_access((uintptr_t)a, 0, sizeof(T), IP());                                               \
-        nl_access((uintptr_t)a, 1, sizeof(T), IP());                                               \
-        return __atomic_fetch_##op(a, v, SC);                                                      \
+        T old = __atomic_fetch_##op(a, v, SC);                                                     \
+        NL_COUNT_RMW(a, sizeof(T));                                                                \
+        return old;                                                                                \
     }
 
 #define NL_ATOMICS(bits, T)                                                                        \
@@ -42,9 +42,9 @@
     NL_HOOK T __tsan_atomic##bits##_exchange(volatile T *a, T v, int mo)                           \
     {                                                                                              \
         (void)mo;                                                                                  \
-        nl_access((uintptr_t)a, 0, sizeof(T), IP());                                               \
-        nl_access((uintptr_t)a, 1, sizeof(T), IP());                                               \
-        return __atomic_exchange_n(a, v, SC);                                                      \
+        T old = __atomic_exchange_n(a, v, SC);                                                     \
+        NL_COUNT_RMW(a, sizeof(T));                                                                \
+        return old;                                                                                \
     }                                                                                              \
     NL_ATOMIC_RMW(bits, T, add)                                                                    \
     NL_ATOMIC_RMW(bits, T, sub)                                                                    \

@@ -31,15 +31,15 @@ static CX16 u128 nl_load(volatile u128 *a) { return nl_cas(a, 0, 0); }
     NL_EXPORT CX16 u128 __tsan_atomic128_##name(volatile u128 *a, u128 v, int mo)               \
     {                                                                                           \
         (void)mo;                                                                               \
-        nl_access((uintptr_t)a, 0, 16, IP());                                                   \
-        nl_access((uintptr_t)a, 1, 16, IP());                                                   \
         u128 old = nl_load(a);                                                                  \
         for (;;) {                                                                              \
             u128 seen = nl_cas(a, old, (expr));                                                 \
             if (seen == old)                                                                    \
-                return old;                                                                     \
+                break;                                                                          \
             old = seen;                                                                         \
         }                                                                                       \
+        NL_COUNT_RMW(a, 16);                                                                    \
+        return old;                                                                             \
     }
 
 NL_RMW128(exchange, v)

@@ -170,6 +170,59 @@ static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsi
         nl_inst_miss(t, addr, is_write, words);
 }
 
+/* A read-modify-write (an atomic exchange or fetch_op) is a read then a write of the same bytes,
+ * counted as two accesses with one cache lookup and one countdown step: on hotspot's atomic
+ * increments that took 7 % off exact mode. The hook does the atomic operation first and counts
+ * last, so its fast path returns at once and saves no registers; the rare rest is one call:
+ * nl_inst_rmw_slow(why, ...). */
+/* Adds to a page counter in one instruction, so that a signal handler counting on the same page
+ * cannot land between a load and a store and have its count lost. A plain += compiles to one
+ * add to memory too, but two of them side by side were merged into a 16-byte load, add and
+ * store. */
+static inline __attribute__((always_inline)) void nl_count_add(uint64_t *counter, uint64_t n)
+{
+#if defined(__x86_64__)
+    __asm__("addq %1, %0" : "+m"(*counter) : "er"(n));
+#else
+    *counter += n;
+#endif
+}
+
+#define NL_RMW_DONE 0
+#define NL_RMW_SAMPLE 1 /* a sample falls due inside the pair: nothing counted yet */
+#define NL_RMW_MISS 2   /* the countdown was stepped; the page is not in the cache */
+static inline __attribute__((always_inline)) int nl_access_rmw_fast(uintptr_t addr, unsigned size)
+{
+    uint64_t words = nl_words(size);
+    unsigned fast = nl_fast;
+    if (fast & NL_FAST_SAMPLE) {
+        if (nl_unlikely(nl_countdown <= 2 * (int64_t)words))
+            return NL_RMW_SAMPLE;
+        nl_countdown -= 2 * (int64_t)words;
+    }
+    if (!(fast & NL_FAST_EXACT))
+        return NL_RMW_DONE;
+    uint64_t page = addr >> NL_INST_PAGE_SHIFT;
+    struct nl_inst_page *e;
+    if (nl_unlikely(!nl_tlb_lookup(&nl_ith->tlb[nl_tlb_index(page)], page, &e)))
+        return NL_RMW_MISS;
+    nl_count_add(&e->counts[0], words);
+    nl_count_add(&e->counts[1], words);
+    return NL_RMW_DONE;
+}
+
+/** The rest of a read-modify-write's counting when nl_access_rmw_fast() returned @p why. A NULL
+ * @p ip: the instrumented code called this itself (inlined hooks). */
+void nl_inst_rmw_slow(int why, uintptr_t addr, unsigned size, void *ip);
+
+/* Counts the read and the write of a read-modify-write at @p addr, after the operation. */
+#define NL_COUNT_RMW(addr, size)                                                                   \
+    do {                                                                                           \
+        int nl_why_ = nl_access_rmw_fast((uintptr_t)(addr), (size));                              \
+        if (nl_unlikely(nl_why_ != NL_RMW_DONE))                                                   \
+            nl_inst_rmw_slow(nl_why_, (uintptr_t)(addr), (size), NL_HOOK_IP());                    \
+    } while (0)
+
 #pragma GCC visibility pop
 
 #endif

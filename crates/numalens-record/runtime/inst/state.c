@@ -508,6 +508,21 @@ __attribute__((noinline)) void nl_inst_sample(struct nl_ithread *t, uintptr_t ad
         nl_count(t, addr, is_write, nl_words(size));
 }
 
+__attribute__((noinline)) void nl_inst_rmw_slow(int why, uintptr_t addr, unsigned size, void *ip)
+{
+    if (!ip)
+        ip = __builtin_return_address(0);
+    if (why == NL_RMW_MISS) {
+        uint64_t words = nl_words(size);
+        nl_inst_miss(nl_ith, addr, 0, words);
+        nl_inst_miss(nl_ith, addr, 1, words);
+        return;
+    }
+    /* A sample is due: the read and the write go the ordinary way, one after the other. */
+    nl_access(addr, 0, size, ip);
+    nl_access(addr, 1, size, ip);
+}
+
 void nl_inst_range(uintptr_t addr, uint64_t size, unsigned is_write, void *ip)
 {
     if (!size)
