@@ -172,7 +172,7 @@ static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsi
 
 /* A read-modify-write (an atomic exchange or fetch_op) is a read then a write of the same bytes,
  * counted as two accesses with one cache lookup and one countdown step: on hotspot's atomic
- * increments that took 7 % off exact mode. The hook does the atomic operation first and counts
+ * increments that took 5-8 % off exact mode. The hook does the atomic operation first and counts
  * last, so its fast path returns at once and saves no registers; the rare rest is one call:
  * nl_inst_rmw_slow(why, ...). */
 /* Adds to a page counter in one instruction, so that a signal handler counting on the same page
