@@ -7,15 +7,16 @@
 //! - programs that cannot be recorded this way get an error saying how to rebuild.
 
 mod common;
+mod inst_common;
+
+use inst_common::{code_locations, logical_threads};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use numalens_format::{
-    CodeLocation, Object, PageStat, Profile, Sample, SampleKind, SiteFrame, Thread,
-};
+use numalens_format::{Object, PageStat, Profile, Sample, SampleKind, SiteFrame, Thread};
 use numalens_workloads::{ExpectedObject, ObjectKind, WORKLOADS, Workload, build, expected};
 
 const PAGE: u64 = 4096;
@@ -149,12 +150,7 @@ fn check_workload(
     let profile = Profile::open(&profile_dir).unwrap();
     let objects = profile.read_all::<Object>().unwrap();
     let frames = profile.read_all::<SiteFrame>().unwrap();
-    let logical: HashMap<u32, u32> = profile
-        .read_all::<Thread>()
-        .unwrap()
-        .iter()
-        .map(|t| (t.tid, t.logical_id))
-        .collect();
+    let logical = logical_threads(&profile);
     let stats = profile.read_all::<PageStat>().unwrap();
     for o in &want {
         let found = instances(w, o, &objects, &frames);
@@ -629,19 +625,9 @@ fn sampled_weights_add_up_to_the_exact_counts() {
     let objects = p.read_all::<Object>().unwrap();
     let frames = p.read_all::<SiteFrame>().unwrap();
     let shared = allocated_at(&objects, &frames, "vec.cc", marker(&source, "shared"))[0].object_id;
-    let logical: HashMap<u32, u32> = p
-        .read_all::<Thread>()
-        .unwrap()
-        .iter()
-        .map(|t| (t.tid, t.logical_id))
-        .collect();
+    let logical = logical_threads(&p);
     // A sample names the instruction of the program that made the access, not the hook.
-    let code: HashMap<u64, CodeLocation> = p
-        .read_all::<CodeLocation>()
-        .unwrap()
-        .into_iter()
-        .map(|c| (c.ip, c))
-        .collect();
+    let code = code_locations(&p);
     let mut weight: BTreeMap<(u32, bool), u64> = BTreeMap::new();
     for s in p.read_all::<Sample>().unwrap() {
         if s.object_id == Some(shared) && matches!(s.kind, SampleKind::Load | SampleKind::Store) {

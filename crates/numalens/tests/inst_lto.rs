@@ -6,15 +6,16 @@
 //! access. A compiler that is not installed is skipped, saying so.
 
 mod common;
+mod inst_common;
 
-use std::collections::{BTreeMap, HashMap};
+use inst_common::{code_locations, logical_threads};
+
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
 
-use numalens_format::{
-    CodeLocation, Object, PageStat, Profile, Sample, SampleKind, SiteFrame, Thread,
-};
+use numalens_format::{Object, PageStat, Profile, Sample, SampleKind, SiteFrame};
 use numalens_workloads::{Workload, build, expected};
 
 fn have(compiler: &str) -> bool {
@@ -135,15 +136,6 @@ fn object_ids(w: &Workload, profile: &Profile) -> BTreeMap<String, u64> {
             assert_eq!(found.len(), 1, "{}: instances of {}", w.name, o.name);
             (o.name.clone(), found[0].object_id)
         })
-        .collect()
-}
-
-fn logical_threads(profile: &Profile) -> HashMap<u32, u32> {
-    profile
-        .read_all::<Thread>()
-        .unwrap()
-        .iter()
-        .map(|t| (t.tid, t.logical_id))
         .collect()
 }
 
@@ -285,12 +277,7 @@ fn check_samples(compiler: &str, dir: &Path) {
     let profile = Profile::open(&profile_dir).unwrap();
     let ids = object_ids(w, &profile);
     let logical = logical_threads(&profile);
-    let code: HashMap<u64, CodeLocation> = profile
-        .read_all::<CodeLocation>()
-        .unwrap()
-        .into_iter()
-        .map(|c| (c.ip, c))
-        .collect();
+    let code = code_locations(&profile);
     // (object, logical thread) -> sampled weight of its loads and stores, and exact accesses
     let mut weight: BTreeMap<(u64, u32), u64> = BTreeMap::new();
     for s in profile.read_all::<Sample>().unwrap() {
