@@ -286,6 +286,20 @@ mod tests {
         v.iter().map(|s| OsString::from(*s)).collect()
     }
 
+    /// The wrapper's arguments for `args`, with the runtime's archives in /cache/inst-x.
+    fn wrapped(family: Family, invocation: Invocation, hooks: Hooks, args: &[&str]) -> Vec<String> {
+        wrapped_args(
+            family,
+            invocation,
+            hooks,
+            &os(args),
+            Path::new("/cache/inst-x"),
+        )
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect()
+    }
+
     #[test]
     fn invocations_are_told_apart() {
         assert_eq!(classify(&os(&["--version"])), Invocation::Query);
@@ -302,41 +316,29 @@ mod tests {
 
     #[test]
     fn gcc_links_the_archive_instead_of_libtsan_and_wraps_memory_functions() {
-        let dir = Path::new("/cache/inst-x");
-        let a = wrapped_args(
+        let a = wrapped(
             Family::Gcc,
             Invocation::Link,
             Hooks::Calls,
-            &os(&["a.c", "-o", "a"]),
-            dir,
+            &["a.c", "-o", "a"],
         );
-        let a: Vec<String> = a.iter().map(|s| s.to_string_lossy().into_owned()).collect();
         assert_eq!(a[0], "-fsanitize=thread");
         assert!(a.contains(&"-fno-builtin-memset".to_string()));
         assert!(a.contains(&"-L/cache/inst-x".to_string()));
         assert!(a.contains(&"/cache/inst-x/libnumalens_inst.a".to_string()));
         assert!(a.last().unwrap().contains("--wrap=memcpy"));
-        let c = wrapped_args(
+        let c = wrapped(
             Family::Gcc,
             Invocation::CompileOnly,
             Hooks::Calls,
-            &os(&["-c", "a.c"]),
-            dir,
+            &["-c", "a.c"],
         );
-        assert!(!c.iter().any(|s| s.to_string_lossy().starts_with("-L")));
+        assert!(!c.iter().any(|s| s.starts_with("-L")));
     }
 
     #[test]
     fn clang_gets_the_archive_instead_of_its_runtime() {
-        let dir = Path::new("/cache/inst-x");
-        let a = wrapped_args(
-            Family::Clang,
-            Invocation::Link,
-            Hooks::Calls,
-            &os(&["a.o"]),
-            dir,
-        );
-        let a: Vec<String> = a.iter().map(|s| s.to_string_lossy().into_owned()).collect();
+        let a = wrapped(Family::Clang, Invocation::Link, Hooks::Calls, &["a.o"]);
         assert!(a.contains(&"-fno-sanitize-link-runtime".to_string()));
         assert!(a.contains(&"/cache/inst-x/libnumalens_inst.a".to_string()));
         assert!(!a.contains(&"-fno-builtin-memset".to_string()));
@@ -345,29 +347,23 @@ mod tests {
 
     #[test]
     fn inlined_hooks_compile_and_link_with_lto_against_the_bitcode_archive() {
-        let dir = Path::new("/cache/inst-x");
         let bitcode = Path::new("/cache/inst-x/lto-1/libnumalens_inst_hooks.a");
-        let strings = |v: Vec<OsString>| -> Vec<String> {
-            v.iter().map(|s| s.to_string_lossy().into_owned()).collect()
-        };
-        let c = strings(wrapped_args(
+        let c = wrapped(
             Family::Clang,
             Invocation::CompileOnly,
             Hooks::Inlined(bitcode),
-            &os(&["-c", "a.c", "-flto=thin"]),
-            dir,
-        ));
+            &["-c", "a.c", "-flto=thin"],
+        );
         // Ours comes first, so the user's own -flto=... wins.
         let ours = c.iter().position(|a| a == "-flto").expect("-flto");
         assert!(ours < c.iter().position(|a| a == "-flto=thin").unwrap());
         assert!(!c.iter().any(|a| a.contains("libnumalens_inst")));
-        let l = strings(wrapped_args(
+        let l = wrapped(
             Family::Clang,
             Invocation::Link,
             Hooks::Inlined(bitcode),
-            &os(&["a.o", "-o", "a"]),
-            dir,
-        ));
+            &["a.o", "-o", "a"],
+        );
         assert!(l.contains(&"-flto".to_string()));
         // The hooks' bitcode, then the rest of the runtime, after the program's inputs.
         let at = |s: &str| {
