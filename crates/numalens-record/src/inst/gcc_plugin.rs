@@ -16,7 +16,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::per_compiler::{PROBE_SOURCE, PerCompiler, run, write_sources};
+use super::per_compiler::{PerCompiler, compiler_says, run, write_probe, write_sources};
 use super::toolchain::{Family, Hooks, Invocation, wrapped_args};
 
 /// The plugin, in a compiler's `gcc-plugin-<hash>` directory.
@@ -77,14 +77,7 @@ pub fn plugin_for(compiler: &OsStr, version: &str, lib_dir: &Path) -> Option<Pat
 
 /// gcc's plugin headers, or why there are none.
 fn plugin_headers(compiler: &OsStr) -> Result<PathBuf, String> {
-    let ask = |flag: &str| -> String {
-        Command::new(compiler)
-            .arg(flag)
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .unwrap_or_default()
-    };
-    let include = Path::new(&ask("-print-file-name=plugin")).join("include");
+    let include = Path::new(&compiler_says(compiler, "-print-file-name=plugin")).join("include");
     if include.join("gcc-plugin.h").exists() {
         return Ok(include);
     }
@@ -92,7 +85,7 @@ fn plugin_headers(compiler: &OsStr) -> Result<PathBuf, String> {
         "gcc's plugin headers are not installed (no {}; on Debian or Ubuntu: \
          apt-get install gcc-{}-plugin-dev)",
         include.join("gcc-plugin.h").display(),
-        ask("-dumpversion")
+        compiler_says(compiler, "-dumpversion")
     ))
 }
 
@@ -111,9 +104,7 @@ fn prepare(compiler: &OsStr, lib_dir: &Path, work: &Path) -> Result<(), String> 
         .arg("-o")
         .arg(&plugin)
         .arg("-lstdc++"))?;
-    let probe_source = work.join("probe.c");
-    std::fs::write(&probe_source, PROBE_SOURCE)
-        .map_err(|e| format!("{}: {e}", probe_source.display()))?;
+    let probe_source = write_probe(work)?;
     // Compiled alone first: the object names the hooks it calls, and must call no access hook.
     let object = work.join("probe.o");
     let compile = [

@@ -28,7 +28,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::per_compiler::{PROBE_SOURCE, PerCompiler, run, write_sources};
+use super::per_compiler::{PerCompiler, compiler_says, run, write_probe, write_sources};
 use super::toolchain::{Family, Hooks, Invocation, wrapped_args};
 
 /// The runtime less the inlined hooks, native code, as built by `build.rs`.
@@ -118,8 +118,7 @@ fn prepare(compiler: &OsStr, lib_dir: &Path, work: &Path) -> Result<(), String> 
         .arg("rcs")
         .arg(&archive)
         .args(&objects))?;
-    let probe = work.join("probe.c");
-    std::fs::write(&probe, PROBE_SOURCE).map_err(|e| format!("{}: {e}", probe.display()))?;
+    let probe = write_probe(work)?;
     let args = [
         OsString::from("-O2"),
         probe.into_os_string(),
@@ -139,11 +138,7 @@ fn prepare(compiler: &OsStr, lib_dir: &Path, work: &Path) -> Result<(), String> 
 /// `llvm-ar`, else `ar` (GNU ar does through LLVM's plugin in `bfd-plugins`, which Debian's
 /// clang installs; if it does not, the probe link fails and says so).
 fn archiver(compiler: &OsStr) -> OsString {
-    let named = Command::new(compiler)
-        .arg("-print-prog-name=llvm-ar")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
+    let named = compiler_says(compiler, "-print-prog-name=llvm-ar");
     [named.as_str(), "llvm-ar"]
         .into_iter()
         .filter(|c| !c.is_empty())

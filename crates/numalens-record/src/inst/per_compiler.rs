@@ -82,7 +82,23 @@ impl PerCompiler<'_> {
 }
 
 /// A program whose one load (4 bytes) is instrumented: what each product is checked on.
-pub const PROBE_SOURCE: &str = "int nl_probe_value;\nint main(void) { return nl_probe_value; }\n";
+const PROBE_SOURCE: &str = "int nl_probe_value;\nint main(void) { return nl_probe_value; }\n";
+
+/// Writes the probe program into `work` as `probe.c` and returns its path.
+pub fn write_probe(work: &Path) -> Result<PathBuf, String> {
+    write_sources(work, &[("probe.c", PROBE_SOURCE)])?;
+    Ok(work.join("probe.c"))
+}
+
+/// What `COMPILER FLAG` prints (`-print-file-name=…`, `-dumpversion`), trimmed; empty when it
+/// cannot be run.
+pub fn compiler_says(compiler: &OsStr, flag: &str) -> String {
+    Command::new(compiler)
+        .arg(flag)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
 
 /// Writes `files` (name, text) into `dir`.
 pub fn write_sources(dir: &Path, files: &[(&str, &str)]) -> Result<(), String> {
