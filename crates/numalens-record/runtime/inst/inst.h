@@ -39,7 +39,6 @@
 /** Default mean sampling interval (accesses per sample) when NUMALENS_INST_EVERY is unset. */
 #define NL_INST_DEFAULT_EVERY 1024u
 
-
 struct nl_tlb_slot {
     uint64_t page;              /* page number cached, or ~0 */
     struct nl_inst_page *entry; /* its counters */
@@ -170,11 +169,6 @@ static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsi
         nl_inst_miss(t, addr, is_write, words);
 }
 
-/* A read-modify-write (an atomic exchange or fetch_op) is a read then a write of the same bytes,
- * counted as two accesses with one cache lookup and one countdown step: on hotspot's atomic
- * increments that took 5-8 % off exact mode. The hook does the atomic operation first and counts
- * last, so its fast path returns at once and saves no registers; the rare rest is one call:
- * nl_inst_rmw_slow(why, ...). */
 /* Adds to a page counter in one instruction, so that a signal handler counting on the same page
  * cannot land between a load and a store and have its count lost. A plain += compiles to one
  * add to memory too, but two of them side by side were merged into a 16-byte load, add and
@@ -188,6 +182,11 @@ static inline __attribute__((always_inline)) void nl_count_add(uint64_t *counter
 #endif
 }
 
+/* A read-modify-write (an atomic exchange or fetch_op) is a read then a write of the same bytes,
+ * counted as two accesses with one cache lookup and one countdown step: on hotspot's atomic
+ * increments that took 5-8 % off exact mode. The hook does the atomic operation first and counts
+ * last, so its fast path returns at once and saves one register (the result); the rare rest is
+ * one call: nl_inst_rmw_slow(why, ...). */
 #define NL_RMW_DONE 0
 #define NL_RMW_SAMPLE 1 /* a sample falls due inside the pair: nothing counted yet */
 #define NL_RMW_MISS 2   /* the countdown was stepped; the page is not in the cache */
