@@ -118,6 +118,9 @@ __attribute__((constructor)) static void nl_init(void)
     uint64_t lo, hi;
     if (nl_module_range((const void *)nl_init, &lo, &hi) == 0)
         nl_unwind_set_skip(lo, hi);
+    uint64_t stack_lo, stack_size;
+    if (nl_main_stack(&stack_lo, &stack_size) == 0)
+        nl_stack_set_top(stack_lo + stack_size);
     if (nl_core_start(&cfg, (uint32_t)getppid()) == 0) {
         nl_emit_process_start();
         if (cfg.signals)

@@ -130,12 +130,42 @@ void nl_core_finish(void);
 void nl_unwind_set_skip(uint64_t lo, uint64_t hi);
 /** Captures the caller's stack, writes a SITE record the first time it is seen, returns its id. */
 uint64_t nl_site_capture(void);
+/** The walk of nl_stack_fast() with the runtime's skip range, by libgcc's unwinder. */
+unsigned nl_stack_libgcc(uint64_t *frames, unsigned max);
 /** Id of a site from its frames (never 0). */
 uint64_t nl_site_hash(const uint64_t *frames, unsigned n);
 /** Records the site if new (returns 1 if this call wrote the SITE record). */
 int nl_site_note(uint64_t id, const uint64_t *frames, unsigned n);
 /** Forgets all sites (fork child). */
 void nl_sites_reset(void);
+
+/* ---- cfi.c, cfi_rules.c: the cached stack walker ---- */
+
+enum { NL_RULE_UNKNOWN = 0, NL_RULE_OK = 1, NL_RULE_END = 2 };
+
+/** How a frame whose return address is known finds its caller's frame. */
+struct nl_frame_rule {
+    int kind;        /* NL_RULE_* */
+    int cfa_is_rbp;  /* CFA = (rbp or rsp) + cfa_off */
+    int32_t cfa_off;
+    int16_t rbp_off; /* the caller's rbp is saved at CFA + rbp_off; 0: rbp unchanged */
+    int8_t ra_off;   /* the return address is saved at CFA + ra_off */
+};
+
+/** The rule at @p pc from the FDE at @p fde covering code from @p func; 0, or -1 if unknown. */
+int nl_cfi_rule(const void *fde, uint64_t func, uint64_t pc, struct nl_frame_rule *out);
+/** The rule for the frame that returns to @p ip, from libgcc's FDE look-up (not cached). */
+void nl_rule_for_ip(uint64_t ip, struct nl_frame_rule *out);
+/** Records the calling thread's stack top: the walker never reads at or above it. */
+void nl_stack_set_top(uint64_t top);
+/** Forgets every cached rule (a module was loaded where another may have been). */
+void nl_rules_flush(void);
+/**
+ * Up to @p max return addresses of the caller's stack, the caller's own first, leading frames in
+ * [skip_lo, skip_hi) left out. Returns how many, or -1 if a frame's rule is beyond the walker or
+ * the stack top is unknown: then walk with libgcc.
+ */
+int nl_stack_fast(uint64_t *frames, unsigned max, uint64_t skip_lo, uint64_t skip_hi);
 
 /* ---- modules.c: loaded modules, build ids, TLS blocks ---- */
 

@@ -39,6 +39,7 @@ static void nl_thread_begin(const struct nl_start *s)
             if (pthread_attr_getstack(&attr, &addr, &sz) == 0) {
                 lo = (uint64_t)addr;
                 size = sz;
+                nl_stack_set_top(lo + size);
             }
             pthread_attr_destroy(&attr);
         }
@@ -239,6 +240,8 @@ NL_EXPORT void *dlopen(const char *file, int mode)
     if (nl_unlikely(!nl_real.free))
         nl_resolve();
     void *h = nl_real.dlopen(file, mode);
+    if (h)
+        nl_rules_flush(); /* the new module may sit where an unloaded one was */
     if (h && atomic_load(&nl_g.on) && !nl_self.guard) {
         nl_self.guard++;
         nl_modules_emit_new();

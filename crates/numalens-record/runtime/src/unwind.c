@@ -13,6 +13,9 @@
  * with older libraries it falls back to dl_iterate_phdr, whose lock is recursive. Any allocation
  * the unwinder makes lands in our malloc under the recursion guard and is not traced.
  *
+ * Most walks never reach libgcc: nl_stack_fast() (cfi.c) follows rules it caches per return
+ * address and only hands over when a frame is beyond it.
+ *
  * Sites are deduplicated by a 64-bit hash of the frames in a lock-free open-addressing table:
  * the thread whose compare-and-swap claims a slot writes the SITE record.
  */
@@ -76,7 +79,7 @@ void nl_sites_reset(void)
 }
 
 struct nl_walk {
-    uint64_t frames[NL_MAX_FRAMES];
+    uint64_t *frames;
     unsigned n, max, skipped;
 };
 
@@ -86,29 +89,38 @@ static _Unwind_Reason_Code nl_walk_cb(struct _Unwind_Context *ctx, void *arg)
     uint64_t ip = (uint64_t)_Unwind_GetIP(ctx);
     if (!ip)
         return _URC_END_OF_STACK;
-    if (w->n == 0) {
-        /* Frames of the runtime itself; without a known range, just this function's caller. */
-        int inside = nl_skip_hi ? (ip >= nl_skip_lo && ip < nl_skip_hi) : w->skipped < 1;
-        if (inside) {
-            w->skipped++;
-            return w->skipped > 64 ? _URC_END_OF_STACK : _URC_NO_REASON;
-        }
+    /* The first frame is nl_stack_libgcc's own; then the leading frames inside the runtime. */
+    if (w->n == 0 && (w->skipped == 0 || (nl_skip_hi && ip >= nl_skip_lo && ip < nl_skip_hi))) {
+        w->skipped++;
+        return w->skipped > 64 ? _URC_END_OF_STACK : _URC_NO_REASON;
     }
     w->frames[w->n++] = ip;
     return w->n >= w->max ? _URC_END_OF_STACK : _URC_NO_REASON;
 }
 
+/** The same frames as nl_stack_fast() (with the runtime's skip range), found by libgcc. */
+__attribute__((noinline)) unsigned nl_stack_libgcc(uint64_t *frames, unsigned max)
+{
+    struct nl_walk w = {frames, 0, max, 0};
+    _Unwind_Backtrace(nl_walk_cb, &w);
+    return w.n;
+}
+
 __attribute__((noinline)) uint64_t nl_site_capture(void)
 {
-    struct nl_walk w;
-    memset(&w, 0, sizeof w);
-    w.max = (unsigned)nl_g.cfg.frames;
-    if (w.max < 1 || w.max > NL_MAX_FRAMES)
-        w.max = NL_MAX_FRAMES;
-    _Unwind_Backtrace(nl_walk_cb, &w);
-    if (w.n == 0)
+    uint64_t buf[NL_MAX_FRAMES + 1];
+    unsigned max = (unsigned)nl_g.cfg.frames;
+    if (max < 1 || max > NL_MAX_FRAMES)
+        max = NL_MAX_FRAMES;
+    /* Both walkers start at this function's frame; the skip range, when known, drops it (the
+     * runtime's own frames), otherwise it is dropped here. */
+    unsigned own = nl_skip_hi ? 0 : 1;
+    int n = nl_stack_fast(buf, max + own, nl_skip_lo, nl_skip_hi);
+    if (n < 0)
+        n = (int)nl_stack_libgcc(buf, max + own);
+    if (n <= (int)own)
         return 0;
-    uint64_t id = nl_site_hash(w.frames, w.n);
-    nl_site_note(id, w.frames, w.n);
+    uint64_t id = nl_site_hash(buf + own, (unsigned)n - own);
+    nl_site_note(id, buf + own, (unsigned)n - own);
     return id;
 }
