@@ -9,8 +9,8 @@
  *
  *   fast = nl_fast;
  *   if (fast & NL_FAST_SAMPLE) {
- *       nl_countdown -= words;
- *       if (nl_countdown <= 0) { nl_inst_sample(nl_ith, addr, is_write, size, 0); goto done; }
+ *       nl_countdown_{read,write} -= words;
+ *       if (nl_countdown_{read,write} <= 0) { nl_inst_sample(nl_ith, addr, is_write, size, 0); goto done; }
  *   }
  *   if (fast & NL_FAST_EXACT) {
  *       t = nl_ith; page = addr >> 12; slot = &t->tlb[hash(page)];
@@ -57,7 +57,7 @@ int plugin_is_GPL_compatible;
 namespace {
 
 /** The runtime's symbols the fast path uses; a garbage-collection root (see plugin_init). */
-enum { FAST, COUNTDOWN, ITH, SAMPLE, MISS, N_DECLS };
+enum { FAST, COUNTDOWN_READ, COUNTDOWN_WRITE, ITH, SAMPLE, MISS, N_DECLS };
 tree runtime_decls[N_DECLS];
 
 const struct ggc_root_tab decl_roots[] = {
@@ -97,7 +97,10 @@ void declare_runtime()
     if (runtime_decls[FAST])
         return;
     runtime_decls[FAST] = thread_local_var("nl_fast", unsigned_type_node);
-    runtime_decls[COUNTDOWN] = thread_local_var("nl_countdown", long_long_integer_type_node);
+    runtime_decls[COUNTDOWN_READ] =
+        thread_local_var("nl_countdown_read", long_long_integer_type_node);
+    runtime_decls[COUNTDOWN_WRITE] =
+        thread_local_var("nl_countdown_write", long_long_integer_type_node);
     runtime_decls[ITH] = thread_local_var("nl_ith", ptr_type_node);
     // void nl_inst_sample(struct nl_ithread *, uintptr_t, unsigned, unsigned, void *)
     runtime_decls[SAMPLE] = runtime_function(
@@ -229,9 +232,9 @@ void inline_access(gimple *call, access a)
     link(head, exact_check, EDGE_FALSE_VALUE, profile_probability::even());
 
     w.bb = countdown;
-    tree left = w.op(s64, MINUS_EXPR, w.load(s64, runtime_decls[COUNTDOWN]),
-                     build_int_cst(s64, words));
-    w.add(gimple_build_assign(runtime_decls[COUNTDOWN], left));
+    tree countdown_var = runtime_decls[a.is_write ? COUNTDOWN_WRITE : COUNTDOWN_READ];
+    tree left = w.op(s64, MINUS_EXPR, w.load(s64, countdown_var), build_int_cst(s64, words));
+    w.add(gimple_build_assign(countdown_var, left));
     w.branch(LE_EXPR, left, build_zero_cst(s64));
     link(countdown, sample, EDGE_TRUE_VALUE, profile_probability::very_unlikely());
     link(countdown, exact_check, EDGE_FALSE_VALUE, profile_probability::very_likely());

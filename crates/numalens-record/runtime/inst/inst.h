@@ -100,8 +100,17 @@ extern __thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec
 /* The fast path's own state lives in thread-local storage, not behind nl_ith: a thread that is
  * not recorded then pays one load and a branch per access. */
 extern __thread unsigned nl_fast __attribute__((tls_model("initial-exec")));
-/** Accesses left before the thread's next sample. */
-extern __thread int64_t nl_countdown __attribute__((tls_model("initial-exec")));
+/** Reads and writes left before the thread's next sample of each. Two countdowns rather than one:
+ * each is a load, subtract and store to memory at every access, and each access waited for the
+ * previous one's store; a loop that reads and writes now runs two such chains side by side. Each
+ * still samples one access in `every` of its kind, with the same weight. */
+extern __thread int64_t nl_countdown_read __attribute__((tls_model("initial-exec")));
+extern __thread int64_t nl_countdown_write __attribute__((tls_model("initial-exec")));
+
+static inline __attribute__((always_inline)) int64_t *nl_countdown_of(unsigned is_write)
+{
+    return is_write ? &nl_countdown_write : &nl_countdown_read;
+}
 
 void nl_inst_init(void);
 /** Slow path of a counted access: page not in the cache (or thread not set up yet). */
@@ -154,7 +163,7 @@ static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsi
 {
     uint64_t words = nl_words(size);
     unsigned fast = nl_fast;
-    if ((fast & NL_FAST_SAMPLE) && nl_unlikely((nl_countdown -= (int64_t)words) <= 0)) {
+    if ((fast & NL_FAST_SAMPLE) && nl_unlikely((*nl_countdown_of(is_write) -= (int64_t)words) <= 0)) {
         nl_inst_sample(nl_ith, addr, is_write, size, ip);
         return;
     }
@@ -195,9 +204,10 @@ static inline __attribute__((always_inline)) int nl_access_rmw_fast(uintptr_t ad
     uint64_t words = nl_words(size);
     unsigned fast = nl_fast;
     if (fast & NL_FAST_SAMPLE) {
-        if (nl_unlikely(nl_countdown <= 2 * (int64_t)words))
+        if (nl_unlikely(nl_countdown_read <= (int64_t)words || nl_countdown_write <= (int64_t)words))
             return NL_RMW_SAMPLE;
-        nl_countdown -= 2 * (int64_t)words;
+        nl_countdown_read -= (int64_t)words;
+        nl_countdown_write -= (int64_t)words;
     }
     if (!(fast & NL_FAST_EXACT))
         return NL_RMW_DONE;

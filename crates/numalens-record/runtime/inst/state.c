@@ -30,13 +30,20 @@ struct nl_iglobal nl_ig;
 __attribute__((section("numalens_inst_state"))) struct nl_ithread nl_inactive = {.shared = 1};
 __thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec"))) = &nl_inactive;
 __thread unsigned nl_fast __attribute__((tls_model("initial-exec"))) = NL_FAST_SAMPLE;
-__thread int64_t nl_countdown __attribute__((tls_model("initial-exec")));
+__thread int64_t nl_countdown_read __attribute__((tls_model("initial-exec")));
+__thread int64_t nl_countdown_write __attribute__((tls_model("initial-exec")));
+
+static void nl_countdowns_set(int64_t v)
+{
+    nl_countdown_read = v;
+    nl_countdown_write = v;
+}
 
 /* Back to the state every thread starts with (after its exit, or in a forked child). */
 static void nl_fast_reset(void)
 {
     nl_ith = &nl_inactive;
-    nl_countdown = 0;
+    nl_countdowns_set(0);
     nl_fast = NL_FAST_SAMPLE;
 }
 /* Set once the thread's state was released at its exit: later accesses go to the sink. */
@@ -343,8 +350,10 @@ static void nl_thread_files(struct nl_ithread *t)
         nl_grow_close(&t->samples);
         return;
     }
-    if (t->samples.fd > 0)
-        nl_countdown = (int64_t)nl_next_interval(t);
+    if (t->samples.fd > 0) {
+        nl_countdown_read = (int64_t)nl_next_interval(t);
+        nl_countdown_write = (int64_t)nl_next_interval(t);
+    }
 }
 
 /** The calling thread's own state (with files while recording), or NULL after its exit. */
@@ -358,7 +367,7 @@ static struct nl_ithread *nl_thread_setup(void)
     if (!t)
         return NULL;
     nl_tlb_clear(t);
-    nl_countdown = INT64_MAX;
+    nl_countdowns_set(INT64_MAX);
     t->busy = 1;
     nl_ith = t;
     if (__atomic_load_n(&nl_ig.on, __ATOMIC_ACQUIRE))
@@ -478,16 +487,17 @@ static void nl_sample_due(struct nl_ithread *t, uintptr_t addr, unsigned is_writ
     if (t->shared)
         return;
     if (!t->samples.fd) {
-        nl_countdown = INT64_MAX;
+        nl_countdowns_set(INT64_MAX);
         return;
     }
+    int64_t *countdown = nl_countdown_of(is_write);
     if (t->busy) {
-        nl_countdown = 1;
+        *countdown = 1;
         return;
     }
     t->busy = 1;
     nl_sample_write(t, addr, is_write, size, ip);
-    nl_countdown = (int64_t)nl_next_interval(t);
+    *countdown = (int64_t)nl_next_interval(t);
     t->busy = 0;
 }
 
@@ -536,16 +546,17 @@ void nl_inst_range(uintptr_t addr, uint64_t size, unsigned is_write, void *ip)
         nl_count(nl_ith, a, is_write, n);
         /* Samples fall on the words where the countdown runs out, as if word by word. */
         struct nl_ithread *t = nl_ith;
+        int64_t *countdown = nl_countdown_of(is_write);
         uint64_t left = n;
-        while (nl_countdown > 0 && (uint64_t)nl_countdown <= left) {
-            uint64_t k = (uint64_t)nl_countdown;
+        while (*countdown > 0 && (uint64_t)*countdown <= left) {
+            uint64_t k = (uint64_t)*countdown;
             uintptr_t at = a + (k - 1) * 8;
             left -= k;
             a += k * 8;
-            nl_countdown = 0;
+            *countdown = 0;
             nl_sample_due(t, at < addr ? addr : at, is_write, 8, ip);
         }
-        nl_countdown -= (int64_t)left;
+        *countdown -= (int64_t)left;
         w += n;
     }
 }
