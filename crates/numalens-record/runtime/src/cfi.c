@@ -16,7 +16,8 @@
  * stack realignment, CFA expressions, code without an FDE) makes nl_stack_fast() fail, and the
  * caller walks with libgcc instead, which gives the same frames. Every load stays between the
  * frame's stack pointer and the top of the thread's stack, so even a wrong rule (code unloaded and
- * other code mapped at its address) cannot make the walk fault.
+ * other code mapped at its address) cannot make the walk fault; a walk that does not start on the
+ * thread's own stack is left to libgcc.
  */
 #include <string.h>
 
@@ -37,10 +38,12 @@ static struct {
     _Atomic uint64_t rule; /* nl_rule_pack() */
 } nl_rules[NL_RULE_SLOTS];
 
-NL_TLS uint64_t nl_stack_top; /* exclusive upper end of this thread's stack; 0 unknown */
+/* This thread's stack, [lo, top); top 0: unknown. */
+NL_TLS uint64_t nl_stack_lo, nl_stack_top;
 
-void nl_stack_set_top(uint64_t top)
+void nl_stack_set_bounds(uint64_t lo, uint64_t top)
 {
+    nl_stack_lo = lo;
     nl_stack_top = top;
 }
 
@@ -134,7 +137,9 @@ __attribute__((noinline)) int nl_stack_fast(uint64_t *frames, unsigned max, uint
     const uint64_t *fp = __builtin_frame_address(0);
     uint64_t ip = fp[1], sp = (uint64_t)(fp + 2), rbp = fp[0];
     unsigned n = 0, skipped = 0;
-    if (!top || sp >= top)
+    /* On another stack (a signal's alternate stack, a coroutine's) the range up to top could
+     * hold unmapped gaps: libgcc walks those. */
+    if (!top || sp >= top || sp < nl_stack_lo)
         return -1;
     while (ip && n < max) {
         if (n == 0 && nl_in_range(ip, skip_lo, skip_hi)) {

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "nl_shims.h"
@@ -119,8 +120,12 @@ __attribute__((constructor)) static void nl_init(void)
     if (nl_module_range((const void *)nl_init, &lo, &hi) == 0)
         nl_unwind_set_skip(lo, hi);
     uint64_t stack_lo, stack_size;
-    if (nl_main_stack(&stack_lo, &stack_size) == 0)
-        nl_stack_set_top(stack_lo + stack_size);
+    struct rlimit limit;
+    if (nl_main_stack(&stack_lo, &stack_size) == 0 && getrlimit(RLIMIT_STACK, &limit) == 0) {
+        /* The main stack grows down to its limit below its top. */
+        uint64_t top = stack_lo + stack_size, room = limit.rlim_cur;
+        nl_stack_set_bounds(room == RLIM_INFINITY || room > top ? 0 : top - room, top);
+    }
     if (nl_core_start(&cfg, (uint32_t)getppid()) == 0) {
         nl_emit_process_start();
         if (cfg.signals)

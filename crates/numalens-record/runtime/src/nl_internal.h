@@ -156,8 +156,9 @@ struct nl_frame_rule {
 int nl_cfi_rule(const void *fde, uint64_t func, uint64_t pc, struct nl_frame_rule *out);
 /** The rule for the frame that returns to @p ip, from libgcc's FDE look-up (not cached). */
 void nl_rule_for_ip(uint64_t ip, struct nl_frame_rule *out);
-/** Records the calling thread's stack top: the walker never reads at or above it. */
-void nl_stack_set_top(uint64_t top);
+/** Records the calling thread's stack [lo, top): the walker only walks a stack that starts in it
+ * and never reads at or above top. */
+void nl_stack_set_bounds(uint64_t lo, uint64_t top);
 /** Forgets every cached rule (a module was loaded where another may have been). */
 void nl_rules_flush(void);
 /**

@@ -39,7 +39,7 @@ static void nl_thread_begin(const struct nl_start *s)
             if (pthread_attr_getstack(&attr, &addr, &sz) == 0) {
                 lo = (uint64_t)addr;
                 size = sz;
-                nl_stack_set_top(lo + size);
+                nl_stack_set_bounds(lo, lo + size);
             }
             pthread_attr_destroy(&attr);
         }

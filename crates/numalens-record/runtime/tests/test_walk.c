@@ -114,6 +114,8 @@ __attribute__((noinline)) static void deep(int depth)
     sink++;
 }
 
+static uint64_t main_lo, main_top;
+
 static void *thread_main(void *arg)
 {
     (void)arg;
@@ -123,9 +125,11 @@ static void *thread_main(void *arg)
     CHECK(pthread_getattr_np(pthread_self(), &attr) == 0);
     CHECK(pthread_attr_getstack(&attr, &lo, &size) == 0);
     pthread_attr_destroy(&attr);
-    /* Unknown top: the fast walk refuses. */
+    /* Unknown bounds, then the main thread's: the fast walk refuses both. */
     compare_walks(0);
-    nl_stack_set_top((uint64_t)lo + size);
+    nl_stack_set_bounds(main_lo, main_top);
+    compare_walks(0);
+    nl_stack_set_bounds((uint64_t)lo, (uint64_t)lo + size);
     through_qsort();
     deep(3); /* short: the walk reaches clone's outermost frame */
     return NULL;
@@ -142,7 +146,9 @@ static void test_walks(void)
 {
     uint64_t lo, size;
     CHECK(nl_main_stack(&lo, &size) == 0);
-    nl_stack_set_top(lo + size);
+    main_lo = lo;
+    main_top = lo + size;
+    nl_stack_set_bounds(main_lo, main_top);
     for (int round = 0; round < 2; round++) { /* the second round reads the cached rules */
         with_alloca(64);
         deep(20);
