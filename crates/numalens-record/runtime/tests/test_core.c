@@ -15,17 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nl_check.h"
 #include "nl_internal.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-            failures++;                                                                \
-        }                                                                              \
-    } while (0)
 
 static const char *fake_env[][2] = {
     {"NUMALENS_DIR", "/tmp/x"},

@@ -16,17 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nl_check.h"
 #include "nl_internal.h"
 
-static int failures, walks, fast_walks;
-
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-            failures++;                                                                \
-        }                                                                              \
-    } while (0)
+static int walks, fast_walks;
 
 /** Walks both ways from here and compares; @p expect_fast: 1 the fast walk must succeed, 0 it
  * must refuse. */
