@@ -74,7 +74,8 @@ static void nl_rule_unpack(uint64_t v, struct nl_frame_rule *r)
 
 /* ---- the rule of one return address ---- */
 
-void nl_rule_for_ip(uint64_t ip, struct nl_frame_rule *out)
+/* The rule for the frame that returns to @p ip, from libgcc's FDE look-up (not cached). */
+static void nl_rule_for_ip(uint64_t ip, struct nl_frame_rule *out)
 {
     struct nl_eh_bases bases = {0, 0, 0};
     memset(out, 0, sizeof *out);
@@ -123,11 +124,6 @@ static uint64_t nl_rule_lookup(uint64_t ip)
 
 /* ---- the walk ---- */
 
-static int nl_in_range(uint64_t ip, uint64_t lo, uint64_t hi)
-{
-    return hi && ip >= lo && ip < hi;
-}
-
 __attribute__((noinline)) int nl_stack_fast(uint64_t *frames, unsigned max, uint64_t skip_lo,
                                             uint64_t skip_hi)
 {
@@ -142,7 +138,7 @@ __attribute__((noinline)) int nl_stack_fast(uint64_t *frames, unsigned max, uint
     if (!top || sp >= top || sp < nl_stack_lo)
         return -1;
     while (ip && n < max) {
-        if (n == 0 && nl_in_range(ip, skip_lo, skip_hi)) {
+        if (n == 0 && nl_ip_skipped(ip, skip_lo, skip_hi)) {
             if (++skipped > 64)
                 break;
         } else {

@@ -130,8 +130,13 @@ void nl_core_finish(void);
 void nl_unwind_set_skip(uint64_t lo, uint64_t hi);
 /** Captures the caller's stack, writes a SITE record the first time it is seen, returns its id. */
 uint64_t nl_site_capture(void);
-/** The walk of nl_stack_fast() with the runtime's skip range, by libgcc's unwinder. */
-unsigned nl_stack_libgcc(uint64_t *frames, unsigned max);
+/** The walk of nl_stack_fast(), by libgcc's unwinder (never refuses). */
+unsigned nl_stack_libgcc(uint64_t *frames, unsigned max, uint64_t skip_lo, uint64_t skip_hi);
+/** Whether a walk leaves out a leading frame at @p ip: inside [lo, hi), an empty range when hi 0. */
+static inline int nl_ip_skipped(uint64_t ip, uint64_t lo, uint64_t hi)
+{
+    return hi && ip >= lo && ip < hi;
+}
 /** Id of a site from its frames (never 0). */
 uint64_t nl_site_hash(const uint64_t *frames, unsigned n);
 /** Records the site if new (returns 1 if this call wrote the SITE record). */
@@ -154,8 +159,6 @@ struct nl_frame_rule {
 
 /** The rule at @p pc from the FDE at @p fde covering code from @p func; 0, or -1 if unknown. */
 int nl_cfi_rule(const void *fde, uint64_t func, uint64_t pc, struct nl_frame_rule *out);
-/** The rule for the frame that returns to @p ip, from libgcc's FDE look-up (not cached). */
-void nl_rule_for_ip(uint64_t ip, struct nl_frame_rule *out);
 /** Records the calling thread's stack [lo, top): the walker only walks a stack that starts in it
  * and never reads at or above top. */
 void nl_stack_set_bounds(uint64_t lo, uint64_t top);

@@ -81,6 +81,7 @@ void nl_sites_reset(void)
 struct nl_walk {
     uint64_t *frames;
     unsigned n, max, skipped;
+    uint64_t skip_lo, skip_hi;
 };
 
 static _Unwind_Reason_Code nl_walk_cb(struct _Unwind_Context *ctx, void *arg)
@@ -90,7 +91,7 @@ static _Unwind_Reason_Code nl_walk_cb(struct _Unwind_Context *ctx, void *arg)
     if (!ip)
         return _URC_END_OF_STACK;
     /* The first frame is nl_stack_libgcc's own; then the leading frames inside the runtime. */
-    if (w->n == 0 && (w->skipped == 0 || (nl_skip_hi && ip >= nl_skip_lo && ip < nl_skip_hi))) {
+    if (w->n == 0 && (w->skipped == 0 || nl_ip_skipped(ip, w->skip_lo, w->skip_hi))) {
         w->skipped++;
         return w->skipped > 64 ? _URC_END_OF_STACK : _URC_NO_REASON;
     }
@@ -98,10 +99,10 @@ static _Unwind_Reason_Code nl_walk_cb(struct _Unwind_Context *ctx, void *arg)
     return w->n >= w->max ? _URC_END_OF_STACK : _URC_NO_REASON;
 }
 
-/** The same frames as nl_stack_fast() (with the runtime's skip range), found by libgcc. */
-__attribute__((noinline)) unsigned nl_stack_libgcc(uint64_t *frames, unsigned max)
+__attribute__((noinline)) unsigned nl_stack_libgcc(uint64_t *frames, unsigned max,
+                                                   uint64_t skip_lo, uint64_t skip_hi)
 {
-    struct nl_walk w = {frames, 0, max, 0};
+    struct nl_walk w = {frames, 0, max, 0, skip_lo, skip_hi};
     _Unwind_Backtrace(nl_walk_cb, &w);
     return w.n;
 }
@@ -117,7 +118,7 @@ __attribute__((noinline)) uint64_t nl_site_capture(void)
     unsigned own = nl_skip_hi ? 0 : 1;
     int n = nl_stack_fast(buf, max + own, nl_skip_lo, nl_skip_hi);
     if (n < 0)
-        n = (int)nl_stack_libgcc(buf, max + own);
+        n = (int)nl_stack_libgcc(buf, max + own, nl_skip_lo, nl_skip_hi);
     if (n <= (int)own)
         return 0;
     uint64_t id = nl_site_hash(buf + own, (unsigned)n - own);

@@ -27,7 +27,7 @@ static __attribute__((noinline)) void compare_walks(int expect_fast)
 {
     uint64_t fast[NL_MAX_FRAMES], slow[NL_MAX_FRAMES];
     int n = nl_stack_fast(fast, NL_MAX_FRAMES, 0, 0);
-    unsigned m = nl_stack_libgcc(slow, NL_MAX_FRAMES);
+    unsigned m = nl_stack_libgcc(slow, NL_MAX_FRAMES, 0, 0);
     walks++;
     if (n < 0) {
         CHECK(!expect_fast);
