@@ -9,7 +9,7 @@
 mod common;
 mod inst_common;
 
-use inst_common::{code_locations, logical_threads};
+use inst_common::{PRIVATE_BLOCKS_SMALL, STENCIL_SMALL, SmallRun, code_locations, logical_threads};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
@@ -337,16 +337,10 @@ fn every_workload_gives_its_ground_truth_counts_and_findings() {
 fn clang_openmp_builds_give_the_ground_truth_counts() {
     let dir = tempfile::tempdir().unwrap();
     // Every OpenMP workload, small, on 2 to 4 threads.
-    let runs: [(&str, &[(&str, u64)]); 5] = [
+    let runs: [SmallRun; 5] = [
         ("master-init", &[("n", 65536), ("threads", 4), ("iters", 2)]),
-        (
-            "private-blocks",
-            &[("n", 49152), ("threads", 3), ("iters", 2)],
-        ),
-        (
-            "stencil",
-            &[("rows", 64), ("cols", 512), ("threads", 2), ("iters", 2)],
-        ),
+        PRIVATE_BLOCKS_SMALL,
+        STENCIL_SMALL,
         (
             "hotspot",
             &[

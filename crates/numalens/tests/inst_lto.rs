@@ -8,7 +8,7 @@
 mod common;
 mod inst_common;
 
-use inst_common::{code_locations, logical_threads};
+use inst_common::{PRIVATE_BLOCKS_SMALL, STENCIL_SMALL, SmallRun, code_locations, logical_threads};
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -210,15 +210,9 @@ fn check_inlined(compiler: &str, name: &str, overrides: &[(&str, u64)], dir: &Pa
 #[test]
 fn inlined_hooks_leave_no_call_and_count_exactly() {
     let dir = tempfile::tempdir().unwrap();
-    let runs: [(&str, &[(&str, u64)]); 3] = [
-        (
-            "private-blocks",
-            &[("n", 49152), ("threads", 3), ("iters", 2)],
-        ),
-        (
-            "stencil",
-            &[("rows", 64), ("cols", 512), ("threads", 2), ("iters", 2)],
-        ),
+    let runs: [SmallRun; 3] = [
+        PRIVATE_BLOCKS_SMALL,
+        STENCIL_SMALL,
         (
             "hotspot",
             &[

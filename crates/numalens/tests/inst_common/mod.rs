@@ -23,3 +23,16 @@ pub fn code_locations(profile: &Profile) -> HashMap<u64, CodeLocation> {
         .map(|c| (c.ip, c))
         .collect()
 }
+
+/// A workload and the arguments that shrink it for a test run.
+pub type SmallRun = (&'static str, &'static [(&'static str, u64)]);
+
+/// private-blocks and stencil at the sizes every exactness test runs them at.
+pub const PRIVATE_BLOCKS_SMALL: SmallRun = (
+    "private-blocks",
+    &[("n", 49152), ("threads", 3), ("iters", 2)],
+);
+pub const STENCIL_SMALL: SmallRun = (
+    "stencil",
+    &[("rows", 64), ("cols", 512), ("threads", 2), ("iters", 2)],
+);
