@@ -12,9 +12,12 @@
  * per frame.
  *
  * Only the rules compilers emit for ordinary code are understood: the CFA is rsp or rbp plus an
- * offset, the return address and rbp are saved at offsets from it. Anything else (signal frames,
- * stack realignment, CFA expressions, code without an FDE) makes nl_stack_fast() fail, and the
- * caller walks with libgcc instead, which gives the same frames. Every load stays between the
+ * offset, the return address and rbp are saved at offsets from it; or, in a frame that realigned
+ * its stack through a copy of the incoming stack pointer (gcc's way when a frame has both an
+ * over-aligned local and a variable-size one, and in some main functions), the CFA is loaded from
+ * a slot at rbp minus an offset and rbp is saved at rbp. Anything else (signal frames, other CFA
+ * expressions, code without an FDE) makes nl_stack_fast() fail, and the caller walks with libgcc
+ * instead, which gives the same frames. Every load stays between the
  * frame's stack pointer and the top of the thread's stack, so even a wrong rule (code unloaded and
  * other code mapped at its address) cannot make the walk fault; a walk that does not start on the
  * thread's own stack is left to libgcc.
@@ -54,11 +57,13 @@ void nl_rules_flush(void)
             atomic_store_explicit(&nl_rules[i].ip, 0, memory_order_relaxed);
 }
 
-/* ---- packing: kind in bits 0-1, rbp-based CFA in bit 2, rbp and RA offsets, CFA offset ---- */
+/* ---- packing: kind in bits 0-1, rbp-based CFA in bit 2, loaded CFA in bit 3, rbp saved off rbp
+ * in bit 4, rbp and RA offsets, CFA offset ---- */
 
 static uint64_t nl_rule_pack(const struct nl_frame_rule *r)
 {
     return (uint64_t)r->kind | (uint64_t)(r->cfa_is_rbp != 0) << 2 |
+           (uint64_t)(r->cfa_deref != 0) << 3 | (uint64_t)(r->rbp_at_rbp != 0) << 4 |
            (uint64_t)(uint16_t)r->rbp_off << 8 | (uint64_t)(uint8_t)r->ra_off << 24 |
            (uint64_t)(uint32_t)r->cfa_off << 32;
 }
@@ -67,6 +72,8 @@ static void nl_rule_unpack(uint64_t v, struct nl_frame_rule *r)
 {
     r->kind = (int)(v & 3);
     r->cfa_is_rbp = (int)(v >> 2 & 1);
+    r->cfa_deref = (int)(v >> 3 & 1);
+    r->rbp_at_rbp = (int)(v >> 4 & 1);
     r->rbp_off = (int16_t)(uint16_t)(v >> 8);
     r->ra_off = (int8_t)(uint8_t)(v >> 24);
     r->cfa_off = (int32_t)(uint32_t)(v >> 32);
@@ -153,13 +160,26 @@ __attribute__((noinline)) int nl_stack_fast(uint64_t *frames, unsigned max, uint
         if (r.kind != NL_RULE_OK)
             return -1;
         uint64_t cfa = (r.cfa_is_rbp ? rbp : sp) + (uint64_t)(int64_t)r.cfa_off;
+        if (r.cfa_deref) {
+            /* A realigned frame keeps its CFA in a slot of its own, between sp and the CFA. */
+            uint64_t slot = rbp + (uint64_t)(int64_t)r.cfa_off;
+            if (slot < sp || slot >= top || (slot & 7))
+                return -1;
+            cfa = *(const uint64_t *)slot;
+        }
         /* The CFA is above this frame and inside the stack; the saved slots lie between. */
         if (cfa <= sp || cfa > top || (cfa & 7) || cfa + (uint64_t)(int64_t)r.ra_off < sp ||
-            (r.rbp_off && cfa + (uint64_t)(int64_t)r.rbp_off < sp))
+            (r.rbp_off && !r.rbp_at_rbp && cfa + (uint64_t)(int64_t)r.rbp_off < sp))
             return -1;
         ip = *(const uint64_t *)(cfa + (uint64_t)(int64_t)r.ra_off);
-        if (r.rbp_off)
+        if (r.rbp_at_rbp) {
+            uint64_t slot = rbp + (uint64_t)(int64_t)r.rbp_off;
+            if (slot < sp || slot + 8 > cfa || (slot & 7))
+                return -1;
+            rbp = *(const uint64_t *)slot;
+        } else if (r.rbp_off) {
             rbp = *(const uint64_t *)(cfa + (uint64_t)(int64_t)r.rbp_off);
+        }
         sp = cfa;
     }
     return (int)n;

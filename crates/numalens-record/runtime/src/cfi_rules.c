@@ -5,7 +5,7 @@
  *
  * The subset of DWARF call-frame instructions that gcc and clang emit for ordinary x86-64 code:
  * the CFA defined as a register plus an offset, registers saved at offsets from the CFA,
- * advance/remember/restore. Only three columns matter for a walk: the CFA, rbp (the one register
+ * advance/remember/restore; and the two expressions of a frame that realigned its stack. Only three columns matter for a walk: the CFA, rbp (the one register
  * a caller's CFA may be based on) and the return address. Anything outside the subset for those
  * columns makes the rule NL_RULE_UNKNOWN, and the walk falls back to libgcc; instructions about
  * other registers are read past. Pure: no globals, so it is tested on hand-made byte strings.
@@ -15,10 +15,15 @@
 #include "nl_internal.h"
 
 enum { NL_REG_RBP = 6, NL_REG_RSP = 7, NL_REG_RA = 16 };
-enum { NL_SAVED_SAME, NL_SAVED_AT, NL_SAVED_UNDEFINED, NL_SAVED_OTHER };
+/* cfa_reg of a CFA loaded from rbp + cfa_off; the CFA of a frame that realigned its stack. */
+enum { NL_CFA_DEREF_RBP = 1000 };
+/* NL_SAVED_AT: at CFA + offset; NL_SAVED_AT_RBP: at rbp + offset (realigned frames). */
+enum { NL_SAVED_SAME, NL_SAVED_AT, NL_SAVED_AT_RBP, NL_SAVED_UNDEFINED, NL_SAVED_OTHER };
+
+enum { NL_OP_BREG_RBP = 0x76, NL_OP_DEREF = 0x06 };
 
 struct nl_cfi_row {
-    int cfa_reg;        /* DWARF register, or -1 when the CFA is not register + offset */
+    int cfa_reg;        /* DWARF register, NL_CFA_DEREF_RBP, or -1 for any other expression */
     int64_t cfa_off;
     int rbp_how, ra_how; /* NL_SAVED_* */
     int64_t rbp_off, ra_off;
@@ -168,6 +173,29 @@ static void nl_row_restore(struct nl_cfi_row *row, const struct nl_cfi_row *init
 #define NL_CFI_STACK 8
 
 /**
+ * Reads a DWARF expression of @p len bytes at r->p and steps past it. Returns 1 if it is
+ * `DW_OP_breg6 (rbp) k`, followed by DW_OP_deref when @p deref, and sets @p k; else 0. These are
+ * the two expressions gcc writes for a frame that realigns its stack (`and $-64, %rsp`, through
+ * a copy of the incoming stack pointer in r10): the CFA is loaded from a slot at rbp - k, and rbp
+ * is saved at rbp + 0.
+ */
+static int nl_rbp_expression(struct nl_cfi_reader *r, uint64_t len, int deref, int64_t *k)
+{
+    if (len > (uint64_t)(r->end - r->p)) {
+        r->bad = 1;
+        return 0;
+    }
+    struct nl_cfi_reader e = {r->p, r->p + len, 0};
+    r->p += len;
+    if (e.p == e.end || *e.p++ != NL_OP_BREG_RBP)
+        return 0;
+    *k = nl_sleb(&e);
+    if (deref && (e.p == e.end || *e.p++ != NL_OP_DEREF))
+        return 0;
+    return !e.bad && e.p == e.end;
+}
+
+/**
  * Runs the instructions in [r->p, r->end) while the location stays <= @p pc (every instruction
  * when @p init is NULL: a CIE's initial instructions). Returns 0, or -1 on what it cannot follow.
  */
@@ -228,11 +256,20 @@ static int nl_run_cfi(struct nl_cfi_reader *r, const struct nl_cie *c, uint64_t 
             break;
         case 0x0d: row->cfa_reg = (int)nl_uleb(r); break;
         case 0x0e: row->cfa_off = (int64_t)nl_uleb(r); break;
-        case 0x0f: /* def_cfa_expression */
-            r->p += nl_uleb(r);
-            row->cfa_reg = -1;
+        case 0x0f: { /* def_cfa_expression */
+            int64_t k = 0;
+            int ok = nl_rbp_expression(r, nl_uleb(r), 1, &k);
+            row->cfa_reg = ok ? NL_CFA_DEREF_RBP : -1;
+            row->cfa_off = k;
             break;
-        case 0x10: /* expression */
+        }
+        case 0x10: { /* expression: the register is saved at the address it computes */
+            int64_t k = 0;
+            reg = nl_uleb(r);
+            int ok = nl_rbp_expression(r, nl_uleb(r), 0, &k);
+            nl_row_save(row, reg, ok ? NL_SAVED_AT_RBP : NL_SAVED_OTHER, k);
+            break;
+        }
         case 0x16: /* val_expression */
             reg = nl_uleb(r);
             r->p += nl_uleb(r);
@@ -282,20 +319,29 @@ static int nl_row_rule(const struct nl_cfi_row *row, struct nl_frame_rule *out)
         out->kind = NL_RULE_END; /* the outermost frame (_start, clone) */
         return 0;
     }
-    /* Saved slots must lie below the CFA, so a walk reads only inside the frame. */
-    if ((row->cfa_reg != NL_REG_RSP && row->cfa_reg != NL_REG_RBP) || row->cfa_off <= 0 ||
-        row->cfa_off > INT32_MAX || row->ra_how != NL_SAVED_AT || row->ra_off > -8 ||
-        row->ra_off < INT8_MIN)
+    /* Saved slots must lie below the CFA, so a walk reads only inside the frame. A CFA loaded
+     * from memory is checked by the walk itself, as is the slot it comes from. */
+    int deref = row->cfa_reg == NL_CFA_DEREF_RBP;
+    if (deref ? (row->cfa_off < INT32_MIN || row->cfa_off > INT32_MAX)
+              : ((row->cfa_reg != NL_REG_RSP && row->cfa_reg != NL_REG_RBP) ||
+                 row->cfa_off <= 0 || row->cfa_off > INT32_MAX))
+        return -1;
+    if (row->ra_how != NL_SAVED_AT || row->ra_off > -8 || row->ra_off < INT8_MIN)
         return -1;
     if (row->rbp_how == NL_SAVED_AT && (row->rbp_off > -8 || row->rbp_off < INT16_MIN))
         return -1;
-    if (row->rbp_how != NL_SAVED_SAME && row->rbp_how != NL_SAVED_AT)
+    if (row->rbp_how == NL_SAVED_AT_RBP && (row->rbp_off < INT16_MIN || row->rbp_off > INT16_MAX))
+        return -1;
+    if (row->rbp_how != NL_SAVED_SAME && row->rbp_how != NL_SAVED_AT &&
+        row->rbp_how != NL_SAVED_AT_RBP)
         return -1;
     out->kind = NL_RULE_OK;
     out->cfa_is_rbp = row->cfa_reg == NL_REG_RBP;
+    out->cfa_deref = deref;
     out->cfa_off = (int32_t)row->cfa_off;
     out->ra_off = (int8_t)row->ra_off;
-    out->rbp_off = row->rbp_how == NL_SAVED_AT ? (int16_t)row->rbp_off : 0;
+    out->rbp_at_rbp = row->rbp_how == NL_SAVED_AT_RBP;
+    out->rbp_off = row->rbp_how == NL_SAVED_SAME ? 0 : (int16_t)row->rbp_off;
     return 0;
 }
 

@@ -152,8 +152,10 @@ enum { NL_RULE_UNKNOWN = 0, NL_RULE_OK = 1, NL_RULE_END = 2 };
 struct nl_frame_rule {
     int kind;        /* NL_RULE_* */
     int cfa_is_rbp;  /* CFA = (rbp or rsp) + cfa_off */
+    int cfa_deref;   /* CFA = *(rbp + cfa_off): a frame that realigned its stack */
+    int rbp_at_rbp;  /* the caller's rbp is saved at rbp + rbp_off (realigned frames) */
     int32_t cfa_off;
-    int16_t rbp_off; /* the caller's rbp is saved at CFA + rbp_off; 0: rbp unchanged */
+    int16_t rbp_off; /* else at CFA + rbp_off; 0: rbp unchanged */
     int8_t ra_off;   /* the return address is saved at CFA + ra_off */
 };
 

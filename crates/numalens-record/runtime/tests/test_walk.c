@@ -5,7 +5,8 @@
  *
  * Every walk here is done twice from the same function, by nl_stack_fast() and by libgcc: the
  * frames must be the same (the first differs only by where in the caller each call returns). The
- * stacks cover frame-pointer and frameless code, alloca'd frames (CFA on rbp), libc's qsort
+ * stacks cover frame-pointer and frameless code, alloca'd frames (CFA on rbp), a frame that
+ * realigned its stack (CFA loaded from the frame), libc's qsort
  * between our frames, deep recursion, threads, and a signal handler, whose frame the cached walker
  * must refuse. A run prints `walks N fast M`; it exits non-zero on any failed check.
  */
@@ -83,11 +84,40 @@ __attribute__((noinline)) static void with_alloca(int n)
     sink += p[0];
 }
 
+/* A cache-line-aligned local with a variable-size one: gcc realigns the stack through a copy of
+ * the incoming stack pointer, and the CFA is loaded from the frame (a CFA expression). */
+struct aligned_slot {
+    long v;
+} __attribute__((aligned(64)));
+
+static void *volatile escaped;
+
+__attribute__((noinline)) static void realigned(int n)
+{
+    struct aligned_slot slots[4];
+    volatile char vla[n];
+    vla[0] = 1;
+    slots[n & 3].v = n;
+    escaped = slots; /* kept in memory, so aligned */
+    frameless(n % 2);
+    sink += vla[0] + (int)slots[n & 3].v;
+}
+
+/* Calls realigned() from a frame whose CFA is on rbp, so the walk needs the rbp realigned() saved;
+ * the alloca shifts realigned()'s padding, so each call's CFA is elsewhere in its frame. */
+__attribute__((noinline)) static void realigned_below_alloca(int pad)
+{
+    volatile char *p = alloca((size_t)pad);
+    p[0] = 1;
+    realigned(pad);
+    sink += p[0];
+}
+
 static int by_value(const void *a, const void *b)
 {
     static int once;
     if (!once++)
-        with_alloca(100);
+        realigned(100);
     return *(const int *)a - *(const int *)b;
 }
 
@@ -144,6 +174,8 @@ static void test_walks(void)
     nl_stack_set_bounds(main_lo, main_top);
     for (int round = 0; round < 2; round++) { /* the second round reads the cached rules */
         with_alloca(64);
+        for (int pad = 16; pad <= 64; pad += 16)
+            realigned_below_alloca(pad);
         deep(20);
         deep(0);
     }
@@ -168,7 +200,7 @@ static const uint8_t cie_and_fde[] = {
     0x90, 1,       /* offset r16 at cfa-8 */
     0, 0,          /* padding */
     /* FDE at offset 24: length, CIE pointer (back to offset 0 from offset 28) */
-    44, 0, 0, 0, 28, 0, 0, 0,
+    48, 0, 0, 0, 28, 0, 0, 0,
     0, 0, 0, 0, 0x40, 0, 0, 0, /* pc_begin, pc_range (ignored: func is passed in) */
     0,                         /* augmentation length */
     0x41,                      /* advance 1:   push %rbp */
@@ -182,11 +214,13 @@ static const uint8_t cie_and_fde[] = {
     0xc6,                      /*   restore rbp */
     0x41,                      /* advance 1 */
     0x0b,                      /*   restore_state: the body's row again */
-    0x42,                      /* advance 2 */
-    0x10, 6, 2, 0x76, 0,       /*   expression for rbp: beyond the walker */
+    0x42,                      /* advance 2:   a realigned frame */
+    0x10, 6, 2, 0x76, 0,       /*   expression: rbp saved at rbp + 0 */
+    0x0f, 3, 0x76, 0x58, 0x06, /*   def_cfa_expression: CFA = *(rbp - 40) */
+    0x41,                      /* advance 1 */
+    0x0f, 2, 0x77, 0x08,       /*   def_cfa_expression rsp + 8, no deref: beyond the walker */
     0x41,                      /* advance 1 */
     0x07, 16,                  /*   undefined RA */
-    0, 0, 0, 0, 0,             /* padding to the length */
 };
 
 static int rule_at(uint64_t pc, struct nl_frame_rule *r)
@@ -205,8 +239,10 @@ static void test_interpreter(void)
     CHECK(rule_at(0x1004, &r) == 0 && r.cfa_is_rbp && r.cfa_off == 16 && r.rbp_off == -16);
     CHECK(rule_at(0x100e, &r) == 0 && !r.cfa_is_rbp && r.cfa_off == 8 && r.rbp_off == 0);
     CHECK(rule_at(0x100f, &r) == 0 && r.cfa_is_rbp && r.cfa_off == 16 && r.rbp_off == -16);
-    CHECK(rule_at(0x1011, &r) == -1);
-    CHECK(rule_at(0x1012, &r) == 0 && r.kind == NL_RULE_END);
+    CHECK(rule_at(0x1011, &r) == 0 && r.cfa_deref && r.cfa_off == -40 && r.rbp_at_rbp);
+    CHECK(r.rbp_off == 0 && r.ra_off == -8);
+    CHECK(rule_at(0x1012, &r) == -1);
+    CHECK(rule_at(0x1013, &r) == 0 && r.kind == NL_RULE_END);
     /* A signal frame's CIE ("zRS") is refused outright. */
     uint8_t copy[sizeof cie_and_fde];
     memcpy(copy, cie_and_fde, sizeof copy);
