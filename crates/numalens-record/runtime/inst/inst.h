@@ -101,8 +101,8 @@ extern __thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec
  * not recorded then pays one load and a branch per access. */
 extern __thread unsigned nl_fast __attribute__((tls_model("initial-exec")));
 /** Reads and writes left before the thread's next sample of each. Two countdowns rather than one:
- * each is a load, subtract and store to memory at every access, and each access waited for the
- * previous one's store; a loop that reads and writes now runs two such chains side by side. Each
+ * each is a load, subtract and store to memory at every access, and a loop that reads and writes
+ * runs two such chains side by side instead of one (docs/INST.md gives what that gained). Each
  * still samples one access in `every` of its kind, with the same weight. */
 extern __thread int64_t nl_countdown_read __attribute__((tls_model("initial-exec")));
 extern __thread int64_t nl_countdown_write __attribute__((tls_model("initial-exec")));
@@ -146,6 +146,18 @@ static inline int nl_tlb_lookup(const struct nl_tlb_slot *s, uint64_t page,
     return __atomic_load_n(&s->page, __ATOMIC_RELAXED) == page;
 }
 
+/* Counts @p n accesses in the page of @p addr: in its cached counters, else by the slow path. */
+static inline __attribute__((always_inline)) void nl_count(struct nl_ithread *t, uintptr_t addr,
+                                                           unsigned is_write, uint64_t n)
+{
+    uint64_t page = addr >> NL_INST_PAGE_SHIFT;
+    struct nl_inst_page *e;
+    if (nl_likely(nl_tlb_lookup(&t->tlb[nl_tlb_index(page)], page, &e)))
+        e->counts[is_write] += n;
+    else
+        nl_inst_miss(t, addr, is_write, n);
+}
+
 /* What an access of @p size bytes counts as. A 16-byte access (a vectorised or paired load)
  * counts as the two 8-byte words it moves, in the sampling countdown as in the page counts, so
  * neither depends on whether the compiler vectorised the loop. A constant in every hook. */
@@ -167,15 +179,8 @@ static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsi
         nl_inst_sample(nl_ith, addr, is_write, size, ip);
         return;
     }
-    if (!(fast & NL_FAST_EXACT))
-        return;
-    struct nl_ithread *t = nl_ith;
-    uint64_t page = addr >> NL_INST_PAGE_SHIFT;
-    struct nl_inst_page *e;
-    if (nl_likely(nl_tlb_lookup(&t->tlb[nl_tlb_index(page)], page, &e)))
-        e->counts[is_write] += words;
-    else
-        nl_inst_miss(t, addr, is_write, words);
+    if (fast & NL_FAST_EXACT)
+        nl_count(nl_ith, addr, is_write, words);
 }
 
 /* Adds to a page counter in one instruction, so that a signal handler counting on the same page

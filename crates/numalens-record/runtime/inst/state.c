@@ -470,16 +470,6 @@ static void nl_sample_write(struct nl_ithread *t, uintptr_t addr, unsigned is_wr
     __atomic_store_n(&r->valid, 1, __ATOMIC_RELEASE);
 }
 
-static void nl_count(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint64_t n)
-{
-    uint64_t page = addr >> NL_INST_PAGE_SHIFT;
-    struct nl_inst_page *e;
-    if (nl_tlb_lookup(&t->tlb[nl_tlb_index(page)], page, &e))
-        e->counts[is_write] += n;
-    else
-        nl_inst_miss(t, addr, is_write, n);
-}
-
 /* Takes the sample due at this access (if the thread samples) and resets the countdown. */
 static void nl_sample_due(struct nl_ithread *t, uintptr_t addr, unsigned is_write, unsigned size,
                           void *ip)
