@@ -131,6 +131,15 @@ static uint64_t nl_rule_lookup(uint64_t ip)
 
 /* ---- the walk ---- */
 
+/* Loads the word at @p at into @p out if it lies in [lo, hi) and is aligned; else -1, no load. */
+static inline int nl_load_slot(uint64_t at, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    if (at < lo || at + 8 > hi || (at & 7))
+        return -1;
+    *out = *(const uint64_t *)at;
+    return 0;
+}
+
 __attribute__((noinline)) int nl_stack_fast(uint64_t *frames, unsigned max, uint64_t skip_lo,
                                             uint64_t skip_hi)
 {
@@ -160,23 +169,18 @@ __attribute__((noinline)) int nl_stack_fast(uint64_t *frames, unsigned max, uint
         if (r.kind != NL_RULE_OK)
             return -1;
         uint64_t cfa = (r.cfa_is_rbp ? rbp : sp) + (uint64_t)(int64_t)r.cfa_off;
-        if (r.cfa_deref) {
-            /* A realigned frame keeps its CFA in a slot of its own, between sp and the CFA. */
-            uint64_t slot = rbp + (uint64_t)(int64_t)r.cfa_off;
-            if (slot < sp || slot >= top || (slot & 7))
-                return -1;
-            cfa = *(const uint64_t *)slot;
-        }
+        /* A realigned frame keeps its CFA in a slot of its own, at rbp + cfa_off. */
+        if (r.cfa_deref && nl_load_slot(rbp + (uint64_t)(int64_t)r.cfa_off, sp, top, &cfa) != 0)
+            return -1;
         /* The CFA is above this frame and inside the stack; the saved slots lie between. */
         if (cfa <= sp || cfa > top || (cfa & 7) || cfa + (uint64_t)(int64_t)r.ra_off < sp ||
             (r.rbp_off && !r.rbp_at_rbp && cfa + (uint64_t)(int64_t)r.rbp_off < sp))
             return -1;
         ip = *(const uint64_t *)(cfa + (uint64_t)(int64_t)r.ra_off);
         if (r.rbp_at_rbp) {
-            uint64_t slot = rbp + (uint64_t)(int64_t)r.rbp_off;
-            if (slot < sp || slot + 8 > cfa || (slot & 7))
+            /* Saved inside the frame, below the CFA. */
+            if (nl_load_slot(rbp + (uint64_t)(int64_t)r.rbp_off, sp, cfa, &rbp) != 0)
                 return -1;
-            rbp = *(const uint64_t *)slot;
         } else if (r.rbp_off) {
             rbp = *(const uint64_t *)(cfa + (uint64_t)(int64_t)r.rbp_off);
         }
