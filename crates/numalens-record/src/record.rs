@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::events_tail::ObjectCounter;
 use crate::faults::{Fault, PerfEvent, SamplerInfo, online_cpus};
+use crate::inst::staging::InstStaging;
 use crate::launch::{ExitWatch, LaunchError, LaunchSpec, launch};
 use crate::procmaps::MapsHistory;
 use crate::scan::{ScannedRun, scan_process};
@@ -67,6 +68,8 @@ impl RecordOptions {
 pub struct RawRecording {
     pub command: Vec<String>,
     pub events_dir: PathBuf,
+    /// Where the `inst` hooks wrote their files (with `--backend inst`).
+    pub inst_staging: Option<InstStaging>,
     pub faults: Vec<Fault>,
     pub tasks: Vec<PerfEvent>,
     pub lost: u64,
@@ -176,6 +179,10 @@ pub fn run(
         ("NUMALENS_PAGE_NODES".into(), "1".into()),
     ];
     env.extend(opts.inst.iter().flat_map(|i| i.env()));
+    let inst_staging = opts.inst.map(|_| InstStaging::new(&events_dir));
+    if let Some(staging) = &inst_staging {
+        env.push(("NUMALENS_INST_DIR".into(), staging.dir().into()));
+    }
     if let Some(runtime) = runtime {
         let mut preload = OsString::from(runtime);
         if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
@@ -274,6 +281,7 @@ pub fn run(
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
         events_dir,
+        inst_staging,
         faults: raw.faults.into_ordered(),
         tasks: raw.tasks,
         lost: raw.lost,

@@ -4,7 +4,7 @@
  * @brief The files written by the instrumentation runtime (`libnumalens_inst.a`): the one
  * definition of their binary layout.
  *
- * Each instrumented thread writes, in the directory named by NUMALENS_DIR:
+ * Each instrumented thread writes, in the directory named by NUMALENS_INST_DIR (else NUMALENS_DIR):
  * - `inst-<pid>-<tid>-<copy>-<seq>.pages` (exact mode): a 4096-byte header, then chunks of
  *   NL_INST_CHUNK_PAGES consecutive pages, each page with its read and write counts and the time
  *   of the thread's first access to it;
@@ -48,7 +48,9 @@ struct nl_inst_header {
     uint32_t chunk_pages;   /* NL_INST_CHUNK_PAGES */
     uint32_t record_size;   /* sizeof(struct nl_inst_chunk) or sizeof(struct nl_inst_sample) */
     uint64_t copy_id;       /* which copy of the runtime wrote it */
-    uint8_t reserved[8];
+    uint32_t full;          /* 1: the file could not grow (no space left where it lives), so
+                               what came after its last record was not recorded */
+    uint8_t reserved[4];
 };
 
 /** One page of a thread: counts[0] reads, counts[1] writes. Never touched: all zero. */

@@ -18,13 +18,8 @@
 #define IP() NL_HOOK_IP()
 
 #define NL_ATOMIC_RMW(bits, T, op)                                                                 \
-    NL_HOOK T __tsan_atomic##bits##_fetch_##op(volatile T *a, T v, int mo)                         \
-    {                                                                                              \
-        (void)mo;                                                                                  \
-        T old = __atomic_fetch_##op(a, v, SC);                                                     \
-        NL_COUNT_RMW(a, sizeof(T));                                                                \
-        return old;                                                                                \
-    }
+    NL_RMW_HOOK(NL_HOOK, , T, __tsan_atomic##bits##_fetch_##op, sizeof(T),                           \
+                __atomic_fetch_##op(a, v, SC))
 
 #define NL_ATOMICS(bits, T)                                                                        \
     NL_HOOK T __tsan_atomic##bits##_load(const volatile T *a, int mo)                              \
@@ -39,13 +34,8 @@
         nl_access((uintptr_t)a, 1, sizeof(T), IP());                                               \
         __atomic_store_n(a, v, SC);                                                                \
     }                                                                                              \
-    NL_HOOK T __tsan_atomic##bits##_exchange(volatile T *a, T v, int mo)                           \
-    {                                                                                              \
-        (void)mo;                                                                                  \
-        T old = __atomic_exchange_n(a, v, SC);                                                     \
-        NL_COUNT_RMW(a, sizeof(T));                                                                \
-        return old;                                                                                \
-    }                                                                                              \
+    NL_RMW_HOOK(NL_HOOK, , T, __tsan_atomic##bits##_exchange, sizeof(T),                             \
+                __atomic_exchange_n(a, v, SC))                                                     \
     NL_ATOMIC_RMW(bits, T, add)                                                                    \
     NL_ATOMIC_RMW(bits, T, sub)                                                                    \
     NL_ATOMIC_RMW(bits, T, and)                                                                    \

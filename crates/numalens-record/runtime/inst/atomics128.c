@@ -26,21 +26,16 @@ static CX16 u128 nl_cas(volatile u128 *a, u128 expected, u128 desired)
 
 static CX16 u128 nl_load(volatile u128 *a) { return nl_cas(a, 0, 0); }
 
-/* Applies f(old, v) until the swap succeeds; returns the old value. */
-#define NL_RMW128(name, expr)                                                                   \
-    NL_EXPORT CX16 u128 __tsan_atomic128_##name(volatile u128 *a, u128 v, int mo)               \
+/* The operation: applies f(old, v) until the swap succeeds; returns the old value. Then the hook. */
+#define NL_RMW128(name, f)                                                                      \
+    static inline __attribute__((always_inline)) CX16 u128 nl_op_##name(volatile u128 *a, u128 v) \
     {                                                                                           \
-        (void)mo;                                                                               \
         u128 old = nl_load(a);                                                                  \
-        for (;;) {                                                                              \
-            u128 seen = nl_cas(a, old, (expr));                                                 \
-            if (seen == old)                                                                    \
-                break;                                                                          \
+        for (u128 seen; (seen = nl_cas(a, old, (f))) != old;)                                   \
             old = seen;                                                                         \
-        }                                                                                       \
-        NL_COUNT_RMW(a, 16);                                                                    \
         return old;                                                                             \
-    }
+    }                                                                                           \
+    NL_RMW_HOOK(NL_EXPORT, CX16, u128, __tsan_atomic128_##name, 16, nl_op_##name(a, v))
 
 NL_RMW128(exchange, v)
 NL_RMW128(fetch_add, old + v)

@@ -52,6 +52,7 @@ struct nl_grow_file {
     uint64_t used;              /* records handed out */
     uint64_t mapped;            /* records covered by the segments */
     unsigned nseg;
+    int full;                   /* could not grow: nothing more is written */
     struct { char *base; uint64_t first, count; size_t bytes; } seg[96];
 };
 
@@ -121,6 +122,12 @@ void nl_inst_miss(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint6
  * so the fast path need not load the return address from the stack. */
 void nl_inst_sample(struct nl_ithread *t, uintptr_t addr, unsigned is_write, unsigned size,
                     void *ip);
+/** Sampling of a read-modify-write whose read countdown ran out, before the operation: samples its
+ * read and its write (setting the thread up at its first access). Returns the thread's mode word
+ * as it now is. */
+unsigned nl_inst_rmw_sample(uintptr_t addr, unsigned size, void *ip);
+/** Exact counts of a read-modify-write whose page is not in the cache. */
+void nl_inst_rmw_miss(uintptr_t addr, unsigned size);
 /** Counts a range access of @p size bytes as one access per 8-byte word, page by page. */
 void nl_inst_range(uintptr_t addr, uint64_t size, unsigned is_write, void *ip);
 uint64_t nl_inst_now(void);
@@ -183,6 +190,20 @@ static inline __attribute__((always_inline)) void nl_access(uintptr_t addr, unsi
         nl_count(nl_ith, addr, is_write, words);
 }
 
+/* A read-modify-write (an atomic exchange or fetch_op) is a read then a write of the same bytes.
+ * Its sampling is one step of the read countdown, taken before the operation; when a sample falls
+ * due, both the read and the write are sampled (nl_inst_rmw_sample), each with the usual weight:
+ * RMWs are then sampled at the reads' rate, so the written counts they stand for stay unbiased.
+ * After the locked instruction, a sampling thread makes no memory access at all: loads after a
+ * `lock` wait for it, and stores before the next one must drain first; stepping both countdowns
+ * after the operation cost hotspot's atomic increments (docs/INST.md). Exact counting, with one
+ * cache lookup for both, comes after the operation. */
+static inline __attribute__((always_inline)) int nl_rmw_sample_due(unsigned fast, unsigned size)
+{
+    return (fast & NL_FAST_SAMPLE) &&
+           nl_unlikely((nl_countdown_read -= (int64_t)nl_words(size)) <= 0);
+}
+
 /* Adds to a page counter in one instruction, so that a signal handler counting on the same page
  * cannot land between a load and a store and have its count lost. A plain += compiles to one
  * add to memory too, but two of them side by side were merged into a 16-byte load, add and
@@ -196,46 +217,47 @@ static inline __attribute__((always_inline)) void nl_count_add(uint64_t *counter
 #endif
 }
 
-/* A read-modify-write (an atomic exchange or fetch_op) is a read then a write of the same bytes,
- * counted as two accesses with one cache lookup and one countdown step: on hotspot's atomic
- * increments that took 5-8 % off exact mode. The hook does the atomic operation first and counts
- * last, so its fast path returns at once and saves one register (the result); the rare rest is
- * one call: nl_inst_rmw_slow(why, ...). */
-#define NL_RMW_DONE 0
-#define NL_RMW_SAMPLE 1 /* a sample falls due inside the pair: nothing counted yet */
-#define NL_RMW_MISS 2   /* the countdown was stepped; the page is not in the cache */
-static inline __attribute__((always_inline)) int nl_access_rmw_fast(uintptr_t addr, unsigned size)
+/* Counts the read and the write of a read-modify-write after it, when the thread counts exactly
+ * (@p fast from nl_rmw_before). A page not in the cache is one out-of-line call. */
+static inline __attribute__((always_inline)) void nl_rmw_after(unsigned fast, uintptr_t addr,
+                                                               unsigned size)
 {
-    uint64_t words = nl_words(size);
-    unsigned fast = nl_fast;
-    if (fast & NL_FAST_SAMPLE) {
-        if (nl_unlikely(nl_countdown_read <= (int64_t)words || nl_countdown_write <= (int64_t)words))
-            return NL_RMW_SAMPLE;
-        nl_countdown_read -= (int64_t)words;
-        nl_countdown_write -= (int64_t)words;
-    }
     if (!(fast & NL_FAST_EXACT))
-        return NL_RMW_DONE;
-    uint64_t page = addr >> NL_INST_PAGE_SHIFT;
+        return;
+    uint64_t words = nl_words(size), page = addr >> NL_INST_PAGE_SHIFT;
     struct nl_inst_page *e;
-    if (nl_unlikely(!nl_tlb_lookup(&nl_ith->tlb[nl_tlb_index(page)], page, &e)))
-        return NL_RMW_MISS;
-    nl_count_add(&e->counts[0], words);
-    nl_count_add(&e->counts[1], words);
-    return NL_RMW_DONE;
+    if (nl_likely(nl_tlb_lookup(&nl_ith->tlb[nl_tlb_index(page)], page, &e))) {
+        nl_count_add(&e->counts[0], words);
+        nl_count_add(&e->counts[1], words);
+    } else {
+        nl_inst_rmw_miss(addr, size);
+    }
 }
 
-/** The rest of a read-modify-write's counting when nl_access_rmw_fast() returned @p why. A NULL
- * @p ip: the instrumented code called this itself (inlined hooks). */
-void nl_inst_rmw_slow(int why, uintptr_t addr, unsigned size, void *ip);
-
-/* Counts the read and the write of a read-modify-write at @p addr, after the operation. */
-#define NL_COUNT_RMW(addr, size)                                                                   \
-    do {                                                                                           \
-        int nl_why_ = nl_access_rmw_fast((uintptr_t)(addr), (size));                              \
-        if (nl_unlikely(nl_why_ != NL_RMW_DONE))                                                   \
-            nl_inst_rmw_slow(nl_why_, (uintptr_t)(addr), (size), NL_HOOK_IP());                    \
-    } while (0)
+/* Defines hook @p fn (with attributes @p hook, and @p target for both functions), a
+ * read-modify-write of @p size bytes whose operation @p expr (of `a` and `v`) returns the old
+ * value, and its rare path: when a sample falls due the hook jumps to a function of its
+ * own that samples, operates and counts. The fast path then keeps every value in the registers
+ * it came in (no register saved, no stack) and, being a tail call, the rare path's return address
+ * is the instrumented code's. */
+#define NL_RMW_HOOK(hook, target, T, fn, size, expr)                                                      \
+    static __attribute__((noinline, cold)) target T nl_due_##fn(volatile T *a, T v)                 \
+    {                                                                                              \
+        unsigned fast = nl_inst_rmw_sample((uintptr_t)a, (size), __builtin_return_address(0));    \
+        T old = (expr);                                                                            \
+        nl_rmw_after(fast, (uintptr_t)a, (size));                                                  \
+        return old;                                                                                \
+    }                                                                                              \
+    hook target T fn(volatile T *a, T v, int mo)                                                        \
+    {                                                                                              \
+        (void)mo;                                                                                  \
+        unsigned fast = nl_fast;                                                                   \
+        if (nl_rmw_sample_due(fast, (size)))                                                       \
+            return nl_due_##fn(a, v);                                                              \
+        T old = (expr);                                                                            \
+        nl_rmw_after(fast, (uintptr_t)a, (size));                                                  \
+        return old;                                                                                \
+    }
 
 #pragma GCC visibility pop
 

@@ -11,6 +11,7 @@
  * libc is fully set up.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -119,7 +120,11 @@ static void nl_inst_init_once(void)
         return;
     pthread_atfork(NULL, NULL, nl_after_fork_child);
     nl_ig.keyed = 1;
-    const char *dir = getenv("NUMALENS_DIR");
+    /* The recorder names a directory in memory for these files when it can (see
+     * src/inst/staging.rs): the stores into them stay plain memory writes. */
+    const char *dir = getenv("NUMALENS_INST_DIR");
+    if (!dir || !*dir)
+        dir = getenv("NUMALENS_DIR");
     unsigned mode = nl_parse_mode(getenv("NUMALENS_INST"));
     if (!dir || !*dir || !mode || strlen(dir) >= sizeof nl_ig.dir - 64)
         return;
@@ -208,20 +213,53 @@ static int nl_grow_open(struct nl_grow_file *f, struct nl_ithread *t, uint32_t s
  * segment starts at a multiple of the system page and at most a quarter of the file (or one step,
  * 100 KiB of page records) is ahead of its use. The step is small because a thread that touches a
  * few thousand pages would otherwise pay for a first segment several times its size. */
+#ifdef MADV_POPULATE_WRITE
+#define NL_MADV_POPULATE_WRITE MADV_POPULATE_WRITE
+#else
+#define NL_MADV_POPULATE_WRITE 23
+#endif
+
+/* Says in the file's header, once, that it stopped growing: the recorder then reports the
+ * profile incomplete instead of silently short. */
+static void nl_grow_mark_full(struct nl_grow_file *f)
+{
+    if (f->full)
+        return;
+    f->full = 1;
+    uint32_t one = 1;
+    ssize_t w = pwrite(f->fd, &one, sizeof one, offsetof(struct nl_inst_header, full));
+    (void)w;
+}
+
 static int nl_grow_more(struct nl_grow_file *f)
 {
-    if (f->nseg == sizeof f->seg / sizeof f->seg[0])
+    if (f->full)
         return -1;
+    if (f->nseg == sizeof f->seg / sizeof f->seg[0]) {
+        nl_grow_mark_full(f);
+        return -1;
+    }
     uint64_t steps = f->mapped / f->step / 4;
     uint64_t count = (uint64_t)f->step * (steps ? steps : 1);
     size_t bytes = (size_t)(count * f->record_size);
     off_t off = (off_t)(NL_INST_HEADER_SIZE + f->mapped * f->record_size);
-    if (ftruncate(f->fd, off + (off_t)bytes) != 0)
+    /* The space is allocated now: a store into a mapped page the file system has no room for
+     * would kill the program with SIGBUS. A file system without fallocate gets the old way. */
+    if (fallocate(f->fd, 0, off, (off_t)bytes) != 0 &&
+        (errno != EOPNOTSUPP || ftruncate(f->fd, off + (off_t)bytes) != 0)) {
+        nl_grow_mark_full(f);
         return -1;
-    /* Populated now, so that the program's page faults (sampled by the recorder) are its own. */
+    }
+    /* Populated now, so that the program's page faults (sampled by the recorder) are its own.
+     * On a disk file system the first store into each page would still fault (to mark it
+     * dirty, 2-3 us each), which MADV_POPULATE_WRITE (Linux 5.14) does here instead, in one
+     * call; an older kernel refuses it and the stores fault. */
     void *m = nl_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, f->fd, off);
-    if (m == MAP_FAILED)
+    if (m == MAP_FAILED) {
+        nl_grow_mark_full(f);
         return -1;
+    }
+    syscall(SYS_madvise, m, bytes, NL_MADV_POPULATE_WRITE);
     f->seg[f->nseg].base = m;
     f->seg[f->nseg].first = f->mapped;
     f->seg[f->nseg].count = count;
@@ -508,19 +546,32 @@ __attribute__((noinline)) void nl_inst_sample(struct nl_ithread *t, uintptr_t ad
         nl_count(t, addr, is_write, nl_words(size));
 }
 
-__attribute__((noinline)) void nl_inst_rmw_slow(int why, uintptr_t addr, unsigned size, void *ip)
+__attribute__((noinline)) unsigned nl_inst_rmw_sample(uintptr_t addr, unsigned size, void *ip)
 {
-    if (!ip)
-        ip = __builtin_return_address(0);
-    if (why == NL_RMW_MISS) {
-        uint64_t words = nl_words(size);
-        nl_inst_miss(nl_ith, addr, 0, words);
-        nl_inst_miss(nl_ith, addr, 1, words);
-        return;
+    struct nl_ithread *t = nl_ith;
+    if (t->shared) {
+        struct nl_ithread *own = nl_ith_done ? NULL : nl_thread_setup();
+        if (!own)
+            return nl_fast;
+        t = own;
     }
-    /* A sample is due: the read and the write go the ordinary way, one after the other. */
-    nl_access(addr, 0, size, ip);
-    nl_access(addr, 1, size, ip);
+    /* The write is sampled when the read is: nl_sample_due takes the read's sample unless the
+     * thread samples nothing or a signal handler interrupted a slow path. */
+    int both = !t->shared && t->samples.fd > 0 && !t->busy;
+    nl_sample_due(t, addr, 0, size, ip);
+    if (both) {
+        t->busy = 1;
+        nl_sample_write(t, addr, 1, size, ip);
+        t->busy = 0;
+    }
+    return nl_fast;
+}
+
+__attribute__((noinline)) void nl_inst_rmw_miss(uintptr_t addr, unsigned size)
+{
+    uint64_t words = nl_words(size);
+    nl_inst_miss(nl_ith, addr, 0, words);
+    nl_inst_miss(nl_ith, addr, 1, words);
 }
 
 void nl_inst_range(uintptr_t addr, uint64_t size, unsigned is_write, void *ip)

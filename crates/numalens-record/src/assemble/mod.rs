@@ -83,7 +83,8 @@ pub fn write_profile(
     let writing_started = std::time::Instant::now();
     let mut reasons = Vec::new();
     let logs = read_logs(&raw.events_dir, &mut reasons);
-    let inst_data = crate::inst::files::read_inst_dir(&raw.events_dir);
+    let inst_dir = raw.inst_staging.as_ref().map(|s| s.dir());
+    let inst_data = crate::inst::files::read_inst_dir(inst_dir.unwrap_or(&raw.events_dir));
     reasons.extend(inst_data.problems.iter().cloned());
     let mut symbols = Symbolizer::new();
     let views: Vec<ProcessView> = logs

@@ -35,6 +35,9 @@ pub struct InstHeader {
     pub chunk_pages: u32,
     pub record_size: u32,
     pub copy_id: u64,
+    /// The file could not grow (no space left where it lives): what came after its last record
+    /// was not recorded.
+    pub full: bool,
 }
 
 /// One thread's counts of one page.
@@ -104,6 +107,7 @@ pub fn parse_header(bytes: &[u8], expect: &[u8; 8]) -> Result<InstHeader, String
         chunk_pages: u32_at(bytes, 40),
         record_size: u32_at(bytes, 44),
         copy_id: u64_at(bytes, 48),
+        full: u32_at(bytes, 56) != 0,
     };
     if h.version != VERSION {
         return Err(format!(
@@ -230,6 +234,7 @@ pub fn read_inst_dir(dir: &Path) -> InstData {
     for path in page_files {
         match read_pages_file(&path) {
             Ok((h, pages)) => {
+                note_full(&mut data, &path, &h, "page counts");
                 for (page, c) in pages {
                     let e = data.pages.entry((h.pid, h.tid, page)).or_default();
                     e.reads += c.reads;
@@ -247,6 +252,7 @@ pub fn read_inst_dir(dir: &Path) -> InstData {
     for path in sample_files {
         match read_samples_file(&path) {
             Ok((h, samples)) => {
+                note_full(&mut data, &path, &h, "samples");
                 data.sample_every.get_or_insert(h.sample_every);
                 data.samples.extend(samples);
             }
@@ -255,4 +261,18 @@ pub fn read_inst_dir(dir: &Path) -> InstData {
     }
     data.samples.sort_by_key(|s| s.time_ns);
     data
+}
+
+/// A file that stopped growing makes the profile incomplete, saying what was lost.
+fn note_full(data: &mut InstData, path: &Path, h: &InstHeader, what: &str) {
+    if h.full {
+        data.problems.push(format!(
+            "{}: thread {} of process {} could not record more {what} (no space left on the \
+             file system holding them): the ones after were lost; free space in /dev/shm or \
+             in the profile's directory and record again",
+            path.display(),
+            h.tid,
+            h.pid
+        ));
+    }
 }

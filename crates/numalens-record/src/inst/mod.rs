@@ -9,6 +9,7 @@ pub mod files;
 pub mod gcc_plugin;
 pub mod inline;
 pub mod per_compiler;
+pub mod staging;
 pub mod toolchain;
 
 use std::ffi::{OsStr, OsString};
