@@ -92,7 +92,7 @@ fn is_roomy_tmpfs(dir: &Path) -> bool {
     // SAFETY: c is a NUL-terminated path.
     let writable = unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0;
     let free = (st.f_bavail as u64).saturating_mul(st.f_bsize as u64);
-    st.f_type as i64 == libc::TMPFS_MAGIC as i64 && writable && free >= MIN_FREE
+    st.f_type == libc::TMPFS_MAGIC && writable && free >= MIN_FREE
 }
 
 /// Removes the directories of recorders that are no longer running (killed before they could).
