@@ -4,7 +4,8 @@
 //!   thread, with the right first toucher on every page;
 //! - atomics keep their semantics; counts stay exact across fork, signal handlers and SIGKILL;
 //!   C++, Fortran and clang builds count exactly; sampled mode's weights add up;
-//! - programs that cannot be recorded this way get an error saying how to rebuild.
+//! - programs that cannot be recorded this way get an error saying how to rebuild;
+//! - a file system that fills up stops the hooks' files, not the program.
 
 mod common;
 mod inst_common;
@@ -687,6 +688,55 @@ fn programs_that_cannot_be_recorded_this_way_say_how_to_rebuild() {
     let out = common::numalens(&["cc", "--version"]);
     assert!(out.status.success());
     assert!(!common::text(&out.stdout).is_empty());
+}
+
+/// A file system that fills up stops the hooks' files, not the program: each segment's space is
+/// allocated before it is mapped (a store into a mapped page without room is a SIGBUS), and the
+/// files say they stopped, which the recorder reports. The program runs on a 64 KiB tmpfs of a
+/// mount namespace of its own, with a sample at every access.
+#[test]
+fn a_full_file_system_stops_the_files_not_the_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let (small, kept) = (dir.path().join("small"), dir.path().join("kept"));
+    std::fs::create_dir(&small).unwrap();
+    std::fs::create_dir(&kept).unwrap();
+    let probe = Command::new("unshare")
+        .args(["-Urm", "sh", "-c", "mount -t tmpfs -o size=64k none \"$0\""])
+        .arg(&small)
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: cannot mount a tmpfs in a user namespace here (unshare -Urm)");
+        return;
+    }
+    let program = build_with("c++", None, &prog("vec.cc"), &dir.path().join("vec"), &[]);
+    // The files are copied out before the namespace, and its tmpfs, go.
+    let script =
+        "mount -t tmpfs -o size=64k none \"$1\" && \"$0\"; s=$?; cp \"$1\"/inst-* \"$2\"; exit $s";
+    let run = Command::new("unshare")
+        .args(["-Urm", "sh", "-c", script])
+        .args([&program, &small, &kept])
+        .env("NUMALENS_DIR", &small)
+        .env("NUMALENS_INST", "both")
+        .env("NUMALENS_INST_EVERY", "1")
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{:?}: {}",
+        run.status,
+        common::text(&run.stderr)
+    );
+    let data = numalens_record::inst::files::read_inst_dir(&kept);
+    assert!(!data.samples.is_empty(), "the samples that fitted are kept");
+    for what in ["page counts", "samples"] {
+        assert!(
+            data.problems
+                .iter()
+                .any(|p| p.contains(&format!("could not record more {what}"))),
+            "{what}: {:?}",
+            data.problems
+        );
+    }
 }
 
 /// Copies a workload's sources (and the suite's Makefile) into `dir`.
