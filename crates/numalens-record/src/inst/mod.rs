@@ -55,9 +55,9 @@ pub struct InstOptions {
 }
 
 /// Default mean sampling interval: one sample per 1024 accesses of a thread. It keeps a sample's
-/// cost (a clock read and a 32-byte record, about 40 ns) under 0.05 ns per access, below the
-/// hooks' own noise, while a 256 MiB array swept once still yields a sample for every second
-/// page per sweep; the intervals are randomised around it so loops cannot alias with it.
+/// cost (a clock read and a 32-byte record, about 130 ns of thread time) near 0.1 ns per access,
+/// while a 256 MiB array swept once still yields a sample for every second page per sweep; the
+/// intervals are randomised around it so loops cannot alias with it (docs/INST.md).
 pub const DEFAULT_SAMPLE_EVERY: u32 = 1024;
 
 impl Default for InstOptions {
