@@ -8,8 +8,9 @@
 //! disk, 0.042 s with them in `/dev/shm` (docs/INST.md). So the files go to a directory of
 //! their own in `/dev/shm` when it is a tmpfs with room to spare, else beside the other event
 //! files in the profile. Either way they survive the program being killed. The directory is
-//! removed when the recording is dropped; one left by a recorder that was itself killed is
-//! removed by the next recording.
+//! removed when the recording is dropped (`NUMALENS_KEEP_EVENTS` copies its files into the
+//! profile's events directory first); one left by a recorder that was itself killed is removed
+//! by the next recording.
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +29,8 @@ pub struct InstStaging {
     dir: PathBuf,
     /// Ours to remove (in `/dev/shm`), not the profile's own events directory.
     owned: bool,
+    /// The profile's events directory, where `NUMALENS_KEEP_EVENTS` keeps the files.
+    events_dir: PathBuf,
 }
 
 impl InstStaging {
@@ -45,12 +48,17 @@ impl InstStaging {
                 .as_nanos();
             let dir = shm.join(format!("{PREFIX}{}-{stamp}", std::process::id()));
             if make_private_dir(&dir).is_ok() {
-                return InstStaging { dir, owned: true };
+                return InstStaging {
+                    dir,
+                    owned: true,
+                    events_dir: events_dir.to_path_buf(),
+                };
             }
         }
         InstStaging {
             dir: events_dir.to_path_buf(),
             owned: false,
+            events_dir: events_dir.to_path_buf(),
         }
     }
 
@@ -65,10 +73,18 @@ impl InstStaging {
 }
 
 impl Drop for InstStaging {
+    /// Removes the directory; with `NUMALENS_KEEP_EVENTS` set, its files are first copied into
+    /// the profile's events directory, which is then kept with everything else.
     fn drop(&mut self) {
-        if self.owned && std::env::var_os("NUMALENS_KEEP_EVENTS").is_none() {
-            let _ = std::fs::remove_dir_all(&self.dir);
+        if !self.owned {
+            return;
         }
+        if std::env::var_os("NUMALENS_KEEP_EVENTS").is_some() {
+            for entry in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+                let _ = std::fs::copy(entry.path(), self.events_dir.join(entry.file_name()));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
