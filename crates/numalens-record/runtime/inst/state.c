@@ -244,8 +244,10 @@ static int nl_grow_more(struct nl_grow_file *f)
     size_t bytes = (size_t)(count * f->record_size);
     off_t off = (off_t)(NL_INST_HEADER_SIZE + f->mapped * f->record_size);
     /* The space is allocated now: a store into a mapped page the file system has no room for
-     * would kill the program with SIGBUS. A file system without fallocate gets the old way. */
-    if (fallocate(f->fd, 0, off, (off_t)bytes) != 0 &&
+     * would kill the program with SIGBUS. A file system without fallocate gets the old way. A
+     * raw system call, as for mmap: an import from libc adds a PLT entry, which moves all of
+     * the program's code by 16 bytes (docs/INST.md says what that alone can do to a loop). */
+    if (syscall(SYS_fallocate, f->fd, 0, off, (off_t)bytes) != 0 &&
         (errno != EOPNOTSUPP || ftruncate(f->fd, off + (off_t)bytes) != 0)) {
         nl_grow_mark_full(f);
         return -1;
