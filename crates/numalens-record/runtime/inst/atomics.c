@@ -18,7 +18,7 @@
 #define IP() NL_HOOK_IP()
 
 #define NL_ATOMIC_RMW(bits, T, op)                                                                 \
-    NL_RMW_HOOK(NL_HOOK, , T, __tsan_atomic##bits##_fetch_##op, sizeof(T),                           \
+    NL_RMW_HOOK(NL_HOOK, , T, __tsan_atomic##bits##_fetch_##op, sizeof(T),                         \
                 __atomic_fetch_##op(a, v, SC))
 
 #define NL_ATOMICS(bits, T)                                                                        \
@@ -34,7 +34,7 @@
         nl_access((uintptr_t)a, 1, sizeof(T), IP());                                               \
         __atomic_store_n(a, v, SC);                                                                \
     }                                                                                              \
-    NL_RMW_HOOK(NL_HOOK, , T, __tsan_atomic##bits##_exchange, sizeof(T),                             \
+    NL_RMW_HOOK(NL_HOOK, , T, __tsan_atomic##bits##_exchange, sizeof(T),                           \
                 __atomic_exchange_n(a, v, SC))                                                     \
     NL_ATOMIC_RMW(bits, T, add)                                                                    \
     NL_ATOMIC_RMW(bits, T, sub)                                                                    \

@@ -218,7 +218,7 @@ static inline __attribute__((always_inline)) void nl_count_add(uint64_t *counter
 }
 
 /* Counts the read and the write of a read-modify-write after it, when the thread counts exactly
- * (@p fast from nl_rmw_before). A page not in the cache is one out-of-line call. */
+ * (@p fast: the mode word read before the operation). A page not in the cache is one out-of-line call. */
 static inline __attribute__((always_inline)) void nl_rmw_after(unsigned fast, uintptr_t addr,
                                                                unsigned size)
 {
@@ -240,15 +240,15 @@ static inline __attribute__((always_inline)) void nl_rmw_after(unsigned fast, ui
  * own that samples, operates and counts. The fast path then keeps every value in the registers
  * it came in (no register saved, no stack) and, being a tail call, the rare path's return address
  * is the instrumented code's. */
-#define NL_RMW_HOOK(hook, target, T, fn, size, expr)                                                      \
-    static __attribute__((noinline, cold)) target T nl_due_##fn(volatile T *a, T v)                 \
+#define NL_RMW_HOOK(hook, target, T, fn, size, expr)                                               \
+    static __attribute__((noinline, cold)) target T nl_due_##fn(volatile T *a, T v)                \
     {                                                                                              \
-        unsigned fast = nl_inst_rmw_sample((uintptr_t)a, (size), __builtin_return_address(0));    \
+        unsigned fast = nl_inst_rmw_sample((uintptr_t)a, (size), __builtin_return_address(0));     \
         T old = (expr);                                                                            \
         nl_rmw_after(fast, (uintptr_t)a, (size));                                                  \
         return old;                                                                                \
     }                                                                                              \
-    hook target T fn(volatile T *a, T v, int mo)                                                        \
+    hook target T fn(volatile T *a, T v, int mo)                                                   \
     {                                                                                              \
         (void)mo;                                                                                  \
         unsigned fast = nl_fast;                                                                   \

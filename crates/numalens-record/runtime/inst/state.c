@@ -11,9 +11,9 @@
  * libc is fully set up.
  */
 #include <errno.h>
-#include <stddef.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -209,10 +209,6 @@ static int nl_grow_open(struct nl_grow_file *f, struct nl_ithread *t, uint32_t s
     return 0;
 }
 
-/* Maps one more segment: a quarter of what is mapped, in steps of f->step records, so that every
- * segment starts at a multiple of the system page and at most a quarter of the file (or one step,
- * 100 KiB of page records) is ahead of its use. The step is small because a thread that touches a
- * few thousand pages would otherwise pay for a first segment several times its size. */
 #ifdef MADV_POPULATE_WRITE
 #define NL_MADV_POPULATE_WRITE MADV_POPULATE_WRITE
 #else
@@ -231,6 +227,10 @@ static void nl_grow_mark_full(struct nl_grow_file *f)
     (void)w;
 }
 
+/* Maps one more segment: a quarter of what is mapped, in steps of f->step records, so that every
+ * segment starts at a multiple of the system page and at most a quarter of the file (or one step,
+ * 100 KiB of page records) is ahead of its use. The step is small because a thread that touches a
+ * few thousand pages would otherwise pay for a first segment several times its size. */
 static int nl_grow_more(struct nl_grow_file *f)
 {
     if (f->full)
@@ -461,15 +461,21 @@ static void nl_tlb_fill(struct nl_tlb_slot *s, uint64_t page, struct nl_inst_pag
     __atomic_store_n(&s->page, page, __ATOMIC_RELAXED);
 }
 
+/* The state a slow path works on: @p t, or at the thread's first access its own new state; NULL
+ * once the thread has exited (nothing more is counted). */
+static struct nl_ithread *nl_own_state(struct nl_ithread *t)
+{
+    if (!t->shared)
+        return t;
+    return nl_ith_done ? NULL : nl_thread_setup();
+}
+
 void nl_inst_miss(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint64_t count)
 {
     uint64_t page = addr >> NL_INST_PAGE_SHIFT;
-    if (t->shared) {
-        struct nl_ithread *own = nl_ith_done ? NULL : nl_thread_setup();
-        if (!own) /* the thread has exited: nothing more is counted */
-            return;
-        t = own;
-    }
+    t = nl_own_state(t);
+    if (!t)
+        return;
     if (t->busy || !(nl_ig.mode & NL_INST_EXACT) || !t->pages.fd) {
         /* A thread that counts no pages gets here from range accesses only (the fast path
          * stops before the cache): the slot points at the sink, so the next range is cheap. */
@@ -536,13 +542,9 @@ __attribute__((noinline)) void nl_inst_sample(struct nl_ithread *t, uintptr_t ad
 {
     if (!ip)
         ip = __builtin_return_address(0);
-    if (t->shared) {
-        /* A thread's first access: it gets its own state (none after its exit). */
-        struct nl_ithread *own = nl_ith_done ? NULL : nl_thread_setup();
-        if (!own)
-            return;
-        t = own;
-    }
+    t = nl_own_state(t);
+    if (!t)
+        return;
     nl_sample_due(t, addr, is_write, size, ip);
     if (t->pages.fd > 0)
         nl_count(t, addr, is_write, nl_words(size));
@@ -550,16 +552,12 @@ __attribute__((noinline)) void nl_inst_sample(struct nl_ithread *t, uintptr_t ad
 
 __attribute__((noinline)) unsigned nl_inst_rmw_sample(uintptr_t addr, unsigned size, void *ip)
 {
-    struct nl_ithread *t = nl_ith;
-    if (t->shared) {
-        struct nl_ithread *own = nl_ith_done ? NULL : nl_thread_setup();
-        if (!own)
-            return nl_fast;
-        t = own;
-    }
+    struct nl_ithread *t = nl_own_state(nl_ith);
+    if (!t)
+        return nl_fast;
     /* The write is sampled when the read is: nl_sample_due takes the read's sample unless the
      * thread samples nothing or a signal handler interrupted a slow path. */
-    int both = !t->shared && t->samples.fd > 0 && !t->busy;
+    int both = t->samples.fd > 0 && !t->busy;
     nl_sample_due(t, addr, 0, size, ip);
     if (both) {
         t->busy = 1;
