@@ -87,6 +87,20 @@ pub struct SamplerInfo {
     pub kernel_faults: bool,
     /// True when each fault carries the page size of its address (Linux 5.11+).
     pub page_sizes: bool,
+    /// True when the kernel counts every record it dropped on the event itself (`read_format`
+    /// `PERF_FORMAT_LOST`, Linux 6.0+), so the loss is known exactly; before that only the
+    /// `PERF_RECORD_LOST` records tell, and they are written late or not at all (see
+    /// [`FaultSampler::lost`]).
+    pub lost_counted: bool,
+}
+
+/// What the kernel says about the records it could not write into the rings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LostCount {
+    /// Records dropped, as counted by the kernel on the events (`None` before Linux 6.0).
+    pub counted: Option<u64>,
+    /// True when a ring was found full at a drain: records may have been dropped after that.
+    pub rings_filled: bool,
 }
 
 /// Why the sampler could not start.
@@ -103,6 +117,14 @@ pub enum SamplerError {
     Unsupported(io::Error),
     #[error("setting up page-fault sampling on CPU {cpu} failed: {source}")]
     Other { cpu: u32, source: io::Error },
+}
+
+/// What the kernel may be asked for, newest first: the open falls back step by step.
+#[derive(Debug, Clone, Copy)]
+struct Features {
+    kernel: bool,
+    page_sizes: bool,
+    lost_counted: bool,
 }
 
 /// Page-fault attribute: disabled until the target execs, inherited by its threads and children.
@@ -139,16 +161,24 @@ pub struct FaultSampler {
 impl FaultSampler {
     /// Opens the event for `pid` (which has not exec'd yet) on every CPU in `cpus`.
     pub fn open(pid: i32, cpus: &[u32], ring_pages: usize) -> Result<Self, SamplerError> {
-        let mut kernel = true;
-        let mut page_sizes = true;
+        let mut want = Features {
+            kernel: true,
+            page_sizes: true,
+            lost_counted: true,
+        };
         loop {
-            match Self::open_with(pid, cpus, ring_pages, !kernel, page_sizes) {
-                Err(SamplerError::Denied(_)) if kernel => kernel = false,
-                // Kernels before 5.11 reject the page-size field.
+            match Self::open_with(pid, cpus, ring_pages, want) {
+                Err(SamplerError::Denied(_)) if want.kernel => want.kernel = false,
+                // Kernels before 6.0 reject the lost count, and before 5.11 the page-size field.
                 Err(SamplerError::Other { source, .. })
-                    if page_sizes && source.raw_os_error() == Some(libc::EINVAL) =>
+                    if source.raw_os_error() == Some(libc::EINVAL)
+                        && (want.lost_counted || want.page_sizes) =>
                 {
-                    page_sizes = false
+                    if want.lost_counted {
+                        want.lost_counted = false
+                    } else {
+                        want.page_sizes = false
+                    }
                 }
                 other => return other,
             }
@@ -159,10 +189,12 @@ impl FaultSampler {
         pid: i32,
         cpus: &[u32],
         ring_pages: usize,
-        exclude_kernel: bool,
-        page_sizes: bool,
+        want: Features,
     ) -> Result<Self, SamplerError> {
-        let attr = fault_attr(exclude_kernel, page_sizes);
+        let mut attr = fault_attr(!want.kernel, want.page_sizes);
+        if want.lost_counted {
+            attr.read_format = sys::PERF_FORMAT_LOST as u64;
+        }
         let mut rings = Vec::with_capacity(cpus.len());
         let mut pages = ring_pages;
         for &cpu in cpus {
@@ -184,8 +216,9 @@ impl FaultSampler {
         let info = SamplerInfo {
             cpus: cpus.to_vec(),
             ring_pages: pages,
-            kernel_faults: !exclude_kernel,
-            page_sizes,
+            kernel_faults: want.kernel,
+            page_sizes: want.page_sizes,
+            lost_counted: want.lost_counted,
         };
         Ok(FaultSampler { rings, info })
     }
@@ -206,6 +239,32 @@ impl FaultSampler {
         // SAFETY: fds is a valid array of pollfd of the given length.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
         fds.iter().all(|f| f.revents & libc::POLLHUP != 0)
+    }
+
+    /// True when every task of the program has exited (the rings' hang-up), without waiting.
+    pub fn ended(&self) -> bool {
+        self.wait(0)
+    }
+
+    /// The records the kernel dropped so far. A `PERF_RECORD_LOST` record is written only when
+    /// the next record fits after it, so the loss of a ring that is still full when the program
+    /// ends is never told that way; the count on the events is exact, and is read here (after
+    /// the program's end it is final).
+    pub fn lost(&self) -> LostCount {
+        let counted = self
+            .info
+            .lost_counted
+            .then(|| {
+                self.rings
+                    .iter()
+                    .map(|r| r.read_lost())
+                    .sum::<io::Result<u64>>()
+            })
+            .and_then(Result::ok);
+        LostCount {
+            counted,
+            rings_filled: self.rings.iter().any(|r| r.was_filled()),
+        }
     }
 
     /// Decodes and hands out every record now in the rings.

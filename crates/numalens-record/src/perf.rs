@@ -7,6 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use perf_event_open_sys::bindings::{self as sys, perf_event_attr, perf_event_mmap_page};
 
+/// Room in bytes below which a ring counts as full: a sample (up to 56 bytes) and a LOST record
+/// with its sample_id (40 bytes) no longer fit.
+const FULL_MARGIN: u64 = 128;
+
 /// One perf event with its mapped ring buffer.
 pub struct PerfRing {
     fd: OwnedFd,
@@ -16,6 +20,9 @@ pub struct PerfRing {
     data_size: usize,
     /// Reassembly space for records that wrap around the end of the ring.
     scratch: Vec<u8>,
+    /// Set once a drain found the ring with no room left for another record: the kernel may
+    /// have dropped records since, whether or not a `PERF_RECORD_LOST` told of them.
+    filled: bool,
 }
 
 // The ring is only touched through &mut self; the raw pointer does not alias any Rust data.
@@ -65,6 +72,7 @@ impl PerfRing {
             data_offset,
             data_size,
             scratch: Vec::new(),
+            filled: false,
         })
     }
 
@@ -81,6 +89,28 @@ impl PerfRing {
         } else {
             Ok(())
         }
+    }
+
+    /// The number of records the kernel could not write into this ring (for this event and its
+    /// inherited copies), read with `read(2)` from an event opened with `PERF_FORMAT_LOST` as its
+    /// only read format (Linux 6.0+): `{ value, lost }`.
+    pub fn read_lost(&self) -> io::Result<u64> {
+        let mut values = [0u64; 2];
+        let want = std::mem::size_of_val(&values);
+        // SAFETY: reading at most `want` bytes into a local array from a perf fd we own.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), values.as_mut_ptr().cast(), want) };
+        match n {
+            n if n < 0 => Err(io::Error::last_os_error()),
+            n if n as usize == want => Ok(values[1]),
+            n => Err(io::Error::other(format!(
+                "read {n} bytes of the event's count, not {want}"
+            ))),
+        }
+    }
+
+    /// True once a drain found the ring full (see `filled`).
+    pub fn was_filled(&self) -> bool {
+        self.filled
     }
 
     fn head_tail(&self) -> (&AtomicU64, &AtomicU64) {
@@ -101,6 +131,9 @@ impl PerfRing {
         let (head, tail) = self.head_tail();
         let head_now = head.load(Ordering::Acquire);
         let mut pos = tail.load(Ordering::Relaxed);
+        // Less room than a sample and the LOST record the kernel writes before it: the next
+        // record could not be written.
+        self.filled |= head_now.saturating_sub(pos) + FULL_MARGIN >= self.data_size as u64;
         let mut count = 0;
         while pos + 8 <= head_now {
             let size = self.read_u16_at(pos + 6) as u64;

@@ -72,7 +72,13 @@ pub struct RawRecording {
     pub inst_staging: Option<InstStaging>,
     pub faults: Vec<Fault>,
     pub tasks: Vec<PerfEvent>,
+    /// Records the kernel dropped: its own count on the events (Linux 6.0+), else the sum of
+    /// its `PERF_RECORD_LOST` records.
     pub lost: u64,
+    /// A ring filled up on a kernel that does not count what it drops: `lost` is a lower bound.
+    pub lost_uncounted: bool,
+    /// Set when processes of the program ran on after the first one exited.
+    pub outlived: Option<Outlived>,
     pub maps: MapsHistory,
     /// Answers of the periodic page → node scans.
     pub scans: Vec<ScannedRun>,
@@ -90,6 +96,18 @@ pub struct RawRecording {
     pub running_cpu: Duration,
     /// The program's end, when `run` returned while the kernel was still tearing it down.
     pub reaper: Option<Reaper>,
+}
+
+/// Processes of the program that ran on after its first process exited (a daemon's child).
+#[derive(Debug, Clone, Default)]
+pub struct Outlived {
+    /// Processes of the program seen in all (the first one included).
+    pub processes: u64,
+    /// From the first process's exit to the end of the recording.
+    pub after_first: Duration,
+    /// Processes still running when a signal to the recorder ended the recording early: what
+    /// they did afterwards is not in the profile.
+    pub still_running: Vec<u32>,
 }
 
 /// Waits, on a thread of its own, for a program whose every task has exited but whose memory
@@ -221,6 +239,9 @@ pub fn run(
     let mut last_snapshot: Option<Instant> = None;
     let mut last_scan: Option<Instant> = None;
     let page_size = crate::perf::page_size() as u64;
+    // The first process's status and when it was reaped: the recording goes on while other
+    // processes of the program (a daemon's child) still run.
+    let mut first_exit: Option<FirstExit> = None;
     let exit = loop {
         match &mut sampler {
             Some(s) => {
@@ -231,7 +252,10 @@ pub fn run(
                 if over {
                     // Every task has exited: nothing more will be sampled, and the rest is the
                     // kernel freeing the program's memory.
-                    break Ended::Exiting;
+                    break match &first_exit {
+                        Some(first) => Ended::Reaped(first.status),
+                        None => Ended::Exiting,
+                    };
                 }
             }
             None => exit_watch
@@ -239,7 +263,10 @@ pub fn run(
                 .expect("made without a sampler")
                 .wait(50),
         }
-        signals::forward_pending(launched.child.id());
+        if first_exit.is_none() {
+            // Once the first process is reaped its pid may be reused: nothing is sent to it then.
+            signals::forward_pending(launched.child.id());
+        }
         let snapshot_due = last_snapshot.is_none_or(|t| t.elapsed() >= MAPS_INTERVAL);
         let scan_due = opts
             .page_scan_interval
@@ -259,14 +286,40 @@ pub fn run(
             }
         }
         status.update(started.elapsed(), &raw);
-        if let Some(exit) = launched.child.try_wait().map_err(RecordError::Wait)? {
+        if first_exit.is_none()
+            && let Some(exit) = launched.child.try_wait().map_err(RecordError::Wait)?
+        {
+            raw.live.remove(&launched.child.id());
+            first_exit = Some(FirstExit {
+                status: exit,
+                reaped: Instant::now(),
+                others_running: sampler.as_ref().is_some_and(|s| !s.ended()),
+            });
+        }
+        // Without rings only the first process is watched; with them, the others are waited
+        // for until a signal to the recorder (the user's Ctrl-C) says to stop.
+        if let Some(first) = &first_exit
+            && (!first.others_running || signals::interrupted().is_some())
+        {
             if let Some(s) = &mut sampler {
                 s.drain(|e| raw.take(e));
             }
-            break Ended::Reaped(exit);
+            break Ended::Reaped(first.status);
         }
     };
     let running_cpu = own_cpu_time().saturating_sub(cpu_at_start);
+    let outlived = first_exit
+        .filter(|first| first.others_running)
+        .map(|first| Outlived {
+            processes: raw.processes_seen(),
+            after_first: first.reaped.elapsed(),
+            still_running: if sampler.as_ref().is_some_and(|s| !s.ended()) {
+                raw.live.iter().copied().filter(|p| is_alive(*p)).collect()
+            } else {
+                Vec::new()
+            },
+        });
+    let lost = sampler.as_ref().map(|s| s.lost()).unwrap_or_default();
     let (exit, reaper) = match exit {
         Ended::Reaped(exit) => (exit, None),
         Ended::Exiting => (
@@ -284,7 +337,10 @@ pub fn run(
         inst_staging,
         faults: raw.faults.into_ordered(),
         tasks: raw.tasks,
-        lost: raw.lost,
+        // The kernel's own count covers the LOST records and what they never told.
+        lost: raw.lost.max(lost.counted.unwrap_or(0)),
+        lost_uncounted: lost.counted.is_none() && lost.rings_filled,
+        outlived,
         maps: raw.maps,
         scans: raw.scans,
         sampler: sampler.map(|s| s.info),
@@ -297,6 +353,20 @@ pub fn run(
         running_cpu,
         reaper,
     })
+}
+
+/// The first process's end, while others of the program may still run.
+struct FirstExit {
+    status: std::process::ExitStatus,
+    reaped: Instant,
+    /// Other tasks of the program were still running then (the rings had not hung up).
+    others_running: bool,
+}
+
+/// True while `pid` exists (a zombie included).
+fn is_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
 }
 
 /// How the record loop ended.
@@ -333,6 +403,15 @@ struct Collected {
 }
 
 impl Collected {
+    /// The first process and every process it or its descendants started.
+    fn processes_seen(&self) -> u64 {
+        let forks = self
+            .tasks
+            .iter()
+            .filter(|t| matches!(t, PerfEvent::Fork { pid, tid, .. } if pid == tid));
+        1 + forks.count() as u64
+    }
+
     fn take(&mut self, event: PerfEvent) {
         match event {
             PerfEvent::Fault(f) => self.faults.push(f),

@@ -41,6 +41,8 @@ pub struct Summary {
     pub threads: u64,
     pub processes: u64,
     pub lost: u64,
+    /// Processes of the program that ran on after the first one exited.
+    pub outlived: Option<crate::record::Outlived>,
     /// `page_stats` rows and sampled accesses from the `inst` backend.
     pub exact_pages: u64,
     pub inst_samples: u64,
@@ -120,6 +122,7 @@ pub fn write_profile(
         let mut writer = ProfileWriter::create(output, meta(raw, &opts, page_size))?;
         let mut summary = Summary {
             lost: raw.lost,
+            outlived: raw.outlived.clone(),
             processes: logs.len().max(1) as u64,
             ..Summary::default()
         };
@@ -405,8 +408,11 @@ fn completeness(
     mut reasons: Vec<String>,
 ) -> Completeness {
     use std::os::unix::process::ExitStatusExt;
+    let still_running = raw.outlived.as_ref().map_or(&[][..], |o| &o.still_running);
     for (log, view) in logs.iter().zip(views) {
-        if let Some(signal) = view.signal {
+        if still_running.contains(&log.header.pid) {
+            // Its log ends where the recording stopped, not where the process did.
+        } else if let Some(signal) = view.signal {
             reasons.push(format!(
                 "process {} died of signal {signal}",
                 log.header.pid
@@ -426,8 +432,23 @@ fn completeness(
     }
     if raw.lost > 0 {
         reasons.push(format!(
-            "the kernel dropped {} page-fault samples",
+            "the kernel dropped {} page-fault samples because the ring buffer filled",
             raw.lost
+        ));
+    }
+    if raw.lost_uncounted {
+        reasons.push(
+            "a ring buffer filled and this kernel (before Linux 6.0) does not count every \
+             sample it drops: more samples than counted may be missing"
+                .into(),
+        );
+    }
+    if !still_running.is_empty() {
+        let pids: Vec<String> = still_running.iter().map(u32::to_string).collect();
+        reasons.push(format!(
+            "the recording was stopped while processes {} of the program were still running: \
+             their work after that point is not in the profile",
+            pids.join(", ")
         ));
     }
     if let Some(signal) = raw.exit.signal() {
