@@ -113,6 +113,14 @@ fn profile_summary(profile: &Profile) -> ProfileSummary {
         numa_balancing: m.numa_balancing.as_ref().map(|b| b.mode),
         topology_nodes: m.topology.as_ref().map(|t| t.node_ids()),
         lost_samples: m.lost_samples,
+        lost_samples_note: crate::model::lost_samples_note(
+            m.lost_samples,
+            m.tables.get("samples").map_or(0, |t| t.rows),
+            m.backend
+                .settings
+                .get("ring_pages_per_cpu")
+                .and_then(serde_json::Value::as_u64),
+        ),
         completeness: CompletenessSummary {
             complete: m.completeness.complete,
             exit: m.completeness.exit.as_ref().map(|e| ExitSummary {

@@ -54,6 +54,9 @@ pub struct ProfileSummary {
     /// Nodes of the recorded machine's topology, when it was recorded.
     pub topology_nodes: Option<Vec<u32>>,
     pub lost_samples: u64,
+    /// What the loss means and how to avoid it, when samples were lost (shown first).
+    #[serde(default)]
+    pub lost_samples_note: Option<String>,
     pub completeness: CompletenessSummary,
     /// Rows per table, from `meta.json`.
     pub table_rows: BTreeMap<String, u64>,
@@ -251,4 +254,20 @@ pub struct NodeSummary {
     pub bytes: u64,
     /// Selected samples whose page was on this node at that time.
     pub samples: u64,
+}
+
+/// The note for a recording that lost samples: how many, their share of all samples, and the
+/// option that avoids it (rings at least four times larger, never under 1024 pages per CPU).
+pub fn lost_samples_note(lost: u64, kept: u64, ring_pages: Option<u64>) -> Option<String> {
+    if lost == 0 {
+        return None;
+    }
+    let share = 100.0 * lost as f64 / (lost + kept) as f64;
+    let larger = ring_pages
+        .map_or(1024, |pages| pages.saturating_mul(4).next_power_of_two())
+        .max(1024);
+    Some(format!(
+        "{lost} samples ({share:.1} %) were lost because the ring buffer filled: record again \
+         with a larger --ring-pages, e.g. --ring-pages {larger}"
+    ))
 }

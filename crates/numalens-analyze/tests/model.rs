@@ -44,6 +44,12 @@ fn totals_count_every_sample_once() {
         (4, 3, 3)
     );
     assert_eq!(m.profile.lost_samples, 3);
+    let note = m.profile.lost_samples_note.as_deref().unwrap();
+    assert!(
+        note.starts_with("3 samples (15.0 %) were lost because the ring buffer filled"),
+        "{note}"
+    );
+    assert!(note.ends_with("--ring-pages 1024"), "{note}");
     assert_eq!(m.profile.command, ["./app", "--size", "8"]);
     assert_eq!(m.profile.completeness.exit.unwrap().code, Some(0));
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::events_tail::ObjectCounter;
-use crate::faults::{Fault, PerfEvent, SamplerInfo, online_cpus};
+use crate::faults::{Fault, FaultSampler, PerfEvent, SamplerInfo, online_cpus};
 use crate::inst::staging::InstStaging;
 use crate::launch::{ExitWatch, LaunchError, LaunchSpec, launch};
 use crate::procmaps::MapsHistory;
@@ -285,7 +285,7 @@ pub fn run(
                 }
             }
         }
-        status.update(started.elapsed(), &raw);
+        status.update(started.elapsed(), &raw, sampler.as_ref());
         if first_exit.is_none()
             && let Some(exit) = launched.child.try_wait().map_err(RecordError::Wait)?
         {
@@ -457,7 +457,7 @@ impl StatusLine {
         }
     }
 
-    fn update(&mut self, elapsed: Duration, raw: &Collected) {
+    fn update(&mut self, elapsed: Duration, raw: &Collected, sampler: Option<&FaultSampler>) {
         if !self.enabled
             || self
                 .last
@@ -472,6 +472,10 @@ impl StatusLine {
             .iter()
             .filter(|e| matches!(e, PerfEvent::Fork { .. }))
             .count();
+        // The kernel's own count, when it keeps one: LOST records come late or never.
+        let lost = sampler
+            .and_then(|s| s.lost().counted)
+            .map_or(raw.lost, |counted| counted.max(raw.lost));
         let _ = write!(
             std::io::stderr(),
             "\r\x1b[Knumalens: {:>6.1}s  {} faults  {} objects  {} new tasks  {} lost",
@@ -479,7 +483,7 @@ impl StatusLine {
             raw.faults.len(),
             self.objects.objects,
             threads,
-            raw.lost
+            lost
         );
     }
 

@@ -50,6 +50,9 @@ impl ThreadNames {
 fn summary(out: &mut String, s: Style, m: &ReportModel) {
     let p = &m.profile;
     let _ = writeln!(out, "{} {}", s.heading("Profile"), p.path);
+    if let Some(note) = &p.lost_samples_note {
+        let _ = writeln!(out, "{}", s.warn(&format!("warning: {note}")));
+    }
     field(out, s, "command", &p.command.join(" "));
     field(out, s, "backend", &backend(p));
     field(out, s, "host", &host(p));

@@ -15,6 +15,23 @@ fn line_with<'a>(text: &'a str, needle: &str) -> &'a str {
 }
 
 #[test]
+fn lost_samples_come_first_with_the_fix() {
+    let mut model = fixture();
+    assert_eq!(model.profile.lost_samples, 3);
+    model.profile.lost_samples_note = numalens_analyze::model::lost_samples_note(3, 17, Some(4));
+    let text = render_text(&model, false);
+    let second = text.lines().nth(1).unwrap();
+    assert_eq!(
+        second,
+        "warning: 3 samples (15.0 %) were lost because the ring buffer filled: record again with \
+         a larger --ring-pages, e.g. --ring-pages 1024"
+    );
+    // Without a loss, no warning.
+    model.profile.lost_samples_note = None;
+    assert!(!render_text(&model, false).contains("warning"));
+}
+
+#[test]
 fn summary_names_the_run() {
     let text = render_text(&fixture(), false);
     assert!(text.starts_with("Profile fixture.numalens\n"), "{text}");

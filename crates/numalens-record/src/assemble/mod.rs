@@ -41,6 +41,8 @@ pub struct Summary {
     pub threads: u64,
     pub processes: u64,
     pub lost: u64,
+    /// Pages per CPU of the sampling rings, when page faults were sampled.
+    pub ring_pages: Option<u64>,
     /// Processes of the program that ran on after the first one exited.
     pub outlived: Option<crate::record::Outlived>,
     /// `page_stats` rows and sampled accesses from the `inst` backend.
@@ -122,6 +124,7 @@ pub fn write_profile(
         let mut writer = ProfileWriter::create(output, meta(raw, &opts, page_size))?;
         let mut summary = Summary {
             lost: raw.lost,
+            ring_pages: raw.sampler.as_ref().map(|s| s.ring_pages as u64),
             outlived: raw.outlived.clone(),
             processes: logs.len().max(1) as u64,
             ..Summary::default()

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+use numalens_analyze::model::lost_samples_note;
 use numalens_record::faults::SamplerError;
 use numalens_record::inst::{InstMode, InstOptions};
 use numalens_record::launch::LaunchError;
@@ -114,6 +115,26 @@ fn print_summary(r: &Recorded) {
         s.threads,
         s.lost
     );
+    if let Some(o) = &s.outlived {
+        if o.still_running.is_empty() {
+            eprintln!(
+                "numalens: recorded until the last of {} processes exited, {:.1} s after the first",
+                o.processes,
+                o.after_first.as_secs_f64()
+            );
+        } else {
+            let pids: Vec<String> = o.still_running.iter().map(u32::to_string).collect();
+            eprintln!(
+                "numalens: recording stopped {:.1} s after the first process exited; still \
+                 running: {} (their work after that point is not in the profile)",
+                o.after_first.as_secs_f64(),
+                pids.join(", ")
+            );
+        }
+    }
+    if let Some(note) = lost_samples_note(s.lost, s.samples, s.ring_pages) {
+        eprintln!("numalens: {note}");
+    }
     if s.exact_pages > 0 || s.inst_samples > 0 {
         eprintln!(
             "numalens: instrumentation: {} accesses counted exactly over {} thread pages, {} sampled accesses",
