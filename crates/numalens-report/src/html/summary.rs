@@ -15,7 +15,7 @@ pub(crate) fn summary(out: &mut String, m: &ReportModel) {
     let p = &m.profile;
     let a = &m.analysis;
     if let Some(note) = &p.lost_samples_note {
-        let _ = write!(out, "<p class=\"warn\">{}</p>\n", esc(note));
+        let _ = writeln!(out, "<p class=\"warn\">{}</p>", esc(note));
     }
     out.push_str("<div class=\"cards\">");
     card(out, "accesses", &count(a.accesses), &access_source(m));
