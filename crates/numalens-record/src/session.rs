@@ -65,6 +65,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
         settings.insert("ring_pages_per_cpu".into(), info.ring_pages.into());
         settings.insert("kernel_mode_faults".into(), info.kernel_faults.into());
         settings.insert("fault_page_sizes".into(), info.page_sizes.into());
+        settings.insert("lost_counted_by_kernel".into(), info.lost_counted.into());
         if !info.kernel_faults {
             notes.push("the kernel refused kernel-mode samples: faults taken inside system calls are missed (lower kernel.perf_event_paranoid to 1 to see them)".into());
         }
