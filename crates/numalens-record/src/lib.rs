@@ -8,6 +8,7 @@ pub mod events_tail;
 pub mod faults;
 pub mod inst;
 pub mod launch;
+mod outlive;
 pub mod page_times;
 pub mod pagesize;
 pub mod perf;

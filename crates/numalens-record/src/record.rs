@@ -9,6 +9,8 @@ use crate::events_tail::ObjectCounter;
 use crate::faults::{Fault, FaultSampler, PerfEvent, SamplerInfo, online_cpus};
 use crate::inst::staging::InstStaging;
 use crate::launch::{ExitWatch, LaunchError, LaunchSpec, launch};
+pub use crate::outlive::Outlived;
+use crate::outlive::{FirstExit, Others};
 use crate::procmaps::MapsHistory;
 use crate::scan::{ScannedRun, scan_process};
 use crate::signals;
@@ -96,18 +98,6 @@ pub struct RawRecording {
     pub running_cpu: Duration,
     /// The program's end, when `run` returned while the kernel was still tearing it down.
     pub reaper: Option<Reaper>,
-}
-
-/// Processes of the program that ran on after its first process exited (a daemon's child).
-#[derive(Debug, Clone, Default)]
-pub struct Outlived {
-    /// Processes of the program seen in all (the first one included).
-    pub processes: u64,
-    /// From the first process's exit to the end of the recording.
-    pub after_first: Duration,
-    /// Processes still running when a signal to the recorder ended the recording early: what
-    /// they did afterwards is not in the profile.
-    pub still_running: Vec<u32>,
 }
 
 /// Waits, on a thread of its own, for a program whose every task has exited but whose memory
@@ -258,6 +248,8 @@ pub fn run(
                     };
                 }
             }
+            // Once the first process is reaped its pidfd stays readable: sleep instead.
+            None if first_exit.is_some() => std::thread::sleep(Duration::from_millis(50)),
             None => exit_watch
                 .as_ref()
                 .expect("made without a sampler")
@@ -290,16 +282,17 @@ pub fn run(
             && let Some(exit) = launched.child.try_wait().map_err(RecordError::Wait)?
         {
             raw.live.remove(&launched.child.id());
-            first_exit = Some(FirstExit {
-                status: exit,
-                reaped: Instant::now(),
-                others_running: sampler.as_ref().is_some_and(|s| !s.ended()),
-            });
+            first_exit = Some(FirstExit::new(exit));
         }
-        // Without rings only the first process is watched; with them, the others are waited
-        // for until a signal to the recorder (the user's Ctrl-C) says to stop.
-        if let Some(first) = &first_exit
-            && (!first.others_running || signals::interrupted().is_some())
+        // The other processes are waited for until a signal to the recorder (the user's
+        // Ctrl-C) says to stop.
+        let others = Others {
+            sampler: sampler.as_ref(),
+            live: &raw.live,
+            events_dir: &events_dir,
+        };
+        if let Some(first) = &mut first_exit
+            && first.ends(others, signals::interrupted().is_some())
         {
             if let Some(s) = &mut sampler {
                 s.drain(|e| raw.take(e));
@@ -308,17 +301,11 @@ pub fn run(
         }
     };
     let running_cpu = own_cpu_time().saturating_sub(cpu_at_start);
-    let outlived = first_exit
-        .filter(|first| first.others_running)
-        .map(|first| Outlived {
-            processes: raw.processes_seen(),
-            after_first: first.reaped.elapsed(),
-            still_running: if sampler.as_ref().is_some_and(|s| !s.ended()) {
-                raw.live.iter().copied().filter(|p| is_alive(*p)).collect()
-            } else {
-                Vec::new()
-            },
-        });
+    // Without rings, the runtime's logs tell how many processes there were.
+    let processes = raw
+        .processes_seen()
+        .max(crate::outlive::logged_processes(&events_dir));
+    let outlived = first_exit.and_then(|first| first.outlived(processes));
     let lost = sampler.as_ref().map(|s| s.lost()).unwrap_or_default();
     let (exit, reaper) = match exit {
         Ended::Reaped(exit) => (exit, None),
@@ -353,20 +340,6 @@ pub fn run(
         running_cpu,
         reaper,
     })
-}
-
-/// The first process's end, while others of the program may still run.
-struct FirstExit {
-    status: std::process::ExitStatus,
-    reaped: Instant,
-    /// Other tasks of the program were still running then (the rings had not hung up).
-    others_running: bool,
-}
-
-/// True while `pid` exists (a zombie included).
-fn is_alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists and may be signalled.
-    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
 }
 
 /// How the record loop ended.

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::record::{PAGE, Printed, View, build, line_of, printed, record_with};
 use numalens_format::SampleKind;
+use numalens_record::record::SampleSource;
 
 #[test]
 fn the_work_of_a_child_that_outlives_the_program_is_recorded() {
@@ -76,4 +77,43 @@ fn the_work_of_a_child_that_outlives_the_program_is_recorded() {
         meta.completeness.reasons
     );
     assert_eq!(meta.completeness.exit.as_ref().unwrap().code, Some(7));
+}
+
+/// Without sampling rings (`--backend none`) the runtime's logs tell which processes of the
+/// program still run: the child's objects are in the profile, and it ended normally.
+#[test]
+fn without_rings_the_daemon_child_is_waited_for_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path(), "gcc", &["daemon.c"], "daemon", &[]);
+    let done = dir.path().join("done.txt");
+    let work_ms = 400;
+    let started = Instant::now();
+    let (recorded, profile) = record_with(
+        dir.path(),
+        &exe,
+        &[&work_ms.to_string(), "200", done.to_str().unwrap(), "200"],
+        |o| o.source = SampleSource::None,
+    );
+    let took = started.elapsed();
+    assert_eq!(recorded.exit.code(), Some(7));
+    assert_eq!(std::fs::read_to_string(&done).unwrap(), "done\n");
+    // The child's work, then its 200 ms linger after the file.
+    assert!(took >= Duration::from_millis(work_ms + 200), "{took:?}");
+    let outlived = recorded
+        .summary
+        .outlived
+        .as_ref()
+        .expect("the child outlived");
+    assert_eq!(outlived.processes, 2);
+    assert!(outlived.still_running.is_empty(), "{outlived:?}");
+    let p = printed(dir.path());
+    let view = View::read(&profile);
+    let block = view.object_at(p.num("child") as u32, p.addr("block"));
+    assert!(block.free_ns.is_some(), "the child freed its block");
+    let meta = profile.meta();
+    assert!(
+        meta.completeness.complete,
+        "{:?}",
+        meta.completeness.reasons
+    );
 }

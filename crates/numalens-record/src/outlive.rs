@@ -1,0 +1,147 @@
+//! Processes of the program that outlive its first one (a daemon's child): the recording goes on
+//! until they have exited, or until a signal to the recorder stops it. With sampling rings, the
+//! rings' hang-up tells when every task is gone; without them, the runtime's logs name the
+//! processes, and a process that still holds its log open still runs.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use crate::events::find_event_logs;
+use crate::faults::FaultSampler;
+
+/// Processes of the program that ran on after the first one exited.
+#[derive(Debug, Clone, Default)]
+pub struct Outlived {
+    /// Processes of the program seen in all (the first one included).
+    pub processes: u64,
+    /// From the first process's exit to the end of the recording.
+    pub after_first: Duration,
+    /// Processes still running when a signal to the recorder ended the recording early: what
+    /// they did afterwards is not in the profile.
+    pub still_running: Vec<u32>,
+}
+
+/// The first process's end, while others of the program may still run.
+pub(crate) struct FirstExit {
+    pub status: ExitStatus,
+    reaped: Instant,
+    /// Other processes of the program were running after it.
+    outlived: bool,
+    still_running: Vec<u32>,
+}
+
+impl FirstExit {
+    pub fn new(status: ExitStatus) -> Self {
+        FirstExit {
+            status,
+            reaped: Instant::now(),
+            outlived: false,
+            still_running: Vec::new(),
+        }
+    }
+
+    /// True when the recording should end now: no other process runs, or `stop` (a signal to
+    /// the recorder) says so, and then the ones still running are kept for the summary.
+    pub fn ends(&mut self, others: Others<'_>, stop: bool) -> bool {
+        let running = others.running();
+        self.outlived |= running.is_some();
+        if running.is_some() && !stop {
+            return false;
+        }
+        self.still_running = running.unwrap_or_default();
+        true
+    }
+
+    /// What the summary says, when other processes outlived the first one.
+    pub fn outlived(self, processes_seen: u64) -> Option<Outlived> {
+        self.outlived.then(|| Outlived {
+            processes: processes_seen,
+            after_first: self.reaped.elapsed(),
+            still_running: self.still_running,
+        })
+    }
+}
+
+/// Where to learn which processes of the program still run.
+pub(crate) struct Others<'a> {
+    pub sampler: Option<&'a FaultSampler>,
+    /// Processes the rings' FORK and EXIT records say are running.
+    pub live: &'a BTreeSet<u32>,
+    pub events_dir: &'a Path,
+}
+
+impl Others<'_> {
+    /// The processes still running (possibly not all named), or `None` when none runs.
+    fn running(&self) -> Option<Vec<u32>> {
+        let named: Vec<u32> = match self.sampler {
+            Some(s) if s.ended() => return None,
+            // An EXIT record may have been lost: a pid is named only while it exists.
+            Some(_) => self.live.iter().copied().filter(|p| exists(*p)).collect(),
+            None => holding_their_log(self.events_dir),
+        };
+        (self.sampler.is_some() || !named.is_empty()).then_some(named)
+    }
+}
+
+/// True while `pid` exists (a zombie included).
+fn exists(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+}
+
+/// Processes with a runtime log (`events-PID…bin`) in `dir` that still hold a file of `dir`
+/// open: the runtime keeps its log open until the process ends, so an exited process (or a new
+/// one that got its pid) holds none.
+fn holding_their_log(dir: &Path) -> Vec<u32> {
+    let Ok(dir) = dir.canonicalize() else {
+        return Vec::new();
+    };
+    let logs = find_event_logs(&dir).unwrap_or_default();
+    let pids: BTreeSet<u32> = logs.iter().filter_map(|p| log_pid(p)).collect();
+    pids.into_iter()
+        .filter(|p| holds_file_in(*p, &dir))
+        .collect()
+}
+
+/// Processes that wrote a runtime log into `dir`.
+pub(crate) fn logged_processes(dir: &Path) -> u64 {
+    let logs = find_event_logs(dir).unwrap_or_default();
+    let pids: BTreeSet<u32> = logs.iter().filter_map(|p| log_pid(p)).collect();
+    pids.len() as u64
+}
+
+/// The pid in a log's name: `events-PID.bin`, `events-PID-e1.bin`, `events-PID.2.bin`.
+fn log_pid(path: &Path) -> Option<u32> {
+    let name = path.file_name()?.to_str()?.strip_prefix("events-")?;
+    let end = name.find(|c: char| !c.is_ascii_digit())?;
+    name[..end].parse().ok()
+}
+
+fn holds_file_in(pid: u32, dir: &Path) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .any(|target: PathBuf| target.starts_with(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pids_from_log_names() {
+        for (name, pid) in [
+            ("events-123.bin", Some(123)),
+            ("events-45-e1.bin", Some(45)),
+            ("events-6.2.bin", Some(6)),
+            ("events-.bin", None),
+            ("other-7.bin", None),
+        ] {
+            assert_eq!(log_pid(Path::new(name)), pid, "{name}");
+        }
+    }
+}
