@@ -119,13 +119,20 @@ fn log_pid(path: &Path) -> Option<u32> {
     name[..end].parse().ok()
 }
 
+/// Whether `pid` has a file of `dir` open, or mapped (a log written through a mapping).
 fn holds_file_in(pid: u32, dir: &Path) -> bool {
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return false;
     };
-    fds.flatten()
+    let open = fds
+        .flatten()
         .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-        .any(|target: PathBuf| target.starts_with(dir))
+        .any(|target: PathBuf| target.starts_with(dir));
+    open || std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|maps| {
+        maps.lines()
+            .filter_map(|l| l.split_once('/').map(|(_, path)| Path::new("/").join(path)))
+            .any(|path| path.starts_with(dir))
+    })
 }
 
 #[cfg(test)]
