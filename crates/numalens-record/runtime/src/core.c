@@ -23,7 +23,7 @@
 #include "nl_internal.h"
 
 NL_TLS struct nl_thread nl_self = {.logical = -1};
-struct nl_global nl_g = {.fd = -1, .min_object = UINT64_MAX};
+struct nl_global nl_g = {.log = {.fd = -1}, .min_object = UINT64_MAX};
 
 uint64_t nl_now(void)
 {
@@ -62,23 +62,6 @@ void nl_disable(const char *why)
         nl_say("tracing turned off", why);
 }
 
-/** write(2) all of it, retrying on EINTR and short writes; -1 on error. */
-static int nl_write_all(int fd, const void *p, size_t len)
-{
-    const char *c = p;
-    while (len > 0) {
-        ssize_t w = write(fd, c, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        c += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 static void nl_u64_to_dec(uint64_t v, char *out)
 {
     char tmp[24];
@@ -92,8 +75,8 @@ static void nl_u64_to_dec(uint64_t v, char *out)
     *out = '\0';
 }
 
-/** Opens <dir>/events-<pid>[-e<exec>][.<k>].bin exclusively. */
-static int nl_open_log(const char *dir, uint32_t pid, uint64_t exec_count)
+/** Creates <dir>/events-<pid>[-e<exec>][.<k>].bin exclusively as @p log; 0 or -1. */
+static int nl_open_log(struct nl_owned *log, const char *dir, uint32_t pid, uint64_t exec_count)
 {
     char path[640], num[24];
     size_t dl = strlen(dir);
@@ -118,9 +101,10 @@ static int nl_open_log(const char *dir, uint32_t pid, uint64_t exec_count)
             p = stpcpy(p, num);
         }
         stpcpy(p, ".bin");
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
-        if (fd >= 0 || errno != EEXIST)
-            return fd;
+        if (nl_owned_create(log, path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644) == 0)
+            return 0;
+        if (errno != EEXIST)
+            return -1;
     }
     return -1;
 }
@@ -129,8 +113,7 @@ static int nl_open_and_header(uint32_t ppid)
 {
     nl_g.pid = (uint32_t)getpid();
     nl_g.start_ns = nl_now();
-    int fd = nl_open_log(nl_g.cfg.dir, nl_g.pid, nl_g.cfg.exec_count);
-    if (fd < 0) {
+    if (nl_open_log(&nl_g.log, nl_g.cfg.dir, nl_g.pid, nl_g.cfg.exec_count) != 0) {
         nl_say("cannot create the event file in", nl_g.cfg.dir);
         return -1;
     }
@@ -145,11 +128,10 @@ static int nl_open_and_header(uint32_t ppid)
     h.page_size = (uint32_t)sysconf(_SC_PAGESIZE);
     h.min_object = (uint32_t)(nl_g.cfg.min_object > UINT32_MAX ? UINT32_MAX : nl_g.cfg.min_object);
     h.exec_count = nl_g.cfg.exec_count;
-    if (nl_write_all(fd, &h, sizeof h) != 0) {
-        close(fd);
+    if (nl_owned_write(&nl_g.log, &h, sizeof h) != 0) {
+        nl_owned_close(&nl_g.log);
         return -1;
     }
-    nl_g.fd = fd;
     return 0;
 }
 
@@ -186,8 +168,9 @@ static int nl_buf_lock(struct nl_tbuf *b, int wait)
 static void nl_buf_write(struct nl_tbuf *b)
 {
     uint32_t n = atomic_load_explicit(&b->n, memory_order_acquire);
-    if (n > b->flushed && nl_g.fd >= 0) {
-        if (nl_write_all(nl_g.fd, &b->rec[b->flushed], (size_t)(n - b->flushed) * NL_RECORD_SIZE) != 0)
+    if (n > b->flushed) {
+        size_t bytes = (size_t)(n - b->flushed) * NL_RECORD_SIZE;
+        if (nl_owned_write(&nl_g.log, &b->rec[b->flushed], bytes) != 0)
             nl_disable("cannot write the event file");
     }
     b->flushed = n;
@@ -361,8 +344,7 @@ void nl_flush_all(void)
 
 void nl_write_direct(const struct nl_record *r)
 {
-    if (nl_g.fd >= 0)
-        (void)nl_write_all(nl_g.fd, r, sizeof *r);
+    (void)nl_owned_write(&nl_g.log, r, sizeof *r);
 }
 
 int nl_core_after_fork(void)
@@ -375,9 +357,7 @@ int nl_core_after_fork(void)
         atomic_store(&b->state, b == nl_self.buf);
     }
     uint32_t ppid = nl_g.pid;
-    if (nl_g.fd >= 0)
-        close(nl_g.fd);
-    nl_g.fd = -1;
+    nl_owned_close(&nl_g.log); /* the parent's file (its lock may have been held at the fork) */
     nl_self.tid = 0;
     nl_self.logical = 0;
     nl_self.small_n_out = nl_self.small_n;

@@ -73,6 +73,14 @@ void nl_resolve(void)
     NL_SYM(execvpe, "execvpe");
     NL_SYM(dlopen, "dlopen");
     NL_SYM(exit_now, "_exit");
+    NL_SYM(close, "close");
+    NL_SYM(dup, "dup");
+    NL_SYM(dup2, "dup2");
+    NL_SYM(dup3, "dup3");
+    NL_SYM(fcntl, "fcntl");
+    NL_SYM(fcntl64, "fcntl64");
+    NL_SYM(close_range, "close_range");
+    NL_SYM(closefrom, "closefrom");
     nl_self.resolving = 0;
     if (!r.malloc || !r.free || !r.calloc || !r.realloc || !r.usable)
         return; /* keep forwarding to the pool: nothing else is possible */

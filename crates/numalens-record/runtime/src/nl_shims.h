@@ -37,6 +37,14 @@ struct nl_real_fns {
     int (*execvpe)(const char *, char *const[], char *const[]);
     void *(*dlopen)(const char *, int);
     void (*exit_now)(int) __attribute__((noreturn));
+    int (*close)(int);
+    int (*dup)(int);
+    int (*dup2)(int, int);
+    int (*dup3)(int, int, int);
+    int (*fcntl)(int, int, ...);
+    int (*fcntl64)(int, int, ...);
+    int (*close_range)(unsigned, unsigned, int);
+    void (*closefrom)(int);
 };
 
 extern struct nl_real_fns nl_real;
