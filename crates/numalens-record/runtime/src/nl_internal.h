@@ -84,6 +84,7 @@ struct nl_owned {
     int reopen_flags;
     uint64_t dev, ino;   /* what the descriptor must name */
     uint64_t reopens;    /* times the file was reopened after the program took the number */
+    uint64_t size;       /* bytes written: the file's size, checked against RLIMIT_FSIZE */
     char path[640];
 };
 

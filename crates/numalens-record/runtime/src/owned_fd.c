@@ -49,6 +49,7 @@ int nl_owned_create(struct nl_owned *o, const char *path, int flags, int mode)
     if (nl_fd_identity(fd, &o->dev, &o->ino) != 0)
         o->dev = o->ino = 0;
     memcpy(o->path, path, len + 1);
+    o->size = 0; /* created empty (O_EXCL), and only we write it */
     /* A reopen finds the file there: it must not create another, nor truncate this one. */
     o->reopen_flags = flags & ~(O_CREAT | O_EXCL | O_TRUNC);
     atomic_store(&o->lock, 0);
@@ -80,12 +81,32 @@ static int nl_owned_checked(struct nl_owned *o)
     return fd;
 }
 
+/**
+ * Makes room under the program's RLIMIT_FSIZE for @p len more bytes: past the soft limit a write
+ * would raise SIGXFSZ, which kills the program by default. The soft limit is raised to the hard
+ * one for the write (1 returned: put it back after); -1 if even the hard one leaves no room.
+ */
+static int nl_owned_fsize_room(const struct nl_owned *o, size_t len, struct rlimit *old)
+{
+    if (nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, 0, (long)old) != 0 ||
+        old->rlim_cur == RLIM_INFINITY || o->size + len <= old->rlim_cur)
+        return 0;
+    if (old->rlim_max != RLIM_INFINITY && o->size + len > old->rlim_max) {
+        errno = EFBIG;
+        return -1;
+    }
+    struct rlimit wide = {old->rlim_max, old->rlim_max};
+    return nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)&wide, 0) == 0 ? 1 : -1;
+}
+
 int nl_owned_write(struct nl_owned *o, const void *p, size_t len)
 {
     if (!nl_owned_lock(o))
         return -1;
+    struct rlimit fsize;
     int fd = nl_owned_checked(o);
-    int rc = fd < 0 ? -1 : 0;
+    int widened = fd < 0 ? -1 : nl_owned_fsize_room(o, len, &fsize);
+    int rc = widened < 0 ? -1 : 0;
     const char *c = p;
     while (rc == 0 && len > 0) {
         ssize_t w = write(fd, c, len);
@@ -97,7 +118,10 @@ int nl_owned_write(struct nl_owned *o, const void *p, size_t len)
         }
         c += w;
         len -= (size_t)w;
+        o->size += (uint64_t)w;
     }
+    if (widened > 0)
+        nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)&fsize, 0);
     nl_owned_unlock(o);
     return rc;
 }
