@@ -71,6 +71,8 @@ void nl_resolve(void)
     NL_SYM(fork, "fork");
     NL_SYM(execve, "execve");
     NL_SYM(execvpe, "execvpe");
+    NL_SYM(fexecve, "fexecve");
+    NL_SYM(execveat, "execveat");
     NL_SYM(dlopen, "dlopen");
     NL_SYM(exit_now, "_exit");
     NL_SYM(close, "close");

@@ -35,6 +35,8 @@ struct nl_real_fns {
     pid_t (*fork)(void);
     int (*execve)(const char *, char *const[], char *const[]);
     int (*execvpe)(const char *, char *const[], char *const[]);
+    int (*fexecve)(int, char *const[], char *const[]);
+    int (*execveat)(int, const char *, char *const[], char *const[], int);
     void *(*dlopen)(const char *, int);
     void (*exit_now)(int) __attribute__((noreturn));
     int (*close)(int);
