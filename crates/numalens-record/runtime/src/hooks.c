@@ -126,6 +126,7 @@ __attribute__((constructor)) static void nl_init(void)
     if (!nl_config_load(&cfg, getenv))
         return;
     nl_self.guard++;
+    nl_fd_shims_init(getenv);
     uint64_t lo, hi;
     if (nl_module_range((const void *)nl_init, &lo, &hi) == 0)
         nl_unwind_set_skip(lo, hi);

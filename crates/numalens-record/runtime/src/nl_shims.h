@@ -65,6 +65,9 @@ static inline int nl_boot_owns(const void *p)
 }
 size_t nl_boot_size(const void *p);
 
+/** Learns where the inst runtime's files are (shims_fd.c), from @p get (getenv). */
+void nl_fd_shims_init(char *(*get)(const char *));
+
 /** Slow paths, called only for allocations of at least min_object. */
 void nl_on_alloc(void *p, size_t size, size_t align, int fn);
 void nl_on_free(void *p);

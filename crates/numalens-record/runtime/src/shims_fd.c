@@ -8,10 +8,20 @@
  * number and then do what the program asked; close_range and closefrom close everything the
  * program asked for except ours. What bypasses these (a raw system call) can still take the
  * number away: the next write notices and reopens the file (owned_fd.c).
+ *
+ * The inst runtime's files (linked into the program, runtime/inst/state.c) are ours too: close,
+ * dup and fcntl refuse them the same way. They are told apart by what they are, one fstat of a
+ * descriptor the program closes and, only for a file on the same file system, its path in
+ * /proc/self/fd; a dup2 or close_range over one lets it go, and the inst runtime reopens the
+ * file by its path when it next needs it.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -29,9 +39,54 @@ static void nl_fd_resolve(void)
         nl_resolve();
 }
 
+/* The inst runtime's files: "<dir>/inst-", their directory's device; set at start. */
+static char nl_inst_prefix[600];
+static size_t nl_inst_prefix_len;
+static uint64_t nl_inst_dev;
+
+void nl_fd_shims_init(char *(*get)(const char *))
+{
+    const char *dir = get("NUMALENS_INST_DIR");
+    if (!dir || !*dir)
+        dir = get("NUMALENS_DIR");
+    const char *mode = get("NUMALENS_INST");
+    char real[PATH_MAX];
+    struct stat st;
+    if (!mode || !*mode || !dir || !*dir || !realpath(dir, real) || stat(real, &st) != 0)
+        return;
+    size_t n = strlen(real);
+    if (n + sizeof "/inst-" > sizeof nl_inst_prefix)
+        return;
+    memcpy(nl_inst_prefix, real, n);
+    memcpy(nl_inst_prefix + n, "/inst-", sizeof "/inst-");
+    nl_inst_dev = (uint64_t)st.st_dev;
+    nl_inst_prefix_len = n + sizeof "/inst-" - 1;
+}
+
+/** 1 if @p fd is one of the inst runtime's files. */
+static int nl_is_inst_file(int fd)
+{
+    struct stat st;
+    if (!nl_inst_prefix_len || fd < 0 || syscall(SYS_fstat, fd, &st) != 0 ||
+        (uint64_t)st.st_dev != nl_inst_dev || !S_ISREG(st.st_mode))
+        return 0;
+    char link[32] = "/proc/self/fd/", path[sizeof nl_inst_prefix];
+    char digits[12];
+    int nd = 0;
+    for (unsigned v = (unsigned)fd; nd == 0 || v; v /= 10)
+        digits[nd++] = (char)('0' + v % 10);
+    char *p = link + strlen(link);
+    while (nd)
+        *p++ = digits[--nd];
+    *p = '\0';
+    ssize_t len = readlink(link, path, sizeof path);
+    return len >= (ssize_t)nl_inst_prefix_len &&
+           memcmp(path, nl_inst_prefix, nl_inst_prefix_len) == 0;
+}
+
 static int nl_is_ours(int fd)
 {
-    return nl_owned_is(&nl_g.log, fd);
+    return nl_owned_is(&nl_g.log, fd) || nl_is_inst_file(fd);
 }
 
 static int nl_ebadf(void)
