@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -73,6 +74,17 @@ static void nl_u64_to_dec(uint64_t v, char *out)
     while (n)
         *out++ = tmp[--n];
     *out = '\0';
+}
+
+/** The log cannot be written any more: the header says so (so the profile says what is
+ * missing, not that the process never ran its exit path) and tracing stops. */
+static void nl_stop_writing(int err)
+{
+    if (atomic_load(&nl_g.on)) {
+        uint32_t e = err > 0 ? (uint32_t)err : EIO;
+        nl_owned_note(&nl_g.log, &e, sizeof e, offsetof(struct nl_file_header, write_errno));
+    }
+    nl_disable("cannot write the event file");
 }
 
 /** Creates <dir>/events-<pid>[-e<exec>][.<k>].bin exclusively as @p log; 0 or -1. */
@@ -170,8 +182,8 @@ static void nl_buf_write(struct nl_tbuf *b)
     uint32_t n = atomic_load_explicit(&b->n, memory_order_acquire);
     if (n > b->flushed) {
         size_t bytes = (size_t)(n - b->flushed) * NL_RECORD_SIZE;
-        if (nl_owned_write(&nl_g.log, &b->rec[b->flushed], bytes) != 0)
-            nl_disable("cannot write the event file");
+        if (nl_owned_write(&nl_g.log, &b->rec[b->flushed], bytes) == -1)
+            nl_stop_writing(errno);
     }
     b->flushed = n;
 }

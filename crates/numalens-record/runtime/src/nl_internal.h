@@ -90,8 +90,12 @@ struct nl_owned {
 
 /** Opens @p path above the program's reach; 0, or -1 (errno set). */
 int nl_owned_create(struct nl_owned *o, const char *path, int flags, int mode);
-/** Writes all of @p len bytes, reopening the file if its number was taken; 0 or -1. */
+/** Writes all of @p len bytes, reopening the file if its number was taken; 0, -1 (errno set), or
+ * -2 when a signal handler interrupted this thread's own write (nothing written). */
 int nl_owned_write(struct nl_owned *o, const void *p, size_t len);
+/** Writes @p len bytes in place at offset @p at (a header field), when writing at the end
+ * fails. */
+void nl_owned_note(struct nl_owned *o, const void *p, size_t len, uint64_t at);
 /** 1 if @p fd is @p o's descriptor. */
 int nl_owned_is(struct nl_owned *o, int fd);
 /** If @p fd is @p o's descriptor, moves it to another number (the program is about to use fd). */
