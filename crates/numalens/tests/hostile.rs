@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use numalens_format::{Object, PageStat, Profile};
+use numalens_format::{Object, ObjectKind, PageStat, Profile};
 
 /// What a program did that anyone can see.
 #[derive(PartialEq)]
@@ -337,4 +337,41 @@ fn a_daemon_writes_the_same_files() {
     // complete profile with the child's work) is the recorder loop's part; its test will add
     // assert_complete here.
     same_behaviour(&exe, &[], Some("daemon.out"));
+}
+
+#[test]
+fn the_runtimes_own_statics_are_not_the_programs_objects() {
+    let d = tempfile::tempdir().unwrap();
+    for inst in [false, true] {
+        let exe = build(d.path(), "statics", inst);
+        let profile = d.path().join(format!("statics-{inst}.numalens"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_numalens"));
+        cmd.args(["record", "--min-object", "64", "-o"])
+            .arg(&profile);
+        if inst {
+            cmd.args(["--backend", "inst"]);
+        }
+        let out = cmd.arg(&exe).output().unwrap();
+        assert!(out.status.success(), "{}", common::text(&out.stderr));
+        let objects = Profile::open(&profile)
+            .unwrap()
+            .read_all::<Object>()
+            .unwrap();
+        let statics: Vec<&str> = objects
+            .iter()
+            .filter(|o| o.kind == ObjectKind::Static)
+            .map(|o| o.name.as_str())
+            .collect();
+        for own in ["program_table", "program_small"] {
+            assert!(
+                statics.contains(&own),
+                "inst={inst}: no {own} in {statics:?}"
+            );
+        }
+        let runtimes: Vec<&&str> = statics.iter().filter(|n| n.starts_with("nl_")).collect();
+        assert!(
+            runtimes.is_empty(),
+            "inst={inst}: the runtime's {runtimes:?}"
+        );
+    }
 }

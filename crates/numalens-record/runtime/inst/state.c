@@ -24,12 +24,13 @@
 #include "inst.h"
 #include "numalens_fd.h"
 
-struct nl_iglobal nl_ig;
-/* With the countdown spent, a thread's first access takes the slow path and gets its own state.
- * In a section of its own, outside .data: numalens lists a program's large statics as its data
- * objects, and this one is numalens' own (the program's small statics beside it would be counted
- * to it). */
-__attribute__((section("numalens_inst_state"))) struct nl_ithread nl_inactive = {.shared = 1};
+/* The runtime's globals live in a section of their own, outside .data and .bss: numalens lists
+ * a program's statics as its data objects, and these are numalens' own (the program's small
+ * statics beside them would be counted to them). */
+#define NL_INST_STATE __attribute__((section("numalens_inst_state")))
+NL_INST_STATE struct nl_iglobal nl_ig;
+/* With the countdown spent, a thread's first access takes the slow path and gets its own state. */
+NL_INST_STATE struct nl_ithread nl_inactive = {.shared = 1};
 __thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec"))) = &nl_inactive;
 __thread unsigned nl_fast __attribute__((tls_model("initial-exec"))) = NL_FAST_SAMPLE;
 __thread int64_t nl_countdown_read __attribute__((tls_model("initial-exec")));
@@ -50,8 +51,8 @@ static void nl_fast_reset(void)
 }
 /* Set once the thread's state was released at its exit: later accesses go to the sink. */
 static __thread int nl_ith_done __attribute__((tls_model("initial-exec")));
-static pthread_key_t nl_exit_key;
-static uint32_t nl_seq;
+NL_INST_STATE static pthread_key_t nl_exit_key;
+NL_INST_STATE static uint32_t nl_seq;
 
 /* Memory comes straight from the kernel: the preloaded allocation runtime interposes mmap, and
  * the hooks' own tables are not the program's objects. */
@@ -108,7 +109,7 @@ static uint32_t nl_parse_every(const char *s)
 static void nl_thread_exit(void *arg);
 static void nl_after_fork_child(void);
 
-static pthread_once_t nl_once = PTHREAD_ONCE_INIT;
+NL_INST_STATE static pthread_once_t nl_once = PTHREAD_ONCE_INIT;
 
 /* Runs at a thread's first slow path, not in __tsan_init: that one can run from the
  * executable's .preinit_array, before libc has set up the environment. */

@@ -17,6 +17,12 @@
 
 struct nl_real_fns nl_real;
 
+/* Marks this module as the runtime: its statics (the site table, the rule cache, the pools) are
+ * not the program's objects, and the recorder leaves out the statics of a module with this
+ * section (src/symbols.rs). */
+__attribute__((used, section("numalens_runtime"))) static const char nl_runtime_marker[16] =
+    "numalens-rt-1";
+
 _Alignas(64) unsigned char nl_boot_pool[NL_BOOT_SIZE];
 static atomic_size_t nl_boot_used;
 
