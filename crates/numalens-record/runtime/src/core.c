@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "nl_internal.h"
+#include "numalens_fd.h"
 
 NL_TLS struct nl_thread nl_self = {.logical = -1};
 struct nl_global nl_g = {.log = {.fd = -1}, .min_object = UINT64_MAX};
@@ -40,9 +41,14 @@ int32_t nl_gettid(void)
     return nl_self.tid;
 }
 
+/* What descriptor 2 was when tracing started: a program that closed its stderr and opened a
+ * file of its own there must not find our messages in it. */
+static uint64_t nl_stderr_dev, nl_stderr_ino;
+static int nl_stderr_known;
+
 static void nl_say(const char *a, const char *b)
 {
-    if (!nl_g.cfg.debug)
+    if (!nl_g.cfg.debug || !nl_stderr_known || !nl_fd_still(2, nl_stderr_dev, nl_stderr_ino))
         return;
     static const char pre[] = "numalens: ";
     ssize_t r = write(2, pre, sizeof pre - 1);
@@ -150,6 +156,8 @@ static int nl_open_and_header(uint32_t ppid)
 int nl_core_start(const struct nl_config *cfg, uint32_t ppid)
 {
     nl_g.cfg = *cfg;
+    if (cfg->debug)
+        nl_stderr_known = nl_fd_identity(2, &nl_stderr_dev, &nl_stderr_ino) == 0;
     if (!cfg->dir[0] || nl_open_and_header(ppid) != 0)
         return -1;
     atomic_store(&nl_g.next_logical, 1);

@@ -1,5 +1,6 @@
 /* Installs a seccomp filter that makes openat, mmap and write to any descriptor but 1 and 2 fail
- * with EPERM (the program goes on), then works: allocations (from brk, as mmap fails), output. */
+ * with EPERM (the program goes on), then works: allocations (from brk, as mmap fails), output.
+ * With `own-stderr`, its descriptor 2 is first a file of its own. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/audit.h>
@@ -16,8 +17,12 @@
 #define NR offsetof(struct seccomp_data, nr)
 #define ARG0 offsetof(struct seccomp_data, args[0])
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "own-stderr")) {
+        close(2);
+        open("stderr.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    }
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, NR),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 0, 1),
