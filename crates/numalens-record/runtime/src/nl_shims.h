@@ -9,7 +9,9 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "nl_internal.h"
 
@@ -64,6 +66,13 @@ static inline int nl_boot_owns(const void *p)
     return (uintptr_t)p - (uintptr_t)nl_boot_pool < NL_BOOT_SIZE;
 }
 size_t nl_boot_size(const void *p);
+
+/** 1 in a vfork(2) child (or posix_spawn's): it shares the parent's memory, so it must not touch
+ * the runtime's state. */
+static inline int nl_foreign_process(void)
+{
+    return (uint32_t)syscall(SYS_getpid) != nl_g.pid;
+}
 
 /** Learns where the inst runtime's files are (shims_fd.c), from @p get (getenv). */
 void nl_fd_shims_init(char *(*get)(const char *));

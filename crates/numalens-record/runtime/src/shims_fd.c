@@ -89,6 +89,14 @@ static int nl_is_ours(int fd)
     return nl_owned_is(&nl_g.log, fd) || nl_is_inst_file(fd);
 }
 
+/* Before the program's call replaces @p fd: ours moves out of the way. Not in a vfork child, whose
+ * descriptor table is its own while the runtime's memory is its parent's. */
+static void nl_make_way(int fd)
+{
+    if (nl_owned_is(&nl_g.log, fd) && !nl_foreign_process())
+        nl_owned_step_aside(&nl_g.log, fd);
+}
+
 static int nl_ebadf(void)
 {
     errno = EBADF;
@@ -117,7 +125,7 @@ NL_EXPORT int dup2(int old, int new)
     if (nl_is_ours(old))
         return nl_ebadf();
     if (old != new)
-        nl_owned_step_aside(&nl_g.log, new);
+        nl_make_way(new);
     return nl_real.dup2 ? nl_real.dup2(old, new) : (int)syscall(SYS_dup2, old, new);
 }
 
@@ -127,7 +135,7 @@ NL_EXPORT int dup3(int old, int new, int flags)
     if (old != new) {
         if (nl_is_ours(old))
             return nl_ebadf();
-        nl_owned_step_aside(&nl_g.log, new);
+        nl_make_way(new);
     }
     return nl_real.dup3 ? nl_real.dup3(old, new, flags) : (int)syscall(SYS_dup3, old, new, flags);
 }

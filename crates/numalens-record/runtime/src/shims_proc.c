@@ -166,13 +166,6 @@ static void nl_exec_entry(char *out)
     *out = '\0';
 }
 
-/** 1 in a vfork(2) child (or posix_spawn's): it shares the parent's memory, so it must not touch
- * the runtime's state. */
-static int nl_foreign_process(void)
-{
-    return (uint32_t)syscall(SYS_getpid) != nl_g.pid;
-}
-
 static void nl_before_exec(const char *path)
 {
     if (nl_foreign_process())
