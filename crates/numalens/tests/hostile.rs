@@ -312,6 +312,7 @@ fn a_program_that_runs_out_of_descriptors_gets_as_many_as_natively() {
 }
 
 #[test]
+#[cfg(target_arch = "x86_64")] // the program makes its clone3 call in x86-64 assembly
 fn raw_clone3_threads_and_unshare_behave_the_same() {
     let d = tempfile::tempdir().unwrap();
     let exe = build(d.path(), "clone3_thread", false);
@@ -325,6 +326,11 @@ fn a_seccomp_filter_against_the_runtime_changes_nothing_for_the_program() {
     let c = same_behaviour(&exe, &[], None);
     // Its own file as descriptor 2: the runtime's message about stopping must not go there.
     same_behaviour(&exe, &["own-stderr"], None);
+    let native = Command::new(&exe).current_dir(d.path()).output().unwrap();
+    if !common::text(&native.stdout).starts_with("filter 0 0,") {
+        eprintln!("no seccomp filters here: only the program's side was checked");
+        return;
+    }
     // The filter forbids the runtime's writes: the profile cannot be complete, and says why.
     assert!(!c.complete);
     assert!(
