@@ -73,9 +73,11 @@ static inline long nl_fd_floor(const struct rlimit *old, int raised)
 /**
  * Opens @p path (flags get O_CLOEXEC) as a descriptor above the program's reach: the open itself
  * is done under the raised limit, so a program that used up its descriptors does not make it
- * fail. Returns the descriptor or -1 (errno set).
+ * fail. With @p transient (a file read and closed at once) a descriptor that cannot be moved up
+ * is kept where it is; otherwise the open fails (EMFILE) rather than keep a number the program
+ * would have got. Returns the descriptor or -1 (errno set).
  */
-static inline int nl_fd_open_high(const char *path, int flags, int mode)
+static inline int nl_fd_open_high(const char *path, int flags, int mode, int transient)
 {
     struct rlimit old = {0, 0};
     int raised = nl_fd_limit_raise(&old);
@@ -84,9 +86,14 @@ static inline int nl_fd_open_high(const char *path, int flags, int mode)
         long high = fd >= nl_fd_floor(&old, raised)
                         ? fd
                         : nl_fd_sys(SYS_fcntl, fd, F_DUPFD_CLOEXEC, nl_fd_floor(&old, raised), 0);
-        if (high >= 0 && high != fd) {
+        if (high != fd && (high >= 0 || !transient)) {
             nl_fd_sys(SYS_close, fd, 0, 0, 0);
             fd = (int)high;
+            if (fd < 0) {
+                if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL))
+                    nl_fd_sys(SYS_unlinkat, AT_FDCWD, (long)path, 0, 0); /* we made it empty */
+                errno = EMFILE;
+            }
         }
     }
     int e = errno;
@@ -104,9 +111,8 @@ static inline int nl_fd_move_high(int fd)
 {
     struct rlimit old = {0, 0};
     int raised = nl_fd_limit_raise(&old);
+    /* Nowhere up there: fail rather than take a low number the program would get. */
     long high = nl_fd_sys(SYS_fcntl, fd, F_DUPFD_CLOEXEC, nl_fd_floor(&old, raised), 0);
-    if (high < 0 && !raised)
-        high = nl_fd_sys(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 3, 0);
     if (high >= 0)
         nl_fd_sys(SYS_close, fd, 0, 0, 0);
     if (raised)

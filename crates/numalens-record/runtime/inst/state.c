@@ -186,7 +186,7 @@ static int nl_grow_open(struct nl_grow_file *f, struct nl_ithread *t, uint32_t s
     memcpy(p, suffix, sl + 1);
     /* Above the program's reach, so that a program closing or reusing low descriptors neither
      * loses these files nor gets its own written (numalens_fd.h). */
-    int fd = nl_fd_open_high(path, O_RDWR | O_CREAT | O_EXCL, 0644);
+    int fd = nl_fd_open_high(path, O_RDWR | O_CREAT | O_EXCL, 0644, 0);
     if (fd < 0)
         return -1;
     struct nl_inst_header h;
@@ -222,7 +222,7 @@ static int nl_grow_fd(struct nl_grow_file *f)
 {
     if (f->fd >= 0 && nl_fd_still(f->fd, f->dev, f->ino))
         return f->fd;
-    int fd = nl_fd_open_high(f->path, O_RDWR, 0);
+    int fd = nl_fd_open_high(f->path, O_RDWR, 0, 0);
     uint64_t dev, ino;
     if (fd >= 0 && (nl_fd_identity(fd, &dev, &ino) != 0 || dev != f->dev || ino != f->ino)) {
         nl_fd_sys(SYS_close, fd, 0, 0, 0);

@@ -77,7 +77,7 @@ int nl_maps_foreach(const char *path, int (*cb)(const struct nl_map *m, void *ct
         return -1;
     /* Opened under the raised limit (numalens_fd.h): a program that used up its descriptors,
      * as one may by the time it exits, does not make this fail. */
-    int fd = nl_fd_open_high(path, O_RDONLY, 0);
+    int fd = nl_fd_open_high(path, O_RDONLY, 0, 1);
     if (fd < 0) {
         atomic_store(&nl_maps_busy, 0);
         return -1;

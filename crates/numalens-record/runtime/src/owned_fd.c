@@ -43,7 +43,7 @@ int nl_owned_create(struct nl_owned *o, const char *path, int flags, int mode)
     size_t len = strlen(path);
     if (len >= sizeof o->path)
         return -1;
-    int fd = nl_fd_open_high(path, flags, mode);
+    int fd = nl_fd_open_high(path, flags, mode, 0);
     if (fd < 0)
         return -1;
     if (nl_fd_identity(fd, &o->dev, &o->ino) != 0)
@@ -68,7 +68,7 @@ static int nl_owned_checked(struct nl_owned *o)
     atomic_store(&o->fd, -1);
     if (!o->path[0])
         return -1;
-    fd = nl_fd_open_high(o->path, o->reopen_flags, 0);
+    fd = nl_fd_open_high(o->path, o->reopen_flags, 0, 0);
     if (fd < 0)
         return -1;
     uint64_t dev, ino;

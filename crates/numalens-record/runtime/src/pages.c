@@ -128,7 +128,7 @@ static void nl_numa_read(uint64_t page_size)
 {
     nl_numa_n = 0;
     /* Under the raised limit, as in maps.c. */
-    int fd = nl_fd_open_high("/proc/self/numa_maps", O_RDONLY, 0);
+    int fd = nl_fd_open_high("/proc/self/numa_maps", O_RDONLY, 0, 1);
     if (fd < 0)
         return;
     size_t have = 0;
