@@ -9,7 +9,7 @@
  * program's soft RLIMIT_NOFILE (the soft limit is raised to the hard one for the instant of the
  * move and put back): the kernel never hands out a number at or above the soft limit, and a
  * descriptor above it does not count against the program's limit. Where the hard limit leaves no
- * room, it goes as high as the soft limit allows. Before each use the owner checks, with one
+ * room, or the soft limit is very high, it goes as high as is cheap below the soft limit. Before each use the owner checks, with one
  * fstat, that the number still names its own file (device and inode) and reopens the file by
  * its path if not: a raw close_range or dup2 system call can take a number away, never make us
  * write into what replaced it.
@@ -57,17 +57,22 @@ static inline void nl_fd_limit_restore(const struct rlimit *old)
     errno = e;
 }
 
+/* The kernel sizes a process's descriptor table to its highest open number, and every fork copies
+ * it: a number near a soft limit of a million (containers) would cost megabytes per process. */
+#define NL_FD_FAR 16384u
+
 /** The lowest number an owned descriptor may take under the limit @p old. */
 static inline long nl_fd_floor(const struct rlimit *old, int raised)
 {
-    if (raised)
-        return (long)old->rlim_cur;
-    /* No room above the program's limit: as high as it allows, in its top quarter (at most
-     * 1024 numbers), where only a program about to run out would have got to. */
-    if (old->rlim_cur == RLIM_INFINITY || old->rlim_cur <= 64)
+    if (raised && old->rlim_cur <= NL_FD_FAR)
+        return (long)old->rlim_cur; /* above the program's reach */
+    /* No room above the program's limit, or too far up: as high as is cheap, in the top quarter
+     * (at most 1024 numbers) below that, where only a program about to run out would get to. */
+    uint64_t top = old->rlim_cur < NL_FD_FAR ? old->rlim_cur : NL_FD_FAR;
+    if (top <= 64)
         return 3;
-    uint64_t below = old->rlim_cur / 4 < 1024 ? old->rlim_cur / 4 : 1024;
-    return (long)(old->rlim_cur - below);
+    uint64_t below = top / 4 < 1024 ? top / 4 : 1024;
+    return (long)(top - below);
 }
 
 /**
