@@ -79,8 +79,7 @@ extern NL_TLS struct nl_thread nl_self;
 
 struct nl_owned {
     atomic_int fd;       /* -1: none (reopened by path at the next write) */
-    atomic_int lock;     /* held by a writer or by a call moving the descriptor */
-    atomic_int holder;   /* tid holding the lock */
+    atomic_int lock;     /* tid of the writer or mover holding it; 0 when free */
     int reopen_flags;
     uint64_t dev, ino;   /* what the descriptor must name */
     uint64_t reopens;    /* times the file was reopened after the program took the number */

@@ -10,23 +10,23 @@
  * thread that holds it can be interrupted by a signal handler that wants it, and that handler
  * then gives up instead of waiting for itself.
  */
+#include <errno.h>
 #include <sched.h>
 #include <string.h>
 
 #include "nl_internal.h"
 #include "numalens_fd.h"
 
-/** Takes @p o's lock; 0 if the calling thread already holds it (a signal handler inside a write). */
+/** Takes @p o's lock; 0 if the calling thread already holds it (a signal handler inside a write).
+ * The lock word is the holder's tid, so there is no moment when it is held by nobody known. */
 static int nl_owned_lock(struct nl_owned *o)
 {
     int32_t me = nl_gettid();
     for (;;) {
-        int z = 0;
-        if (atomic_compare_exchange_weak(&o->lock, &z, 1)) {
-            atomic_store(&o->holder, me);
+        int free_ = 0;
+        if (atomic_compare_exchange_weak(&o->lock, &free_, me))
             return 1;
-        }
-        if (atomic_load(&o->holder) == me)
+        if (free_ == me)
             return 0;
         sched_yield();
     }
@@ -34,15 +34,16 @@ static int nl_owned_lock(struct nl_owned *o)
 
 static void nl_owned_unlock(struct nl_owned *o)
 {
-    atomic_store(&o->holder, 0);
     atomic_store(&o->lock, 0);
 }
 
 int nl_owned_create(struct nl_owned *o, const char *path, int flags, int mode)
 {
     size_t len = strlen(path);
-    if (len >= sizeof o->path)
+    if (len >= sizeof o->path) {
+        errno = ENAMETOOLONG;
         return -1;
+    }
     int fd = nl_fd_open_high(path, flags, mode, 0);
     if (fd < 0)
         return -1;
@@ -53,7 +54,6 @@ int nl_owned_create(struct nl_owned *o, const char *path, int flags, int mode)
     /* A reopen finds the file there: it must not create another, nor truncate this one. */
     o->reopen_flags = flags & ~(O_CREAT | O_EXCL | O_TRUNC);
     atomic_store(&o->lock, 0);
-    atomic_store(&o->holder, 0);
     atomic_store(&o->fd, fd);
     return 0;
 }
@@ -166,5 +166,4 @@ void nl_owned_close(struct nl_owned *o)
         nl_fd_sys(SYS_close, fd, 0, 0, 0); /* not close(): the shim would refuse it as ours */
     o->path[0] = '\0';
     atomic_store(&o->lock, 0);
-    atomic_store(&o->holder, 0);
 }
