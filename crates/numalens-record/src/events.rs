@@ -174,6 +174,9 @@ pub struct FileHeader {
     pub min_object: u32,
     /// How many execs led to this image (0 for the first program).
     pub exec_count: u64,
+    /// 0, or the errno of the write after which the runtime could write no more of the log (a
+    /// seccomp filter, a full disk): the log stops there although the process went on.
+    pub write_errno: u32,
 }
 
 /// One raw record (`struct nl_record`) with the payload records that belong to it.
@@ -489,6 +492,7 @@ pub fn parse_event_log(bytes: &[u8], path: &Path) -> Result<EventLog, EventsErro
         page_size: u32_at(bytes, 32),
         min_object: u32_at(bytes, 36),
         exec_count: u64_at(bytes, 40),
+        write_errno: u32_at(bytes, 48),
     };
     let body = &bytes[RECORD_SIZE..];
     let mut chunks = body.chunks_exact(RECORD_SIZE);

@@ -95,12 +95,19 @@ pub fn map_file(path: &Path) -> std::io::Result<memmap2::Mmap> {
     unsafe { memmap2::Mmap::map(&file) }
 }
 
-/// Data symbols of at least `min_size` bytes in the data, bss and read-only data sections.
+/// The section that marks `libnumalens.so` (runtime/src/hooks.c).
+pub const RUNTIME_MARKER_SECTION: &str = "numalens_runtime";
+
+/// Data symbols of at least `min_size` bytes in the data, bss and read-only data sections; none
+/// for the preloaded runtime itself, whose statics are not the program's.
 pub fn static_objects(module: &Path, min_size: u64) -> std::io::Result<Vec<StaticSymbol>> {
     let bytes = map_file(module)?;
     let file = object::File::parse(&*bytes)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
     let mut found = Vec::new();
+    if file.section_by_name(RUNTIME_MARKER_SECTION).is_some() {
+        return Ok(found);
+    }
     let symbols = file.symbols().chain(file.dynamic_symbols());
     for symbol in symbols {
         if symbol.kind() != SymbolKind::Data || symbol.size() < min_size || symbol.is_undefined() {

@@ -1,5 +1,5 @@
 //! The runtime's core, linked directly into a C test program (no LD_PRELOAD): its own unit checks,
-//! concurrent thread buffers, and the configuration table against docs/RUNTIME.md.
+//! the event file's descriptor, concurrent thread buffers, and the configuration table against docs/RUNTIME.md.
 
 use std::path::Path;
 use std::process::Command;
@@ -17,6 +17,31 @@ fn core_unit_checks_pass() {
     assert!(
         out.status.success(),
         "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+}
+
+/// The event file's descriptor against a program that takes it: out of reach of the soft limit,
+/// taken by a raw close and dup2 (the write still goes to the event file), stepped aside, in place
+/// notes, and RLIMIT_FSIZE (no SIGXFSZ for the program). Fails if any check fails or a signal
+/// kills the test program.
+#[test]
+fn the_event_files_descriptor_survives_a_program_that_takes_it() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = build_test_core(d.path());
+    let files = d.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    let out = Command::new(&exe)
+        .arg("owned")
+        .arg(&files)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}: {}{}",
+        out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

@@ -33,7 +33,9 @@ struct nl_file_header {
     uint32_t page_size;      /* sysconf(_SC_PAGESIZE) */
     uint32_t min_object;     /* allocations of at least this size get a record and a call site */
     uint64_t exec_count;     /* how many exec()s led to this image (0 for the first program) */
-    uint8_t reserved[16];
+    uint32_t write_errno;    /* 0, or the errno of the write after which the runtime could write
+                                no more of this log (set in place when that happens) */
+    uint8_t reserved[12];
 };
 
 /** Record kinds. New kinds may be added within a version; readers skip kinds they do not know. */

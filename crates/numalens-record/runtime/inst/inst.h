@@ -46,7 +46,7 @@ struct nl_tlb_slot {
 
 /** A file that grows by mapped segments; records never move once placed. */
 struct nl_grow_file {
-    int fd;
+    int fd;                     /* above the program's reach; -1 when taken (reopened by path) */
     uint32_t record_size;
     uint32_t step;              /* fewest records whose bytes are a whole number of pages */
     uint64_t used;              /* records handed out */
@@ -54,7 +54,15 @@ struct nl_grow_file {
     unsigned nseg;
     int full;                   /* could not grow: nothing more is written */
     struct { char *base; uint64_t first, count; size_t bytes; } seg[96];
+    uint64_t dev, ino;          /* what fd must name */
+    char path[600];
 };
+
+/** Whether the file was made (the thread counts into it); its fd may be -1 for a while. */
+static inline int nl_grow_on(const struct nl_grow_file *f)
+{
+    return f->record_size != 0;
+}
 
 /** Chunk index: region number (page >> 6) -> chunk, open addressing, anonymous memory. */
 struct nl_chunk_index {
@@ -72,8 +80,8 @@ struct nl_ithread {
     uint32_t pid, tid;
     uint64_t dropped;           /* accesses not counted (signal handler inside a slow path) */
     struct nl_chunk_index index;
-    struct nl_grow_file pages;  /* exact counts: fd > 0 while the thread counts pages */
-    struct nl_grow_file samples; /* sampled accesses: fd > 0 while the thread samples */
+    struct nl_grow_file pages;  /* exact counts: nl_grow_on while the thread counts pages */
+    struct nl_grow_file samples; /* sampled accesses: nl_grow_on while the thread samples */
 };
 
 struct nl_iglobal {

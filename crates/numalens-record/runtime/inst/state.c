@@ -22,13 +22,15 @@
 #include <unistd.h>
 
 #include "inst.h"
+#include "numalens_fd.h"
 
-struct nl_iglobal nl_ig;
-/* With the countdown spent, a thread's first access takes the slow path and gets its own state.
- * In a section of its own, outside .data: numalens lists a program's large statics as its data
- * objects, and this one is numalens' own (the program's small statics beside it would be counted
- * to it). */
-__attribute__((section("numalens_inst_state"))) struct nl_ithread nl_inactive = {.shared = 1};
+/* The runtime's globals live in a section of their own, outside .data and .bss: numalens lists
+ * a program's statics as its data objects, and these are numalens' own (the program's small
+ * statics beside them would be counted to them). */
+#define NL_INST_STATE __attribute__((section("numalens_inst_state")))
+NL_INST_STATE struct nl_iglobal nl_ig;
+/* With the countdown spent, a thread's first access takes the slow path and gets its own state. */
+NL_INST_STATE struct nl_ithread nl_inactive = {.shared = 1};
 __thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec"))) = &nl_inactive;
 __thread unsigned nl_fast __attribute__((tls_model("initial-exec"))) = NL_FAST_SAMPLE;
 __thread int64_t nl_countdown_read __attribute__((tls_model("initial-exec")));
@@ -49,8 +51,8 @@ static void nl_fast_reset(void)
 }
 /* Set once the thread's state was released at its exit: later accesses go to the sink. */
 static __thread int nl_ith_done __attribute__((tls_model("initial-exec")));
-static pthread_key_t nl_exit_key;
-static uint32_t nl_seq;
+NL_INST_STATE static pthread_key_t nl_exit_key;
+NL_INST_STATE static uint32_t nl_seq;
 
 /* Memory comes straight from the kernel: the preloaded allocation runtime interposes mmap, and
  * the hooks' own tables are not the program's objects. */
@@ -107,7 +109,7 @@ static uint32_t nl_parse_every(const char *s)
 static void nl_thread_exit(void *arg);
 static void nl_after_fork_child(void);
 
-static pthread_once_t nl_once = PTHREAD_ONCE_INIT;
+NL_INST_STATE static pthread_once_t nl_once = PTHREAD_ONCE_INIT;
 
 /* Runs at a thread's first slow path, not in __tsan_init: that one can run from the
  * executable's .preinit_array, before libc has set up the environment. */
@@ -182,7 +184,9 @@ static int nl_grow_open(struct nl_grow_file *f, struct nl_ithread *t, uint32_t s
     p = nl_fmt_u64(p, seq, 0);
     size_t sl = strlen(suffix);
     memcpy(p, suffix, sl + 1);
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    /* Above the program's reach, so that a program closing or reusing low descriptors neither
+     * loses these files nor gets its own written (numalens_fd.h). */
+    int fd = nl_fd_open_high(path, O_RDWR | O_CREAT | O_EXCL, 0644, 0);
     if (fd < 0)
         return -1;
     struct nl_inst_header h;
@@ -199,14 +203,33 @@ static int nl_grow_open(struct nl_grow_file *f, struct nl_ithread *t, uint32_t s
     h.record_size = record_size;
     h.copy_id = nl_ig.copy_id;
     if (ftruncate(fd, NL_INST_HEADER_SIZE) != 0 || pwrite(fd, &h, sizeof h, 0) != sizeof h) {
-        close(fd);
+        nl_fd_sys(SYS_close, fd, 0, 0, 0);
         return -1;
     }
     memset(f, 0, sizeof *f);
     f->fd = fd;
+    if (nl_fd_identity(fd, &f->dev, &f->ino) != 0)
+        f->dev = f->ino = 0;
+    memcpy(f->path, path, (size_t)(p - path) + sl + 1);
     f->record_size = record_size;
     f->step = nl_page_step(record_size);
     return 0;
+}
+
+/* The file's descriptor, reopened by its path if the program took the number (a raw close_range
+ * or dup2 that nothing could intercept); -1 if the file cannot be had. */
+static int nl_grow_fd(struct nl_grow_file *f)
+{
+    if (f->fd >= 0 && nl_fd_still(f->fd, f->dev, f->ino))
+        return f->fd;
+    int fd = nl_fd_open_high(f->path, O_RDWR, 0, 0);
+    uint64_t dev, ino;
+    if (fd >= 0 && (nl_fd_identity(fd, &dev, &ino) != 0 || dev != f->dev || ino != f->ino)) {
+        nl_fd_sys(SYS_close, fd, 0, 0, 0);
+        fd = -1;
+    }
+    f->fd = fd;
+    return fd;
 }
 
 #ifdef MADV_POPULATE_WRITE
@@ -223,7 +246,8 @@ static void nl_grow_mark_full(struct nl_grow_file *f)
         return;
     f->full = 1;
     uint32_t one = 1;
-    ssize_t w = pwrite(f->fd, &one, sizeof one, offsetof(struct nl_inst_header, full));
+    int fd = nl_grow_fd(f);
+    ssize_t w = fd < 0 ? -1 : pwrite(fd, &one, sizeof one, offsetof(struct nl_inst_header, full));
     (void)w;
 }
 
@@ -243,12 +267,17 @@ static int nl_grow_more(struct nl_grow_file *f)
     uint64_t count = (uint64_t)f->step * (steps ? steps : 1);
     size_t bytes = (size_t)(count * f->record_size);
     off_t off = (off_t)(NL_INST_HEADER_SIZE + f->mapped * f->record_size);
+    int fd = nl_grow_fd(f);
+    if (fd < 0) {
+        f->full = 1; /* nowhere to say so: the file is gone */
+        return -1;
+    }
     /* The space is allocated now: a store into a mapped page the file system has no room for
      * would kill the program with SIGBUS. A file system without fallocate gets the old way. A
      * raw system call, as for mmap: an import from libc adds a PLT entry, which moves all of
      * the program's code by 16 bytes (docs/INST.md says what that alone can do to a loop). */
-    if (syscall(SYS_fallocate, f->fd, 0, off, (off_t)bytes) != 0 &&
-        (errno != EOPNOTSUPP || ftruncate(f->fd, off + (off_t)bytes) != 0)) {
+    if (syscall(SYS_fallocate, fd, 0, off, (off_t)bytes) != 0 &&
+        (errno != EOPNOTSUPP || ftruncate(fd, off + (off_t)bytes) != 0)) {
         nl_grow_mark_full(f);
         return -1;
     }
@@ -256,7 +285,7 @@ static int nl_grow_more(struct nl_grow_file *f)
      * On a disk file system the first store into each page would still fault (to mark it
      * dirty, 2-3 us each), which MADV_POPULATE_WRITE (Linux 5.14) does here instead, in one
      * call; an older kernel refuses it and the stores fault. */
-    void *m = nl_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, f->fd, off);
+    void *m = nl_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, off);
     if (m == MAP_FAILED) {
         nl_grow_mark_full(f);
         return -1;
@@ -285,8 +314,8 @@ static void nl_grow_close(struct nl_grow_file *f)
 {
     for (unsigned i = 0; i < f->nseg; i++)
         nl_sys_munmap(f->seg[i].base, f->seg[i].bytes);
-    if (f->fd > 0)
-        close(f->fd);
+    if (nl_grow_on(f) && f->fd >= 0 && nl_fd_still(f->fd, f->dev, f->ino))
+        nl_fd_sys(SYS_close, f->fd, 0, 0, 0);
     memset(f, 0, sizeof *f);
 }
 
@@ -390,7 +419,7 @@ static void nl_thread_files(struct nl_ithread *t)
         nl_grow_close(&t->samples);
         return;
     }
-    if (t->samples.fd > 0) {
+    if (nl_grow_on(&t->samples)) {
         nl_countdown_read = (int64_t)nl_next_interval(t);
         nl_countdown_write = (int64_t)nl_next_interval(t);
     }
@@ -412,7 +441,8 @@ static struct nl_ithread *nl_thread_setup(void)
     nl_ith = t;
     if (__atomic_load_n(&nl_ig.on, __ATOMIC_ACQUIRE))
         nl_thread_files(t);
-    nl_fast = (t->samples.fd > 0 ? NL_FAST_SAMPLE : 0) | (t->pages.fd > 0 ? NL_FAST_EXACT : 0);
+    nl_fast = (nl_grow_on(&t->samples) ? NL_FAST_SAMPLE : 0) |
+              (nl_grow_on(&t->pages) ? NL_FAST_EXACT : 0);
     pthread_setspecific(nl_exit_key, t);
     t->busy = 0;
     return t;
@@ -476,7 +506,7 @@ void nl_inst_miss(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint6
     t = nl_own_state(t);
     if (!t)
         return;
-    if (t->busy || !(nl_ig.mode & NL_INST_EXACT) || !t->pages.fd) {
+    if (t->busy || !(nl_ig.mode & NL_INST_EXACT) || !nl_grow_on(&t->pages)) {
         /* A thread that counts no pages gets here from range accesses only (the fast path
          * stops before the cache): the slot points at the sink, so the next range is cheap. */
         if (t->busy) {
@@ -522,7 +552,7 @@ static void nl_sample_due(struct nl_ithread *t, uintptr_t addr, unsigned is_writ
 {
     if (t->shared)
         return;
-    if (!t->samples.fd) {
+    if (!nl_grow_on(&t->samples)) {
         nl_countdowns_set(INT64_MAX);
         return;
     }
@@ -546,7 +576,7 @@ __attribute__((noinline)) void nl_inst_sample(struct nl_ithread *t, uintptr_t ad
     if (!t)
         return;
     nl_sample_due(t, addr, is_write, size, ip);
-    if (t->pages.fd > 0)
+    if (nl_grow_on(&t->pages))
         nl_count(t, addr, is_write, nl_words(size));
 }
 
@@ -557,7 +587,7 @@ __attribute__((noinline)) unsigned nl_inst_rmw_sample(uintptr_t addr, unsigned s
         return nl_fast;
     /* The write is sampled when the read is: nl_sample_due takes the read's sample unless the
      * thread samples nothing or a signal handler interrupted a slow path. */
-    int both = t->samples.fd > 0 && !t->busy;
+    int both = nl_grow_on(&t->samples) && !t->busy;
     nl_sample_due(t, addr, 0, size, ip);
     if (both) {
         t->busy = 1;

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -21,9 +22,10 @@
 #include <unistd.h>
 
 #include "nl_internal.h"
+#include "numalens_fd.h"
 
 NL_TLS struct nl_thread nl_self = {.logical = -1};
-struct nl_global nl_g = {.fd = -1, .min_object = UINT64_MAX};
+struct nl_global nl_g = {.log = {.fd = -1}, .min_object = UINT64_MAX};
 
 uint64_t nl_now(void)
 {
@@ -39,9 +41,14 @@ int32_t nl_gettid(void)
     return nl_self.tid;
 }
 
+/* What descriptor 2 was when tracing started: a program that closed its stderr and opened a
+ * file of its own there must not find our messages in it. */
+static uint64_t nl_stderr_dev, nl_stderr_ino;
+static int nl_stderr_known;
+
 static void nl_say(const char *a, const char *b)
 {
-    if (!nl_g.cfg.debug)
+    if (!nl_g.cfg.debug || !nl_stderr_known || !nl_fd_still(2, nl_stderr_dev, nl_stderr_ino))
         return;
     static const char pre[] = "numalens: ";
     ssize_t r = write(2, pre, sizeof pre - 1);
@@ -62,23 +69,6 @@ void nl_disable(const char *why)
         nl_say("tracing turned off", why);
 }
 
-/** write(2) all of it, retrying on EINTR and short writes; -1 on error. */
-static int nl_write_all(int fd, const void *p, size_t len)
-{
-    const char *c = p;
-    while (len > 0) {
-        ssize_t w = write(fd, c, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        c += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 static void nl_u64_to_dec(uint64_t v, char *out)
 {
     char tmp[24];
@@ -92,8 +82,19 @@ static void nl_u64_to_dec(uint64_t v, char *out)
     *out = '\0';
 }
 
-/** Opens <dir>/events-<pid>[-e<exec>][.<k>].bin exclusively. */
-static int nl_open_log(const char *dir, uint32_t pid, uint64_t exec_count)
+/** The log cannot be written any more: the header says so (so the profile says what is
+ * missing, not that the process never ran its exit path) and tracing stops. */
+static void nl_stop_writing(int err)
+{
+    if (atomic_load(&nl_g.on)) {
+        uint32_t e = err > 0 ? (uint32_t)err : EIO;
+        nl_owned_note(&nl_g.log, &e, sizeof e, offsetof(struct nl_file_header, write_errno));
+    }
+    nl_disable("cannot write the event file");
+}
+
+/** Creates <dir>/events-<pid>[-e<exec>][.<k>].bin exclusively as @p log; 0 or -1. */
+static int nl_open_log(struct nl_owned *log, const char *dir, uint32_t pid, uint64_t exec_count)
 {
     char path[640], num[24];
     size_t dl = strlen(dir);
@@ -118,9 +119,10 @@ static int nl_open_log(const char *dir, uint32_t pid, uint64_t exec_count)
             p = stpcpy(p, num);
         }
         stpcpy(p, ".bin");
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
-        if (fd >= 0 || errno != EEXIST)
-            return fd;
+        if (nl_owned_create(log, path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644) == 0)
+            return 0;
+        if (errno != EEXIST)
+            return -1;
     }
     return -1;
 }
@@ -129,8 +131,7 @@ static int nl_open_and_header(uint32_t ppid)
 {
     nl_g.pid = (uint32_t)getpid();
     nl_g.start_ns = nl_now();
-    int fd = nl_open_log(nl_g.cfg.dir, nl_g.pid, nl_g.cfg.exec_count);
-    if (fd < 0) {
+    if (nl_open_log(&nl_g.log, nl_g.cfg.dir, nl_g.pid, nl_g.cfg.exec_count) != 0) {
         nl_say("cannot create the event file in", nl_g.cfg.dir);
         return -1;
     }
@@ -145,17 +146,18 @@ static int nl_open_and_header(uint32_t ppid)
     h.page_size = (uint32_t)sysconf(_SC_PAGESIZE);
     h.min_object = (uint32_t)(nl_g.cfg.min_object > UINT32_MAX ? UINT32_MAX : nl_g.cfg.min_object);
     h.exec_count = nl_g.cfg.exec_count;
-    if (nl_write_all(fd, &h, sizeof h) != 0) {
-        close(fd);
+    if (nl_owned_write(&nl_g.log, &h, sizeof h) != 0) {
+        nl_owned_close(&nl_g.log);
         return -1;
     }
-    nl_g.fd = fd;
     return 0;
 }
 
 int nl_core_start(const struct nl_config *cfg, uint32_t ppid)
 {
     nl_g.cfg = *cfg;
+    if (cfg->debug)
+        nl_stderr_known = nl_fd_identity(2, &nl_stderr_dev, &nl_stderr_ino) == 0;
     if (!cfg->dir[0] || nl_open_and_header(ppid) != 0)
         return -1;
     atomic_store(&nl_g.next_logical, 1);
@@ -186,9 +188,10 @@ static int nl_buf_lock(struct nl_tbuf *b, int wait)
 static void nl_buf_write(struct nl_tbuf *b)
 {
     uint32_t n = atomic_load_explicit(&b->n, memory_order_acquire);
-    if (n > b->flushed && nl_g.fd >= 0) {
-        if (nl_write_all(nl_g.fd, &b->rec[b->flushed], (size_t)(n - b->flushed) * NL_RECORD_SIZE) != 0)
-            nl_disable("cannot write the event file");
+    if (n > b->flushed) {
+        size_t bytes = (size_t)(n - b->flushed) * NL_RECORD_SIZE;
+        if (nl_owned_write(&nl_g.log, &b->rec[b->flushed], bytes) == -1)
+            nl_stop_writing(errno);
     }
     b->flushed = n;
 }
@@ -361,8 +364,7 @@ void nl_flush_all(void)
 
 void nl_write_direct(const struct nl_record *r)
 {
-    if (nl_g.fd >= 0)
-        (void)nl_write_all(nl_g.fd, r, sizeof *r);
+    (void)nl_owned_write(&nl_g.log, r, sizeof *r);
 }
 
 int nl_core_after_fork(void)
@@ -375,9 +377,7 @@ int nl_core_after_fork(void)
         atomic_store(&b->state, b == nl_self.buf);
     }
     uint32_t ppid = nl_g.pid;
-    if (nl_g.fd >= 0)
-        close(nl_g.fd);
-    nl_g.fd = -1;
+    nl_owned_close(&nl_g.log); /* the parent's file (its lock may have been held at the fork) */
     nl_self.tid = 0;
     nl_self.logical = 0;
     nl_self.small_n_out = nl_self.small_n;

@@ -17,6 +17,12 @@
 
 struct nl_real_fns nl_real;
 
+/* Marks this module as the runtime: its statics (the site table, the rule cache, the pools) are
+ * not the program's objects, and the recorder leaves out the statics of a module with this
+ * section (src/symbols.rs). */
+__attribute__((used, section("numalens_runtime"))) static const char nl_runtime_marker[16] =
+    "numalens-rt-1";
+
 _Alignas(64) unsigned char nl_boot_pool[NL_BOOT_SIZE];
 static atomic_size_t nl_boot_used;
 
@@ -71,8 +77,18 @@ void nl_resolve(void)
     NL_SYM(fork, "fork");
     NL_SYM(execve, "execve");
     NL_SYM(execvpe, "execvpe");
+    NL_SYM(fexecve, "fexecve");
+    NL_SYM(execveat, "execveat");
     NL_SYM(dlopen, "dlopen");
     NL_SYM(exit_now, "_exit");
+    NL_SYM(close, "close");
+    NL_SYM(dup, "dup");
+    NL_SYM(dup2, "dup2");
+    NL_SYM(dup3, "dup3");
+    NL_SYM(fcntl, "fcntl");
+    NL_SYM(fcntl64, "fcntl64");
+    NL_SYM(close_range, "close_range");
+    NL_SYM(closefrom, "closefrom");
     nl_self.resolving = 0;
     if (!r.malloc || !r.free || !r.calloc || !r.realloc || !r.usable)
         return; /* keep forwarding to the pool: nothing else is possible */
@@ -116,6 +132,7 @@ __attribute__((constructor)) static void nl_init(void)
     if (!nl_config_load(&cfg, getenv))
         return;
     nl_self.guard++;
+    nl_fd_shims_init(getenv);
     uint64_t lo, hi;
     if (nl_module_range((const void *)nl_init, &lo, &hi) == 0)
         nl_unwind_set_skip(lo, hi);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "nl_internal.h"
+#include "numalens_fd.h"
 
 static char nl_maps_buf[16384];
 static atomic_int nl_maps_busy;
@@ -74,7 +75,9 @@ int nl_maps_foreach(const char *path, int (*cb)(const struct nl_map *m, void *ct
     int z = 0;
     if (!atomic_compare_exchange_strong(&nl_maps_busy, &z, 1))
         return -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Opened under the raised limit (numalens_fd.h): a program that used up its descriptors,
+     * as one may by the time it exits, does not make this fail. */
+    int fd = nl_fd_open_high(path, O_RDONLY, 0, 1);
     if (fd < 0) {
         atomic_store(&nl_maps_busy, 0);
         return -1;
@@ -101,7 +104,7 @@ int nl_maps_foreach(const char *path, int (*cb)(const struct nl_map *m, void *ct
         if (have == sizeof nl_maps_buf - 1)
             have = 0; /* a line longer than the buffer: drop it */
     }
-    close(fd);
+    nl_fd_sys(SYS_close, fd, 0, 0, 0);
     atomic_store(&nl_maps_busy, 0);
     return 0;
 }

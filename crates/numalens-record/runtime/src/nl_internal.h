@@ -75,9 +75,36 @@ struct nl_thread {
 
 extern NL_TLS struct nl_thread nl_self;
 
+/* ---- owned_fd.c: a file whose descriptor the program cannot take over ---- */
+
+struct nl_owned {
+    atomic_int fd;       /* -1: none (reopened by path at the next write) */
+    atomic_int lock;     /* tid of the writer or mover holding it; 0 when free */
+    int reopen_flags;
+    uint64_t dev, ino;   /* what the descriptor must name */
+    uint64_t reopens;    /* times the file was reopened after the program took the number */
+    uint64_t size;       /* bytes written: the file's size, checked against RLIMIT_FSIZE */
+    char path[640];
+};
+
+/** Opens @p path above the program's reach; 0, or -1 (errno set). */
+int nl_owned_create(struct nl_owned *o, const char *path, int flags, int mode);
+/** Writes all of @p len bytes, reopening the file if its number was taken; 0, -1 (errno set), or
+ * -2 when a signal handler interrupted this thread's own write (nothing written). */
+int nl_owned_write(struct nl_owned *o, const void *p, size_t len);
+/** Writes @p len bytes in place at offset @p at (a header field), when writing at the end
+ * fails. */
+void nl_owned_note(struct nl_owned *o, const void *p, size_t len, uint64_t at);
+/** 1 if @p fd is @p o's descriptor. */
+int nl_owned_is(struct nl_owned *o, int fd);
+/** If @p fd is @p o's descriptor, moves it to another number (the program is about to use fd). */
+void nl_owned_step_aside(struct nl_owned *o, int fd);
+/** Closes the file (fork child: the parent's file). */
+void nl_owned_close(struct nl_owned *o);
+
 struct nl_global {
     atomic_int on;                 /* tracing enabled */
-    int fd;                        /* the event file, O_APPEND */
+    struct nl_owned log;           /* the event file, O_APPEND */
     uint32_t pid;
     uint64_t start_ns;
     uint64_t min_object;           /* UINT64_MAX while tracing is off */

@@ -9,7 +9,9 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "nl_internal.h"
 
@@ -35,8 +37,18 @@ struct nl_real_fns {
     pid_t (*fork)(void);
     int (*execve)(const char *, char *const[], char *const[]);
     int (*execvpe)(const char *, char *const[], char *const[]);
+    int (*fexecve)(int, char *const[], char *const[]);
+    int (*execveat)(int, const char *, char *const[], char *const[], int);
     void *(*dlopen)(const char *, int);
     void (*exit_now)(int) __attribute__((noreturn));
+    int (*close)(int);
+    int (*dup)(int);
+    int (*dup2)(int, int);
+    int (*dup3)(int, int, int);
+    int (*fcntl)(int, int, ...);
+    int (*fcntl64)(int, int, ...);
+    int (*close_range)(unsigned, unsigned, int);
+    void (*closefrom)(int);
 };
 
 extern struct nl_real_fns nl_real;
@@ -54,6 +66,16 @@ static inline int nl_boot_owns(const void *p)
     return (uintptr_t)p - (uintptr_t)nl_boot_pool < NL_BOOT_SIZE;
 }
 size_t nl_boot_size(const void *p);
+
+/** 1 in a vfork(2) child (or posix_spawn's): it shares the parent's memory, so it must not touch
+ * the runtime's state. */
+static inline int nl_foreign_process(void)
+{
+    return (uint32_t)syscall(SYS_getpid) != nl_g.pid;
+}
+
+/** Learns where the inst runtime's files are (shims_fd.c), from @p get (getenv). */
+void nl_fd_shims_init(char *(*get)(const char *));
 
 /** Slow paths, called only for allocations of at least min_object. */
 void nl_on_alloc(void *p, size_t size, size_t align, int fn);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "nl_internal.h"
+#include "numalens_fd.h"
 
 #define NL_PAGE_BATCH 1024u
 /** Pages queried at most per process (64 GiB of 4 KiB pages), to bound the time spent at exit. */
@@ -126,7 +127,8 @@ static void nl_numa_line(const char *line, uint64_t page_kb)
 static void nl_numa_read(uint64_t page_size)
 {
     nl_numa_n = 0;
-    int fd = open("/proc/self/numa_maps", O_RDONLY | O_CLOEXEC);
+    /* Under the raised limit, as in maps.c. */
+    int fd = nl_fd_open_high("/proc/self/numa_maps", O_RDONLY, 0, 1);
     if (fd < 0)
         return;
     size_t have = 0;
@@ -148,7 +150,7 @@ static void nl_numa_read(uint64_t page_size)
         if (have == sizeof nl_numa_buf - 1)
             have = 0; /* a line longer than the buffer: drop it */
     }
-    close(fd);
+    nl_fd_sys(SYS_close, fd, 0, 0, 0);
 }
 
 struct nl_pages_ctx {

@@ -2,7 +2,8 @@
 /**
  * @file shims_proc.c
  * @brief The interposed thread and process functions: pthread_create/pthread_exit, fork,
- * execve/execv/execvp/execvpe, dlopen and _exit.
+ * the exec family (execve, execv, execvp, execvpe, execl, execlp, execle, fexecve, execveat),
+ * dlopen and _exit.
  *
  * Logical thread ids are handed out by pthread_create in the creating thread, so they follow
  * creation order (main thread 0). The exec wrappers pass NUMALENS_EXEC_COUNT+1 to the new image
@@ -10,6 +11,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -164,13 +166,6 @@ static void nl_exec_entry(char *out)
     *out = '\0';
 }
 
-/** 1 in a vfork(2) child (or posix_spawn's): it shares the parent's memory, so it must not touch
- * the runtime's state. */
-static int nl_foreign_process(void)
-{
-    return (uint32_t)syscall(SYS_getpid) != nl_g.pid;
-}
-
 static void nl_before_exec(const char *path)
 {
     if (nl_foreign_process())
@@ -184,20 +179,43 @@ static void nl_before_exec(const char *path)
     nl_self.guard--;
 }
 
-typedef int (*nl_exec_fn)(const char *, char *const[], char *const[]);
+/** One exec call: which function, and its arguments besides the environment. */
+struct nl_exec_call {
+    enum { NL_EXECVE, NL_EXECVPE, NL_FEXECVE, NL_EXECVEAT } fn;
+    int fd; /* fexecve, execveat */
+    const char *path;
+    char *const *argv;
+    int flags; /* execveat */
+};
 
-static int nl_exec(nl_exec_fn real, const char *path, char *const argv[], char *const envp[])
+static int nl_exec_real(const struct nl_exec_call *c, char *const envp[])
+{
+    switch (c->fn) {
+    case NL_EXECVPE:
+        return nl_real.execvpe(c->path, c->argv, envp);
+    case NL_FEXECVE:
+        return nl_real.fexecve(c->fd, c->argv, envp);
+    case NL_EXECVEAT:
+        if (nl_real.execveat)
+            return nl_real.execveat(c->fd, c->path, c->argv, envp, c->flags);
+        return (int)syscall(SYS_execveat, c->fd, c->path, c->argv, envp, c->flags);
+    default:
+        return nl_real.execve(c->path, c->argv, envp);
+    }
+}
+
+static int nl_exec(const struct nl_exec_call *c, char *const envp[])
 {
     if (nl_unlikely(!nl_real.free))
         nl_resolve();
     if (!atomic_load(&nl_g.on))
-        return real(path, argv, envp);
+        return nl_exec_real(c, envp);
     char entry[sizeof nl_exec_var + 24];
     size_t bytes = 0;
     nl_exec_entry(entry);
     char **env = nl_env_with(envp, entry, &bytes);
-    nl_before_exec(path);
-    int rc = real(path, argv, env ? env : envp);
+    nl_before_exec(c->path);
+    int rc = nl_exec_real(c, env ? env : envp);
     int e = errno;
     if (env)
         syscall(SYS_munmap, env, bytes);
@@ -207,30 +225,77 @@ static int nl_exec(nl_exec_fn real, const char *path, char *const argv[], char *
 
 NL_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-    if (nl_unlikely(!nl_real.free))
-        nl_resolve();
-    return nl_exec(nl_real.execve, path, argv, envp);
+    struct nl_exec_call c = {.fn = NL_EXECVE, .path = path, .argv = argv};
+    return nl_exec(&c, envp);
 }
 
 NL_EXPORT int execv(const char *path, char *const argv[])
 {
-    if (nl_unlikely(!nl_real.free))
-        nl_resolve();
-    return nl_exec(nl_real.execve, path, argv, environ);
-}
-
-NL_EXPORT int execvp(const char *file, char *const argv[])
-{
-    if (nl_unlikely(!nl_real.free))
-        nl_resolve();
-    return nl_exec(nl_real.execvpe, file, argv, environ);
+    return execve(path, argv, environ);
 }
 
 NL_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    if (nl_unlikely(!nl_real.free))
-        nl_resolve();
-    return nl_exec(nl_real.execvpe, file, argv, envp);
+    struct nl_exec_call c = {.fn = NL_EXECVPE, .path = file, .argv = argv};
+    return nl_exec(&c, envp);
+}
+
+NL_EXPORT int execvp(const char *file, char *const argv[])
+{
+    return execvpe(file, argv, environ);
+}
+
+NL_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    struct nl_exec_call c = {.fn = NL_FEXECVE, .fd = fd, .argv = argv};
+    return nl_exec(&c, envp);
+}
+
+NL_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+                       int flags)
+{
+    struct nl_exec_call c = {.fn = NL_EXECVEAT, .fd = dirfd, .path = path, .argv = argv, .flags = flags};
+    return nl_exec(&c, envp);
+}
+
+/* The list forms: libc's own execl/execlp/execle call its execve directly, past the shims above,
+ * so the new image was started without EXEC and under the old exec count. Their argument lists
+ * are copied into an array on the stack, as libc does. */
+#define NL_ARGV_FROM_LIST(first, ap, argv)                                                         \
+    size_t n_ = 1;                                                                                 \
+    va_start(ap, first);                                                                           \
+    while (va_arg(ap, char *))                                                                     \
+        n_++;                                                                                      \
+    va_end(ap);                                                                                    \
+    char *argv[n_ + 1];                                                                            \
+    argv[0] = (char *)first;                                                                       \
+    va_start(ap, first);                                                                           \
+    for (size_t i_ = 1; i_ <= n_; i_++)                                                            \
+        argv[i_] = va_arg(ap, char *);
+
+NL_EXPORT int execl(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    NL_ARGV_FROM_LIST(arg, ap, argv);
+    va_end(ap);
+    return execve(path, argv, environ);
+}
+
+NL_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap;
+    NL_ARGV_FROM_LIST(arg, ap, argv);
+    va_end(ap);
+    return execvpe(file, argv, environ);
+}
+
+NL_EXPORT int execle(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    NL_ARGV_FROM_LIST(arg, ap, argv);
+    char *const *envp = va_arg(ap, char *const *); /* after the NULL ending the list */
+    va_end(ap);
+    return execve(path, argv, envp);
 }
 
 /* ---- dlopen, _exit ---- */

@@ -5,14 +5,19 @@
  *
  * Modes: `unit` runs self-checking unit tests; `write DIR` writes one record of every kind with
  * known values (the Rust round-trip test reads them back); `threads DIR N K` has N threads emit
- * K records each through their own buffers; `env-table` prints the configuration table.
+ * K records each through their own buffers; `owned DIR` checks the event file's descriptor against
+ * a program that takes it (owned_fd.c); `env-table` prints the configuration table.
  */
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "nl_check.h"
@@ -177,6 +182,122 @@ static int write_all_kinds(const char *dir)
     return 0;
 }
 
+/* ---- owned descriptors (owned_fd.c) ---- */
+
+static long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static void path_in(char *out, size_t cap, const char *dir, const char *name)
+{
+    snprintf(out, cap, "%s/%s", dir, name);
+}
+
+/* How many descriptors open() gives before EMFILE (all closed again). */
+static int descriptors_left(void)
+{
+    int fds[4096], n = 0;
+    while (n < 4096 && (fds[n] = open("/dev/null", O_RDONLY)) >= 0)
+        n++;
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    return n;
+}
+
+/* The descriptor sits above the soft limit and does not count against it. */
+static void test_owned_out_of_reach(struct nl_owned *o, const char *path)
+{
+    struct rlimit lim, wide;
+    getrlimit(RLIMIT_NOFILE, &wide);
+    CHECK(wide.rlim_max > 128); /* room to test in */
+    lim = wide;
+    lim.rlim_cur = 64;
+    CHECK(setrlimit(RLIMIT_NOFILE, &lim) == 0);
+    int left = descriptors_left();
+    CHECK(nl_owned_create(o, path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644) == 0);
+    CHECK(o->fd >= 64);
+    getrlimit(RLIMIT_NOFILE, &lim);
+    CHECK(lim.rlim_cur == 64); /* put back */
+    CHECK(descriptors_left() == left);
+    setrlimit(RLIMIT_NOFILE, &wide); /* a program may raise it again, and reach ours */
+}
+
+/* A raw close and a raw dup2 of someone else's file onto our number: the write goes to ours. */
+static void test_owned_taken(struct nl_owned *o, const char *path, const char *victim)
+{
+    int ours = o->fd;
+    syscall(SYS_close, ours);
+    int v = open(victim, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(v >= 0 && syscall(SYS_dup2, v, ours) == ours);
+    CHECK(nl_owned_write(o, "abc", 3) == 0);
+    CHECK(file_size(victim) == 0 && file_size(path) == 3);
+    CHECK(o->fd != ours && o->reopens == 1);
+    close(v);
+    syscall(SYS_close, ours);
+    /* Stepping aside: the number is freed for the program, the file stays ours. */
+    int before = o->fd;
+    nl_owned_step_aside(o, before);
+    CHECK(o->fd >= 0 && o->fd != before && fcntl(before, F_GETFD) == -1 && errno == EBADF);
+    CHECK(nl_owned_write(o, "de", 2) == 0 && file_size(path) == 5);
+    CHECK(nl_owned_is(o, o->fd) && !nl_owned_is(o, before));
+}
+
+/* Past a soft RLIMIT_FSIZE the write makes room (no SIGXFSZ); past the hard one it fails. */
+static void test_owned_fsize(struct nl_owned *o, const char *path)
+{
+    struct rlimit lim;
+    getrlimit(RLIMIT_FSIZE, &lim);
+    lim.rlim_cur = 4;
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    char block[100];
+    memset(block, 'z', sizeof block);
+    CHECK(nl_owned_write(o, block, sizeof block) == 0 && file_size(path) == 105);
+    getrlimit(RLIMIT_FSIZE, &lim);
+    CHECK(lim.rlim_cur == 4);
+    lim.rlim_max = 4; /* irreversible: the last check of this process */
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    errno = 0;
+    CHECK(nl_owned_write(o, block, sizeof block) == -1 && errno == EFBIG);
+    CHECK(file_size(path) == 105);
+}
+
+/* A note goes in place, though the file is O_APPEND. */
+static void test_owned_note(const char *path)
+{
+    struct nl_owned o;
+    memset(&o, 0, sizeof o);
+    CHECK(nl_owned_create(&o, path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644) == 0);
+    CHECK(nl_owned_write(&o, "xxxxxxxx", 8) == 0);
+    nl_owned_note(&o, "YY", 2, 2);
+    CHECK(nl_owned_write(&o, "!", 1) == 0);
+    char got[16] = {0};
+    int fd = open(path, O_RDONLY);
+    CHECK(read(fd, got, sizeof got) == 9 && memcmp(got, "xxYYxxxx!", 9) == 0);
+    close(fd);
+    nl_owned_close(&o);
+}
+
+static int owned(const char *dir)
+{
+    char path[600], victim[600], noted[600];
+    path_in(path, sizeof path, dir, "owned");
+    path_in(victim, sizeof victim, dir, "victim");
+    path_in(noted, sizeof noted, dir, "noted");
+    struct nl_owned o;
+    memset(&o, 0, sizeof o);
+    test_owned_out_of_reach(&o, path);
+    test_owned_taken(&o, path, victim);
+    test_owned_note(noted);
+    test_owned_fsize(&o, path);
+    if (failures)
+        fprintf(stderr, "%d checks failed\n", failures);
+    else
+        printf("ok\n");
+    return failures ? 1 : 0;
+}
+
 struct th_arg {
     int k;
 };
@@ -214,6 +335,8 @@ int main(int argc, char **argv)
         return unit();
     if (argc >= 3 && strcmp(argv[1], "write") == 0)
         return write_all_kinds(argv[2]);
+    if (argc >= 3 && strcmp(argv[1], "owned") == 0)
+        return owned(argv[2]);
     if (argc >= 5 && strcmp(argv[1], "threads") == 0)
         return threads(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (argc >= 2 && strcmp(argv[1], "env-table") == 0) {
@@ -222,6 +345,6 @@ int main(int argc, char **argv)
             printf("%s\t%s\t%s\n", name, deflt, doc);
         return 0;
     }
-    fprintf(stderr, "usage: test_core unit | write DIR | threads DIR N K | env-table\n");
+    fprintf(stderr, "usage: test_core unit | write DIR | owned DIR | threads DIR N K | env-table\n");
     return 2;
 }

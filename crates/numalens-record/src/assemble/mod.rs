@@ -415,6 +415,13 @@ fn completeness(
     for (log, view) in logs.iter().zip(views) {
         if still_running.contains(&log.header.pid) {
             // Its log ends where the recording stopped, not where the process did.
+        } else if log.header.write_errno != 0 {
+            let why = std::io::Error::from_raw_os_error(log.header.write_errno as i32);
+            reasons.push(format!(
+                "process {}: the runtime could not write its event log ({why}); what the process \
+                 did after that is missing",
+                log.header.pid
+            ));
         } else if let Some(signal) = view.signal {
             reasons.push(format!(
                 "process {} died of signal {signal}",

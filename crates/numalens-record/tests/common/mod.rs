@@ -10,7 +10,7 @@ pub fn runtime_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("runtime")
 }
 
-const SHIMS: [&str; 3] = ["hooks.c", "shims.c", "shims_proc.c"];
+const SHIMS: [&str; 4] = ["hooks.c", "shims.c", "shims_fd.c", "shims_proc.c"];
 
 /// Compiles runtime/tests/test_core.c with every core source (not the shims) into `dir`.
 pub fn build_test_core(dir: &Path) -> PathBuf {

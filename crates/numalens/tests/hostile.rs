@@ -1,0 +1,391 @@
+//! Hostile programs (tests/hostile_progs/): programs that close or dup2 every descriptor, exec
+//! through every variant, take over their signals, lower their limits, run out of descriptors,
+//! make raw clone3 threads, unshare, filter their own system calls or daemonise. Each runs
+//! natively and under `numalens record`, each in a fresh directory: what the program does (its
+//! files byte for byte, its stdout and stderr, its exit status) must be the same, and the profile
+//! must be complete or say what it lacks.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use numalens_format::{Object, ObjectKind, PageStat, Profile};
+
+/// What a program did that anyone can see.
+#[derive(PartialEq)]
+struct Behaviour {
+    status: Option<i32>,
+    stdout: String,
+    stderr: String,
+    files: BTreeMap<String, Vec<u8>>,
+}
+
+/// Files as their sizes and beginnings: a runtime's binary log in one of them is kilobytes long.
+impl std::fmt::Debug for Behaviour {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let files: BTreeMap<&String, String> = self
+            .files
+            .iter()
+            .map(|(name, bytes)| {
+                let head = String::from_utf8_lossy(&bytes[..bytes.len().min(40)]).into_owned();
+                (name, format!("{} bytes: {head:?}", bytes.len()))
+            })
+            .collect();
+        f.debug_struct("Behaviour")
+            .field("status", &self.status)
+            .field("stdout", &self.stdout)
+            .field("stderr", &self.stderr)
+            .field("files", &files)
+            .finish()
+    }
+}
+
+/// `meta.json`'s completeness.
+struct Completeness {
+    complete: bool,
+    reasons: Vec<String>,
+}
+
+fn progs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile_progs")
+}
+
+/// Builds `NAME.c` with gcc, or instrumented with `numalens cc` when `inst`.
+fn build(dir: &Path, name: &str, inst: bool) -> PathBuf {
+    let out = dir.join(if inst {
+        format!("{name}-inst")
+    } else {
+        name.into()
+    });
+    let source = progs().join(format!("{name}.c"));
+    let mut args = vec!["-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread"];
+    args.extend([source.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let built = if inst {
+        common::numalens(&[&["cc"], args.as_slice()].concat())
+    } else {
+        Command::new("gcc").args(&args).output().expect("run gcc")
+    };
+    assert!(
+        built.status.success(),
+        "{name}: {}",
+        common::text(&built.stderr)
+    );
+    out
+}
+
+/// Every file a run left in its directory (the profile's directory left out).
+fn files_in(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            files.insert(name, std::fs::read(e.path()).unwrap());
+        }
+    }
+    files
+}
+
+/// The program's own stderr lines: `numalens record` adds its summary lines to the same stream.
+fn program_lines(stderr: &[u8]) -> String {
+    common::text(stderr)
+        .lines()
+        .filter(|l| !l.starts_with("numalens: "))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// Waits (up to 10 s) until `file` exists in `dir`: for programs whose work outlives them.
+fn wait_for(dir: &Path, file: Option<&str>) {
+    let Some(file) = file else { return };
+    let until = Instant::now() + Duration::from_secs(10);
+    while !dir.join(file).exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Environment given to both runs: the runtime's debug messages on (they go to stderr, where a
+/// program that reused descriptor 2 must not find them); nothing natively.
+const ENV: [(&str, &str); 1] = [("NUMALENS_DEBUG", "1")];
+
+fn run_native(work: &Path, exe: &Path, args: &[&str], wait: Option<&str>) -> Behaviour {
+    std::fs::create_dir(work).unwrap();
+    let out = Command::new(exe)
+        .args(args)
+        .envs(ENV)
+        .current_dir(work)
+        .output()
+        .unwrap();
+    wait_for(work, wait);
+    Behaviour {
+        status: out.status.code(),
+        stdout: common::text(&out.stdout),
+        stderr: program_lines(&out.stderr),
+        files: files_in(work),
+    }
+}
+
+fn run_recorded(
+    work: &Path,
+    profile: &Path,
+    exe: &Path,
+    args: &[&str],
+    wait: Option<&str>,
+) -> (Behaviour, Completeness) {
+    std::fs::create_dir(work).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_numalens"));
+    cmd.args(["record", "-o"]).arg(profile);
+    if exe.to_string_lossy().ends_with("-inst") {
+        cmd.args(["--backend", "inst"]);
+    }
+    let out = cmd
+        .arg(exe)
+        .args(args)
+        .current_dir(work)
+        .envs(ENV)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    wait_for(work, wait);
+    let meta: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(profile.join("meta.json"))
+            .unwrap_or_else(|e| panic!("{}: {e}: {}", exe.display(), common::text(&out.stderr))),
+    )
+    .unwrap();
+    let c = &meta["completeness"];
+    let completeness = Completeness {
+        complete: c["complete"].as_bool().unwrap(),
+        reasons: c["reasons"]
+            .as_array()
+            .map(|r| r.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default(),
+    };
+    let behaviour = Behaviour {
+        status: out.status.code(),
+        stdout: common::text(&out.stdout),
+        stderr: program_lines(&out.stderr),
+        files: files_in(work),
+    };
+    (behaviour, completeness)
+}
+
+/// Runs `exe ARGS` both ways in `dir`; asserts the same behaviour and returns the recording's
+/// completeness and profile.
+fn same_behaviour_in(
+    dir: &Path,
+    exe: &Path,
+    args: &[&str],
+    wait: Option<&str>,
+) -> (Completeness, PathBuf) {
+    let native = run_native(&dir.join("native"), exe, args, wait);
+    let profile = dir.join("p.numalens");
+    let (recorded, completeness) = run_recorded(&dir.join("recorded"), &profile, exe, args, wait);
+    assert_eq!(
+        recorded,
+        native,
+        "{} {args:?}: the program behaved differently under numalens",
+        exe.display()
+    );
+    (completeness, profile)
+}
+
+fn same_behaviour(exe: &Path, args: &[&str], wait: Option<&str>) -> Completeness {
+    let d = tempfile::tempdir().unwrap();
+    same_behaviour_in(d.path(), exe, args, wait).0
+}
+
+/// The profile holds the work of `churn()` (hostile.h): its 3000 blocks of 100000 bytes as
+/// objects, and with `inst` the exact counts of their writes.
+fn assert_recorded_churn(what: &str, profile: &Path, inst: bool) {
+    let p = Profile::open(profile).unwrap();
+    let blocks = p
+        .read_all::<Object>()
+        .unwrap()
+        .iter()
+        .filter(|o| o.size == 100_000)
+        .count();
+    assert!(
+        blocks >= 3000,
+        "{what}: {blocks} of the 3000 blocks recorded"
+    );
+    if inst {
+        let writes: u64 = p
+            .read_all::<PageStat>()
+            .unwrap()
+            .iter()
+            .map(|s| s.writes)
+            .sum();
+        assert!(
+            writes >= 3000 * 100_000 / 8,
+            "{what}: {writes} words written counted"
+        );
+    }
+}
+
+fn assert_complete(what: &str, c: &Completeness) {
+    assert!(c.complete, "{what}: profile incomplete: {:?}", c.reasons);
+}
+
+/// Both backends: the plain build, and the build by `numalens cc` recorded with `--backend inst`;
+/// each profile complete and holding the program's work.
+fn both_backends(name: &str, args: &[&str]) {
+    let d = tempfile::tempdir().unwrap();
+    for inst in [false, true] {
+        let exe = build(d.path(), name, inst);
+        let runs = d.path().join(format!("runs-{inst}"));
+        std::fs::create_dir(&runs).unwrap();
+        let (c, profile) = same_behaviour_in(&runs, &exe, args, None);
+        let what = format!("{name} {args:?} inst={inst}");
+        assert_complete(&what, &c);
+        assert_recorded_churn(&what, &profile, inst);
+    }
+}
+
+#[test]
+fn closing_every_descriptor_leaves_the_programs_files_and_the_profile_whole() {
+    both_backends("close_all", &[]);
+}
+
+#[test]
+fn dup2_onto_every_descriptor_leaves_the_programs_files_and_the_profile_whole() {
+    both_backends("dup2_all", &[]);
+}
+
+#[test]
+fn closing_every_descriptor_behind_libcs_back_leaves_the_programs_files_whole() {
+    for how in ["raw", "close_range", "closefrom"] {
+        both_backends("close_range_raw", &[how]);
+    }
+}
+
+#[test]
+fn a_program_started_without_stdin_keeps_its_exact_counts() {
+    both_backends("stdin_closed", &[]);
+}
+
+#[test]
+fn every_exec_variant_keeps_the_profile_complete() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = build(d.path(), "exec_all", false);
+    for variant in [
+        "execl",
+        "execlp",
+        "execle",
+        "execv",
+        "execvp",
+        "execvpe",
+        "execve",
+        "fexecve",
+        "execveat",
+        "posix_spawn",
+        "posix_spawnp",
+        "vfork",
+    ] {
+        let c = same_behaviour(&exe, &[variant], None);
+        assert_complete(variant, &c);
+    }
+}
+
+#[test]
+fn a_program_that_takes_over_every_signal_behaves_the_same() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = build(d.path(), "signals", false);
+    assert_complete("signals", &same_behaviour(&exe, &[], None));
+}
+
+#[test]
+fn tiny_resource_limits_change_nothing_for_the_program() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = build(d.path(), "rlimits", false);
+    for what in ["nofile", "as", "fsize"] {
+        let c = same_behaviour(&exe, &[what], None);
+        assert_complete(what, &c);
+    }
+}
+
+#[test]
+fn a_program_that_runs_out_of_descriptors_gets_as_many_as_natively() {
+    both_backends("exhaust", &[]);
+}
+
+#[test]
+#[cfg(target_arch = "x86_64")] // the program makes its clone3 call in x86-64 assembly
+fn raw_clone3_threads_and_unshare_behave_the_same() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = build(d.path(), "clone3_thread", false);
+    assert_complete("clone3", &same_behaviour(&exe, &[], None));
+}
+
+#[test]
+fn a_seccomp_filter_against_the_runtime_changes_nothing_for_the_program() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = build(d.path(), "seccomp", false);
+    let c = same_behaviour(&exe, &[], None);
+    // Its own file as descriptor 2: the runtime's message about stopping must not go there.
+    same_behaviour(&exe, &["own-stderr"], None);
+    let native = Command::new(&exe).current_dir(d.path()).output().unwrap();
+    if !common::text(&native.stdout).starts_with("filter 0 0,") {
+        eprintln!("no seccomp filters here: only the program's side was checked");
+        return;
+    }
+    // The filter forbids the runtime's writes: the profile cannot be complete, and says why.
+    assert!(!c.complete);
+    assert!(
+        c.reasons
+            .iter()
+            .any(|r| r
+                .contains("the runtime could not write its event log (Operation not permitted")),
+        "{:?}",
+        c.reasons
+    );
+}
+
+#[test]
+fn a_daemon_writes_the_same_files() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = build(d.path(), "daemon", false);
+    // Only the program's side here: recording until the daemon's child exits (and so a
+    // complete profile with the child's work) is the recorder loop's part; its test will add
+    // assert_complete here.
+    same_behaviour(&exe, &[], Some("daemon.out"));
+}
+
+#[test]
+fn the_runtimes_own_statics_are_not_the_programs_objects() {
+    let d = tempfile::tempdir().unwrap();
+    for inst in [false, true] {
+        let exe = build(d.path(), "statics", inst);
+        let profile = d.path().join(format!("statics-{inst}.numalens"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_numalens"));
+        cmd.args(["record", "--min-object", "64", "-o"])
+            .arg(&profile);
+        if inst {
+            cmd.args(["--backend", "inst"]);
+        }
+        let out = cmd.arg(&exe).output().unwrap();
+        assert!(out.status.success(), "{}", common::text(&out.stderr));
+        let objects = Profile::open(&profile)
+            .unwrap()
+            .read_all::<Object>()
+            .unwrap();
+        let statics: Vec<&str> = objects
+            .iter()
+            .filter(|o| o.kind == ObjectKind::Static)
+            .map(|o| o.name.as_str())
+            .collect();
+        for own in ["program_table", "program_small"] {
+            assert!(
+                statics.contains(&own),
+                "inst={inst}: no {own} in {statics:?}"
+            );
+        }
+        let runtimes: Vec<&&str> = statics.iter().filter(|n| n.starts_with("nl_")).collect();
+        assert!(
+            runtimes.is_empty(),
+            "inst={inst}: the runtime's {runtimes:?}"
+        );
+    }
+}

@@ -1,0 +1,50 @@
+/* Lowers its own limits: eight descriptors (then opens until EMFILE), a small address space
+ * (then asks for more than it allows), or a small largest file (then writes up to it). */
+#include <errno.h>
+#include <stdio.h>
+#include <sys/resource.h>
+
+#include "hostile.h"
+
+static void lower(int which, rlim_t to)
+{
+    struct rlimit lim;
+    getrlimit(which, &lim);
+    lim.rlim_cur = to;
+    setrlimit(which, &lim);
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "nofile";
+    unsigned sum = churn();
+    char line[128];
+    if (!strcmp(what, "nofile")) {
+        lower(RLIMIT_NOFILE, 8);
+        int n = 0;
+        while (open("/dev/null", O_RDONLY) >= 0)
+            n++;
+        int e = errno;
+        sum += churn();
+        snprintf(line, sizeof line, "opened %d, then errno %d, %u\n", n, e, sum);
+    } else if (!strcmp(what, "as")) {
+        lower(RLIMIT_AS, (rlim_t)4 << 30);
+        void *p = malloc((size_t)8 << 30);
+        sum += churn();
+        snprintf(line, sizeof line, "8 GiB: %s, %u\n", p ? "got" : "refused", sum);
+    } else {
+        /* SIGXFSZ stays at its default: a write past the limit would kill the program. */
+        lower(RLIMIT_FSIZE, 10000);
+        int fd = open("sized", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        char block[1000];
+        memset(block, 'x', sizeof block);
+        long total = 0;
+        for (int i = 0; i < 10; i++)
+            total += write(fd, block, sizeof block);
+        sum += churn();
+        snprintf(line, sizeof line, "wrote %ld, %u\n", total, sum);
+    }
+    put("result", line);
+    put_fd(1, line);
+    return 0;
+}
