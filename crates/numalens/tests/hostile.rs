@@ -344,13 +344,15 @@ fn a_seccomp_filter_against_the_runtime_changes_nothing_for_the_program() {
 }
 
 #[test]
-fn a_daemon_writes_the_same_files() {
+fn a_daemon_writes_the_same_files_and_its_child_is_recorded_to_its_end() {
     let d = tempfile::tempdir().unwrap();
     let exe = build(d.path(), "daemon", false);
-    // Only the program's side here: recording until the daemon's child exits (and so a
-    // complete profile with the child's work) is the recorder loop's part; its test will add
-    // assert_complete here.
-    same_behaviour(&exe, &[], Some("daemon.out"));
+    // The recording lasts until the daemon's child exits, so the profile is complete and holds
+    // the child's work.
+    let runs = tempfile::tempdir().unwrap();
+    let (c, profile) = same_behaviour_in(runs.path(), &exe, &[], Some("daemon.out"));
+    assert_complete("daemon", &c);
+    assert_recorded_churn("daemon", &profile, false);
 }
 
 #[test]
