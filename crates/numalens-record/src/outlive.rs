@@ -18,8 +18,10 @@ pub struct Outlived {
     pub processes: u64,
     /// From the first process's exit to the end of the recording.
     pub after_first: Duration,
-    /// Processes still running when a signal to the recorder ended the recording early: what
-    /// they did afterwards is not in the profile.
+    /// A signal to the recorder ended the recording while processes of the program still ran:
+    /// what they did afterwards is not in the profile.
+    pub stopped_early: bool,
+    /// Those of them that could be named (a lost FORK record leaves one unnamed).
     pub still_running: Vec<u32>,
 }
 
@@ -29,6 +31,7 @@ pub(crate) struct FirstExit {
     reaped: Instant,
     /// Other processes of the program were running after it.
     outlived: bool,
+    stopped_early: bool,
     still_running: Vec<u32>,
 }
 
@@ -38,6 +41,7 @@ impl FirstExit {
             status,
             reaped: Instant::now(),
             outlived: false,
+            stopped_early: false,
             still_running: Vec::new(),
         }
     }
@@ -50,6 +54,7 @@ impl FirstExit {
         if running.is_some() && !stop {
             return false;
         }
+        self.stopped_early = running.is_some();
         self.still_running = running.unwrap_or_default();
         true
     }
@@ -59,6 +64,7 @@ impl FirstExit {
         self.outlived.then(|| Outlived {
             processes: processes_seen,
             after_first: self.reaped.elapsed(),
+            stopped_early: self.stopped_early,
             still_running: self.still_running,
         })
     }
@@ -67,7 +73,7 @@ impl FirstExit {
 /// Where to learn which processes of the program still run.
 pub(crate) struct Others<'a> {
     pub sampler: Option<&'a FaultSampler>,
-    /// Processes the rings' FORK and EXIT records say are running.
+    /// Processes the rings' FORK records named, as long as they exist.
     pub live: &'a BTreeSet<u32>,
     pub events_dir: &'a Path,
 }
@@ -85,8 +91,9 @@ impl Others<'_> {
     }
 }
 
-/// True while `pid` exists (a zombie included).
-fn exists(pid: u32) -> bool {
+/// True while `pid` exists (a zombie included, and a process whose main thread has exited while
+/// its other threads run on).
+pub(crate) fn exists(pid: u32) -> bool {
     // SAFETY: signal 0 only checks that the process exists and may be signalled.
     unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
 }

@@ -270,6 +270,7 @@ pub fn run(
                 last_scan = last_snapshot;
             }
             let now = monotonic_ns();
+            raw.prune_live();
             for pid in &raw.live {
                 let mappings = raw.maps.snapshot(*pid, now);
                 if scan_due {
@@ -377,6 +378,11 @@ struct Collected {
 
 impl Collected {
     /// The first process and every process it or its descendants started.
+    /// Forgets the processes that no longer exist.
+    fn prune_live(&mut self) {
+        self.live.retain(|pid| crate::outlive::exists(*pid));
+    }
+
     fn processes_seen(&self) -> u64 {
         let forks = self
             .tasks
@@ -394,9 +400,8 @@ impl Collected {
                     PerfEvent::Fork { pid, tid, .. } if pid == tid => {
                         self.live.insert(*pid);
                     }
-                    PerfEvent::Exit { pid, tid, .. } if pid == tid => {
-                        self.live.remove(pid);
-                    }
+                    // A main thread's EXIT does not end its process when other threads run
+                    // on (pthread_exit): processes leave `live` in `prune_live`, when gone.
                     PerfEvent::Comm {
                         pid, exec: true, ..
                     } => {

@@ -14,7 +14,7 @@ fn build_daemon(dir: &Path) -> std::path::PathBuf {
     let progs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../numalens-record/tests/record_progs");
     let exe = dir.join("daemon");
     let out = Command::new("gcc")
-        .args(["-O1", "-g", "-o"])
+        .args(["-O1", "-g", "-pthread", "-o"])
         .arg(&exe)
         .arg(progs.join("daemon.c"))
         .output()
@@ -42,6 +42,17 @@ fn wait_for(path: &Path) {
 
 #[test]
 fn ctrl_c_while_the_daemon_runs_says_what_is_missing() {
+    ctrl_c_while_the_daemon_runs(None);
+}
+
+/// The daemon's main thread has ended (pthread_exit) while its worker runs on: the process still
+/// runs, and is named as such.
+#[test]
+fn ctrl_c_while_a_daemon_without_its_main_thread_runs_names_it() {
+    ctrl_c_while_the_daemon_runs(Some("thread"));
+}
+
+fn ctrl_c_while_the_daemon_runs(how: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let exe = build_daemon(dir.path());
     let (out, done, profile) = (
@@ -63,6 +74,7 @@ fn ctrl_c_while_the_daemon_runs_says_what_is_missing() {
             &done,
             Path::new("60000"),
         ])
+        .args(how)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -453,12 +453,16 @@ fn completeness(
                 .into(),
         );
     }
-    if !still_running.is_empty() {
-        let pids: Vec<String> = still_running.iter().map(u32::to_string).collect();
+    if raw.outlived.as_ref().is_some_and(|o| o.stopped_early) {
+        let which = if still_running.is_empty() {
+            "processes".to_string()
+        } else {
+            let pids: Vec<String> = still_running.iter().map(u32::to_string).collect();
+            format!("processes {}", pids.join(", "))
+        };
         reasons.push(format!(
-            "the recording was stopped while processes {} of the program were still running: \
-             their work after that point is not in the profile",
-            pids.join(", ")
+            "the recording was stopped while {which} of the program were still running: \
+             their work after that point is not in the profile"
         ));
     }
     if let Some(signal) = raw.exit.signal() {

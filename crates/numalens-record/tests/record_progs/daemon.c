@@ -1,9 +1,12 @@
 /* Daemonises: the first process forks and exits at once with status 7; the child starts a
  * session of its own, first-touches argv[2] pages over argv[1] ms, allocates a 1 MiB block and
  * touches it, writes "done" into the file argv[3], then stays argv[4] ms (0 if absent) before it
- * exits through exit(). Prints `child PID`, `block ADDR` and `touched N`. */
+ * exits through exit(). With argv[5] "thread", the child's main thread hands the work to a new
+ * thread and ends with pthread_exit, so the process runs on without it. Prints `child PID`,
+ * `block ADDR` and `touched N`. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +50,17 @@ static void work(long ms, long pages, const char *done, long linger_ms)
     exit(0);
 }
 
+static char **work_args;
+static int work_argc;
+
+static void *work_thread(void *unused)
+{
+    (void)unused;
+    work(atol(work_args[1]), atol(work_args[2]), work_args[3],
+         work_argc > 4 ? atol(work_args[4]) : 0);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     take_output(&argc, &argv);
@@ -60,7 +74,15 @@ int main(int argc, char **argv)
         setsid();
         printf("child %d\n", getpid());
         fflush(stdout);
-        work(atol(argv[1]), atol(argv[2]), argv[3], argc > 4 ? atol(argv[4]) : 0);
+        work_args = argv;
+        work_argc = argc;
+        if (argc > 5 && strcmp(argv[5], "thread") == 0) {
+            pthread_t worker;
+            if (pthread_create(&worker, NULL, work_thread, NULL) != 0)
+                exit(8);
+            pthread_exit(NULL);
+        }
+        work_thread(NULL);
     }
     return 7;
 }

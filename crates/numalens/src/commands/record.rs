@@ -116,7 +116,7 @@ fn print_summary(r: &Recorded) {
         s.lost
     );
     if let Some(o) = &s.outlived {
-        if o.still_running.is_empty() {
+        if !o.stopped_early {
             eprintln!(
                 "numalens: recorded until the last of {} processes exited, {:.1} s after the first",
                 o.processes,
@@ -124,11 +124,15 @@ fn print_summary(r: &Recorded) {
             );
         } else {
             let pids: Vec<String> = o.still_running.iter().map(u32::to_string).collect();
+            let which = if pids.is_empty() {
+                "processes of the program whose ids were not recorded".to_string()
+            } else {
+                pids.join(", ")
+            };
             eprintln!(
                 "numalens: recording stopped {:.1} s after the first process exited; still \
-                 running: {} (their work after that point is not in the profile)",
+                 running: {which} (their work after that point is not in the profile)",
                 o.after_first.as_secs_f64(),
-                pids.join(", ")
             );
         }
     }
