@@ -271,7 +271,7 @@ fn demo_refuses_to_replace_something_else() {
     std::fs::create_dir(&other).unwrap();
     std::fs::write(other.join("data.txt"), "keep me").unwrap();
     let out = demo(dir.path(), &["-o", other.to_str().unwrap()], &[]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("choose another --output"));
     assert!(other.join("data.txt").exists());
 
@@ -288,7 +288,7 @@ fn demo_refuses_to_replace_something_else() {
         ],
         &[],
     );
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("choose another --html"));
     assert_eq!(
         std::fs::read_to_string(&page).unwrap(),
