@@ -1,13 +1,15 @@
-//! Bad input as a user gives it: each gets a message that says what is wrong and what to do,
-//! with exit status 2 when the command line must change, and nothing of the user's is
-//! overwritten.
+//! Bad input as a user gives it (to `record`, `report`, `topology`) and damaged profiles: each
+//! gets a message that says what is wrong and what to do, with exit status 2 when the command
+//! line must change; nothing of the user's is overwritten, and a report shows what it can.
 
 mod common;
 #[path = "support/synthetic.rs"]
 mod synthetic;
 
 use common::{numalens, text};
+use serde_json::Value;
 use std::path::Path;
+use std::process::{Command, Output};
 use synthetic::synthetic_profile;
 
 fn arg(path: &Path) -> &str {
@@ -54,4 +56,72 @@ fn report_html_never_overwrites_what_is_not_an_earlier_report() {
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
     assert!(std::fs::read_to_string(&page).unwrap().contains("numalens"));
+}
+
+fn meta(profile: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(profile.join("meta.json")).unwrap()).unwrap()
+}
+
+fn truncate_to_half(file: &Path) {
+    let bytes = std::fs::read(file).unwrap();
+    std::fs::write(file, &bytes[..bytes.len() / 2]).unwrap();
+}
+
+/// `numalens ARGS…` as the unprivileged user `nobody` (root reads whatever it likes).
+fn numalens_as_nobody(args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_numalens"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run setpriv (util-linux)")
+}
+
+#[test]
+fn an_unreadable_profile_says_permission_denied_once_not_no_meta_json() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mode = |path: &Path, mode| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    mode(dir.path(), 0o755);
+    let profile = synthetic_profile(dir.path(), 2000);
+    // A directory nobody may not search, then a meta.json nobody may not read.
+    for (dir_mode, meta_mode) in [(0o700, 0o644), (0o711, 0o600)] {
+        mode(&profile, dir_mode);
+        mode(&profile.join("meta.json"), meta_mode);
+        let out = numalens_as_nobody(&["report", arg(&profile)]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = text(&out.stderr);
+        assert!(!err.contains("no meta.json"), "{err}");
+        assert!(err.contains(arg(&profile.join("meta.json"))), "{err}");
+        assert_eq!(err.matches("Permission denied").count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn a_table_truncated_after_a_complete_recording_is_not_called_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = synthetic_profile(dir.path(), 2000);
+    assert_eq!(meta(&profile)["completeness"]["complete"], true);
+    let samples = profile.join("samples.parquet");
+    truncate_to_half(&samples);
+    let out = numalens(&["report", arg(&profile)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(arg(&samples)) && err.contains("truncated"),
+        "{err}"
+    );
+    assert!(!err.contains("interrupted"), "{err}");
+}
+
+#[test]
+fn an_empty_preset_name_suggests_nothing() {
+    let out = numalens(&["topology", "--preset", ""]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(!err.contains("did you mean"), "{err}");
+    assert!(err.contains("machine-a"), "{err}");
 }
