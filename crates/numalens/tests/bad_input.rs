@@ -8,7 +8,7 @@ mod synthetic;
 
 use common::{numalens, text};
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use synthetic::synthetic_profile;
 
@@ -58,6 +58,18 @@ fn report_html_never_overwrites_what_is_not_an_earlier_report() {
     assert!(std::fs::read_to_string(&page).unwrap().contains("numalens"));
 }
 
+/// Records a small real run (a shell reading 3 MB) into `DIR/NAME`, with extra arguments for the
+/// shell after its script.
+fn record_shell(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let profile = dir.join(name);
+    let mut args = vec!["record", "-o", arg(&profile), "sh", "-c"];
+    args.push("head -c 3000000 /dev/zero | wc -c >/dev/null");
+    args.extend(extra);
+    let out = numalens(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    profile
+}
+
 fn meta(profile: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(profile.join("meta.json")).unwrap()).unwrap()
 }
@@ -101,6 +113,48 @@ fn an_unreadable_profile_says_permission_denied_once_not_no_meta_json() {
 }
 
 #[test]
+fn a_damaged_side_table_costs_the_report_only_what_it_adds() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = record_shell(dir.path(), "s.numalens", &[]);
+    assert_eq!(meta(&profile)["completeness"]["complete"], true);
+    let whole: Value =
+        serde_json::from_slice(&numalens(&["report", "--json", arg(&profile)]).stdout).unwrap();
+    let tables = ["code_locations", "page_nodes", "sites"];
+    for table in tables {
+        truncate_to_half(&profile.join(format!("{table}.parquet")));
+    }
+    let out = numalens(&["report", arg(&profile)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    let head: Vec<&str> = report.lines().take(10).collect();
+    for table in tables {
+        let line = head
+            .iter()
+            .find(|l| l.contains(&format!("{table}.parquet")))
+            .unwrap_or_else(|| panic!("{table} not in the first lines:\n{report}"));
+        assert!(
+            line.contains("unreadable") && line.contains("truncated"),
+            "{line}"
+        );
+    }
+    let json: Value =
+        serde_json::from_slice(&numalens(&["report", "--json", arg(&profile)]).stdout).unwrap();
+    let unreadable = json["profile"]["unreadable_tables"].as_array().unwrap();
+    let named: Vec<&str> = unreadable
+        .iter()
+        .map(|t| t["table"].as_str().unwrap())
+        .collect();
+    assert_eq!(named.len(), 3, "{unreadable:#?}");
+    assert!(tables.iter().all(|t| named.contains(t)), "{named:?}");
+    // The accesses are all still there.
+    assert_eq!(json["totals"]["samples"], whole["totals"]["samples"]);
+    assert_eq!(
+        json["objects"].as_array().unwrap().len(),
+        whole["objects"].as_array().unwrap().len()
+    );
+}
+
+#[test]
 fn a_table_truncated_after_a_complete_recording_is_not_called_interrupted() {
     let dir = tempfile::tempdir().unwrap();
     let profile = synthetic_profile(dir.path(), 2000);
@@ -115,6 +169,51 @@ fn a_table_truncated_after_a_complete_recording_is_not_called_interrupted() {
         "{err}"
     );
     assert!(!err.contains("interrupted"), "{err}");
+}
+
+#[test]
+fn control_characters_from_the_program_reach_the_terminal_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = "\u{1b}]0;owned\u{7}\u{1b}[2J\rnext\u{202e}";
+    let profile = record_shell(dir.path(), "c.numalens", &["name", hostile]);
+    let out = numalens(&["report", arg(&profile)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    assert!(
+        !report.contains('\u{1b}') && !report.contains('\r'),
+        "{report:?}"
+    );
+    assert!(
+        !report.contains('\u{202e}') && !report.contains('\u{7}'),
+        "{report:?}"
+    );
+    let command = report.lines().find(|l| l.contains("command")).unwrap();
+    assert!(
+        command.contains(r"\x1b]0;owned\x07\x1b[2J\rnext\u{202e}"),
+        "{command}"
+    );
+    // The JSON is the model as recorded: JSON escapes it by itself.
+    let json: Value =
+        serde_json::from_slice(&numalens(&["report", "--json", arg(&profile)]).stdout).unwrap();
+    assert_eq!(
+        json["profile"]["command"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap(),
+        hostile
+    );
+}
+
+#[test]
+fn top_zero_lists_no_object_without_claiming_there_are_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = synthetic_profile(dir.path(), 2000);
+    let out = numalens(&["report", "--top", "0", arg(&profile)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    assert!(!report.contains("no object has samples"), "{report}");
+    assert!(report.contains("none listed (--top 0)"), "{report}");
 }
 
 #[test]
