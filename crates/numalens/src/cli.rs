@@ -106,8 +106,9 @@ pub struct RecordArgs {
     /// Profile directory to write (default: PROGRAM.numalens, numbered if it exists).
     #[arg(short, long, value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// Allocations of at least this many bytes are tracked with their call site.
-    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
+    /// Allocations of at least this many bytes are tracked with their call site (a number, or
+    /// with a k, m or g suffix as in `NUMALENS_MIN_OBJECT`: `64k`).
+    #[arg(long, value_name = "BYTES", default_value = "4096", value_parser = byte_size)]
     pub min_object: u64,
     /// Use this libnumalens.so instead of the embedded one.
     #[arg(long, value_name = "PATH")]
@@ -124,12 +125,13 @@ pub struct RecordArgs {
     /// `500ms`, `2s`), to see pages move; a scan costs about 50 ms of CPU per GiB of memory.
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub page_scan_interval: Option<std::time::Duration>,
-    /// With `--backend inst`: exact counts, samples, or both.
-    #[arg(long, value_enum, default_value_t = InstModeArg::Both, value_name = "MODE")]
-    pub inst_mode: InstModeArg,
-    /// With `--backend inst`: one sample per this many accesses of each thread, on average.
-    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
-    pub sample_every: u32,
+    /// With `--backend inst` only: exact counts, samples, or both (default: both).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub inst_mode: Option<InstModeArg>,
+    /// With `--backend inst` only: one sample per this many accesses of each thread, on average
+    /// (default: 1024).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub sample_every: Option<u32>,
     /// The program to run, then its arguments.
     #[arg(
         required = true,
@@ -155,6 +157,30 @@ fn duration(text: &str) -> Result<std::time::Duration, String> {
         return Err(format!("`{text}`: the interval must be at least 1ms"));
     }
     Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
+/// A size in bytes: digits, then optionally `k`, `m` or `g` (either case) for KiB, MiB, GiB. The
+/// runtime reads `NUMALENS_MIN_OBJECT` the same way (`nl_parse_u64` in runtime/src/config.c), so
+/// both take the same values.
+fn byte_size(text: &str) -> Result<u64, String> {
+    let bad = || format!("`{text}` is not a size in bytes like 4096, 64k or 1m");
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let shift = match &text[digits.len()..] {
+        "" => 0,
+        "k" | "K" => 10,
+        "m" | "M" => 20,
+        "g" | "G" => 30,
+        _ => return Err(bad()),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is too large"))?;
+    value
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("`{text}` is too large"))
 }
 
 fn power_of_two(text: &str) -> Result<usize, String> {
@@ -274,6 +300,23 @@ mod tests {
         assert_eq!(args.command, ["./app", "-o", "--x"]);
         assert!(Cli::try_parse_from(["numalens", "record"]).is_err());
         assert!(Cli::try_parse_from(["numalens", "record", "--ring-pages", "3", "x"]).is_err());
+    }
+
+    #[test]
+    fn sizes_take_the_runtime_s_suffixes() {
+        assert_eq!(byte_size("4096"), Ok(4096));
+        assert_eq!(byte_size("64k"), Ok(64 << 10));
+        assert_eq!(byte_size("1M"), Ok(1 << 20));
+        assert_eq!(byte_size("2g"), Ok(2 << 30));
+        for bad in ["", "k", "1kb", "-1", "1.5k", " 1", "1 k", "0x10"] {
+            assert!(byte_size(bad).is_err(), "{bad:?}");
+        }
+        assert!(
+            byte_size("99999999999999999999")
+                .unwrap_err()
+                .contains("too large")
+        );
+        assert!(byte_size("17179869184g").unwrap_err().contains("too large"));
     }
 
     #[test]

@@ -224,3 +224,117 @@ fn an_empty_preset_name_suggests_nothing() {
     assert!(!err.contains("did you mean"), "{err}");
     assert!(err.contains("machine-a"), "{err}");
 }
+
+#[test]
+fn record_usage_errors_say_what_to_change_and_leave_no_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("u.numalens");
+    let o = arg(&profile);
+    let cases: [(&[&str], &str); 4] = [
+        (&["--inst-mode", "exact"], "--backend inst"),
+        (&["--sample-every", "64"], "--backend inst"),
+        (
+            &[
+                "--backend",
+                "faults",
+                "--inst-mode",
+                "sampled",
+                "--sample-every",
+                "8",
+            ],
+            "leave them out",
+        ),
+        (&["--runtime", "/bin/true"], "not a numalens runtime"),
+    ];
+    for (options, says) in cases {
+        let mut args = vec!["record", "-o", o];
+        args.extend(options);
+        args.push("true");
+        let out = numalens(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{options:?}: {err}");
+        assert!(err.contains(says), "{options:?}: {err}");
+        assert!(!profile.exists(), "{options:?}");
+    }
+}
+
+#[test]
+fn record_min_object_takes_the_runtime_s_suffixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("k.numalens");
+    let out = numalens(&["record", "--min-object", "1k", "-o", arg(&profile), "true"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(meta(&profile)["backend"]["settings"]["min_object"], 1024);
+    let out = numalens(&[
+        "record",
+        "--min-object",
+        "1kb",
+        "-o",
+        arg(&dir.path().join("x")),
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("64k"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn record_onto_an_existing_profile_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("e.numalens");
+    std::fs::create_dir(&profile).unwrap();
+    let out = numalens(&["record", "-o", arg(&profile), "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("already exists") && err.contains("-o"),
+        "{err}"
+    );
+}
+
+#[test]
+fn record_of_a_directory_says_it_is_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("d.numalens");
+    let out = numalens(&["record", "-o", arg(&profile), arg(dir.path())]);
+    assert_eq!(out.status.code(), Some(126));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("is a directory") && !err.contains("executable?"),
+        "{err}"
+    );
+    assert!(!profile.exists());
+}
+
+#[test]
+fn inst_on_a_wrapper_script_names_the_real_program() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // libtool's layout: `prog` is a shell script, the program is `.libs/prog`.
+    let script = dir.path().join("prog");
+    std::fs::write(
+        &script,
+        "#! /bin/sh\nexec \"$(dirname \"$0\")/.libs/prog\" \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir(dir.path().join(".libs")).unwrap();
+    std::fs::copy("/bin/true", dir.path().join(".libs/prog")).unwrap();
+    let profile = dir.path().join("i.numalens");
+    let out = numalens(&[
+        "record",
+        "--backend",
+        "inst",
+        "-o",
+        arg(&profile),
+        arg(&script),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("is a script (#!/bin/sh)") || err.contains("is a script (#! /bin/sh)"),
+        "{err}"
+    );
+    assert!(err.contains(arg(&dir.path().join(".libs/prog"))), "{err}");
+    assert!(!err.contains("magic"), "{err}");
+    assert!(!profile.exists());
+}

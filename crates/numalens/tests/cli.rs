@@ -326,7 +326,7 @@ fn record_returns_the_program_status_and_writes_a_profile() {
     assert!(meta["tables"]["samples"]["rows"].as_u64().unwrap() > 0);
 
     let again = numalens(&["record", "-o", o, "sh", "-c", "touch ran"]);
-    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(again.status.code(), Some(2));
     assert!(text(&again.stderr).contains("already exists"));
 }
 
