@@ -156,7 +156,7 @@ fn duration(text: &str) -> Result<std::time::Duration, String> {
     if !(seconds.is_finite() && seconds >= 1e-3) {
         return Err(format!("`{text}`: the interval must be at least 1ms"));
     }
-    Ok(std::time::Duration::from_secs_f64(seconds))
+    std::time::Duration::try_from_secs_f64(seconds).map_err(|_| format!("`{text}` is too long"))
 }
 
 /// A size in bytes: digits, then optionally `k`, `m` or `g` (either case) for KiB, MiB, GiB. The
@@ -317,6 +317,14 @@ mod tests {
                 .contains("too large")
         );
         assert!(byte_size("17179869184g").unwrap_err().contains("too large"));
+    }
+
+    #[test]
+    fn durations_are_checked_not_panicked_on() {
+        assert_eq!(duration("500ms"), Ok(std::time::Duration::from_millis(500)));
+        assert_eq!(duration("2s"), Ok(std::time::Duration::from_secs(2)));
+        assert!(duration("1e300s").unwrap_err().contains("too long"));
+        assert!(duration("infs").is_err() && duration("NaNs").is_err());
     }
 
     #[test]

@@ -338,3 +338,48 @@ fn inst_on_a_wrapper_script_names_the_real_program() {
     assert!(!err.contains("magic"), "{err}");
     assert!(!profile.exists());
 }
+
+#[test]
+fn export_never_writes_into_a_profile_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = synthetic_profile(dir.path(), 2000);
+    for inside in [profile.clone(), profile.join("tables")] {
+        let out = numalens(&[
+            "export",
+            arg(&profile),
+            "--format",
+            "json",
+            "-o",
+            arg(&inside),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("inside the profile directory"));
+        assert!(!profile.join("objects.json").exists() && !inside.join("objects.json").exists());
+    }
+}
+
+#[test]
+fn empty_and_out_of_range_arguments_are_usage_errors_not_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = synthetic_profile(dir.path(), 2000);
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["record", "--page-scan-interval", "1e300s", "true"],
+            "too long",
+        ),
+        (&["record", ""], "empty name"),
+        (
+            &["report", "--object", "", arg(&profile)],
+            "--object needs a name",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = numalens(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(says) && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! Where an HTML report may be written: a new file, or an earlier numalens report, and never
 //! inside a profile directory. `report --html` and `demo --html` both check here, before any
-//! work, so a mistyped path costs nothing (the profile's own `meta.json`, a source file).
+//! work, so a mistyped path costs nothing (the profile's own `meta.json`, a source file);
+//! `export` checks its output directory against profiles here too.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -43,14 +44,20 @@ pub fn check(path: &Path, option: &str) -> Result<(), UsageError> {
 /// The first profile directory among the directories that would hold `path`.
 fn enclosing_profile(path: &Path) -> Option<PathBuf> {
     let absolute = std::path::absolute(path).ok()?;
-    let parent = absolute.parent()?;
-    // Resolve symbolic links where the directories exist, so `link/x.html` is seen where it goes.
-    let resolved = parent
-        .canonicalize()
-        .unwrap_or_else(|_| parent.to_path_buf());
+    profile_at_or_above(absolute.parent()?)
+}
+
+/// `dir` if it is a profile directory, else the first of its ancestors that is one. Symbolic
+/// links are resolved where the directories exist, so `link/x` is judged where it goes.
+pub fn profile_at_or_above(dir: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(dir).ok()?;
+    let existing = absolute.ancestors().find(|d| d.exists())?;
+    let resolved = existing.canonicalize().ok()?;
+    let rest = absolute.strip_prefix(existing).ok()?;
     resolved
+        .join(rest)
         .ancestors()
-        .find(|dir| is_profile_dir(dir))
+        .find(|d| is_profile_dir(d))
         .map(Path::to_path_buf)
 }
 

@@ -19,6 +19,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
             .map_err(|e| UsageError(format!("--runtime: {e}")))?;
     }
     let program = args.command[0].clone();
+    if program.is_empty() {
+        return Err(UsageError("the program to record is an empty name".into()).into());
+    }
     let output = args
         .output
         .clone()

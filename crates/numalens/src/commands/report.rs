@@ -17,6 +17,14 @@ pub fn run(args: ReportArgs) -> Result<()> {
     if let Some(path) = &args.html {
         html_target::check(path, "--html")?;
     }
+    if args.object.as_deref() == Some("") {
+        return Err(UsageError(
+            "--object needs a name (an empty one would match every object); leave it out to \
+             see them all"
+                .into(),
+        )
+        .into());
+    }
     let profile = Profile::open(&args.profile)?;
     let options = Options {
         top: args.top,
