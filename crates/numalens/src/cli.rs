@@ -183,8 +183,16 @@ fn byte_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{text}` is too large"))
 }
 
+/// Most ring pages per CPU: 1 GiB of 4 KiB pages. Far beyond it the kernel's refusal
+/// ("Cannot allocate memory" from the first CPU's ring) did not say which option to change.
+const MAX_RING_PAGES: usize = 1 << 18;
+
 fn power_of_two(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
+        Ok(n) if n > MAX_RING_PAGES => Err(format!(
+            "`{text}` pages per CPU is more than the {MAX_RING_PAGES} allowed (1 GiB); the \
+             default, 256, rarely loses a sample"
+        )),
         Ok(n) if n.is_power_of_two() => Ok(n),
         _ => Err(format!("`{text}` is not a power of two (e.g. 256, 1024)")),
     }
@@ -300,6 +308,10 @@ mod tests {
         assert_eq!(args.command, ["./app", "-o", "--x"]);
         assert!(Cli::try_parse_from(["numalens", "record"]).is_err());
         assert!(Cli::try_parse_from(["numalens", "record", "--ring-pages", "3", "x"]).is_err());
+        let huge = (MAX_RING_PAGES * 2).to_string();
+        assert!(Cli::try_parse_from(["numalens", "record", "--ring-pages", &huge, "x"]).is_err());
+        let most = MAX_RING_PAGES.to_string();
+        assert!(Cli::try_parse_from(["numalens", "record", "--ring-pages", &most, "x"]).is_ok());
     }
 
     #[test]

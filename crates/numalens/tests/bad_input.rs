@@ -362,10 +362,14 @@ fn export_never_writes_into_a_profile_directory() {
 fn empty_and_out_of_range_arguments_are_usage_errors_not_panics() {
     let dir = tempfile::tempdir().unwrap();
     let profile = synthetic_profile(dir.path(), 2000);
-    let cases: [(&[&str], &str); 3] = [
+    let cases: [(&[&str], &str); 4] = [
         (
             &["record", "--page-scan-interval", "1e300s", "true"],
             "too long",
+        ),
+        (
+            &["record", "--ring-pages", "1099511627776", "true"],
+            "262144 allowed",
         ),
         (&["record", ""], "empty name"),
         (
