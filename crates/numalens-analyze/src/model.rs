@@ -57,8 +57,9 @@ pub struct ProfileSummary {
     pub completeness: CompletenessSummary,
     /// Rows per table, from `meta.json`.
     pub table_rows: BTreeMap<String, u64>,
-    /// Side tables that could not be read: the report is made without them.
-    #[serde(default)]
+    /// Side tables that could not be read: the report is made without them. Absent from the
+    /// JSON when every table was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable_tables: Vec<UnreadableTable>,
 }
 
