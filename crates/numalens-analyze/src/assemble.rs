@@ -130,6 +130,7 @@ fn profile_summary(profile: &Profile) -> ProfileSummary {
             reasons: m.completeness.reasons.clone(),
         },
         table_rows: m.tables.iter().map(|(k, v)| (k.clone(), v.rows)).collect(),
+        unreadable_tables: Vec::new(),
     }
 }
 

@@ -19,6 +19,7 @@ mod pages;
 mod pagestats;
 mod placement;
 mod samples;
+mod side_tables;
 mod sites;
 mod timeline;
 
@@ -94,7 +95,8 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
     let object_selected = filter.object_selected.clone();
     drop(filter);
     let keys = thread_ids.keys();
-    let pages = pages::PageMap::read(profile)?;
+    let mut unreadable = side_tables::Unreadable::default();
+    let pages = unreadable.or_empty(side_tables::PAGE_NODES, pages::PageMap::read(profile));
     let is_exact = !exact.is_empty();
     let source = if is_exact {
         &exact.pages
@@ -132,8 +134,8 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         .filter(|(_, t)| engine::total(&t.rw) > 0)
         .map(|(k, _)| *k)
         .collect();
-    let sites = sites::read_sites(profile)?;
-    let code = sites::read_code_names(profile)?;
+    let sites = unreadable.or_empty(side_tables::SITES, sites::read_sites(profile));
+    let code = unreadable.or_empty(side_tables::CODE_LOCATIONS, sites::read_code_names(profile));
     let tables = assemble::Tables {
         objects: &objects,
         threads: &threads,
@@ -146,6 +148,7 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         active_threads: &active,
     };
     let mut model = assemble::model(profile, options, &tables, &tally);
+    model.profile.unreadable_tables = unreadable.0;
     let inputs = fill::Inputs {
         objects: &objects,
         index: &index,

@@ -60,6 +60,21 @@ pub struct ProfileSummary {
     pub completeness: CompletenessSummary,
     /// Rows per table, from `meta.json`.
     pub table_rows: BTreeMap<String, u64>,
+    /// Side tables that could not be read: the report is made without them. Absent from the
+    /// JSON when every table was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable_tables: Vec<UnreadableTable>,
+}
+
+/// A side table the analysis could do without, and could not read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnreadableTable {
+    /// The table's name (`code_locations`, `page_nodes`, `sites`).
+    pub table: String,
+    /// Why, naming the file.
+    pub problem: String,
+    /// What the report lacks without it.
+    pub missing: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -27,19 +27,30 @@ pub struct Profile {
 impl Profile {
     /// Opens `dir`, reading and checking `meta.json`.
     pub fn open(dir: &Path) -> Result<Profile> {
-        if !dir.is_dir() {
-            let problem = if dir.exists() {
-                "is a file, not a profile directory"
-            } else {
-                "does not exist"
-            };
-            return Err(FormatError::table(dir, problem));
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(FormatError::table(
+                    dir,
+                    "is a file, not a profile directory",
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(FormatError::table(dir, "does not exist"));
+            }
+            Err(e) => return Err(FormatError::io(dir, e)),
         }
         let meta_path = dir.join("meta.json");
-        if !meta_path.exists() {
-            return Err(FormatError::NotAProfile {
-                path: dir.to_path_buf(),
-            });
+        // Only a meta.json that is not there makes this "not a profile"; one that cannot be
+        // looked at (a directory without search permission) is an error of its own.
+        match std::fs::metadata(&meta_path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(FormatError::NotAProfile {
+                    path: dir.to_path_buf(),
+                });
+            }
+            Err(e) => return Err(FormatError::io(&meta_path, e)),
         }
         let meta = Meta::read(&meta_path)?;
         Ok(Profile {
@@ -169,11 +180,8 @@ impl Profile {
         }));
         match opened {
             Ok(Ok(builder)) => Ok((path, builder)),
-            Ok(Err(e)) => Err(diagnose_unreadable(&path, &e.to_string())),
-            Err(_) => Err(diagnose_unreadable(
-                &path,
-                "the footer could not be decoded",
-            )),
+            Ok(Err(e)) => Err(self.diagnose_unreadable(&path, &e.to_string())),
+            Err(_) => Err(self.diagnose_unreadable(&path, "the footer could not be decoded")),
         }
     }
 }
@@ -191,17 +199,23 @@ fn check_columns<R: Row>(path: &Path, columns: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// Tells a truncated file (writer interrupted) from a corrupted one.
-fn diagnose_unreadable(path: &Path, detail: &str) -> FormatError {
-    let truncated = !has_parquet_footer(path).unwrap_or(false);
-    let problem = if truncated {
-        "is truncated (no Parquet footer): the recording was interrupted before this table was \
-         finished"
-            .to_string()
-    } else {
-        format!("is corrupted: {detail}")
-    };
-    FormatError::table(path, problem)
+impl Profile {
+    /// Tells a truncated file from a corrupted one, and an interrupted recording from a file cut
+    /// short after a recording that finished.
+    fn diagnose_unreadable(&self, path: &Path, detail: &str) -> FormatError {
+        let truncated = !has_parquet_footer(path).unwrap_or(false);
+        let problem = match (truncated, self.meta.completeness.complete) {
+            (true, false) => "is truncated (no Parquet footer): the recording was interrupted \
+                              before this table was finished"
+                .to_string(),
+            (true, true) => "is truncated (no Parquet footer) although meta.json says the \
+                             recording finished: the file was cut short or damaged afterwards \
+                             (a full disk, an incomplete copy); copy the profile again"
+                .to_string(),
+            (false, _) => format!("is corrupted: {detail}"),
+        };
+        FormatError::table(path, problem)
+    }
 }
 
 fn has_parquet_footer(path: &Path) -> std::io::Result<bool> {

@@ -34,6 +34,8 @@ pub enum LaunchError {
     NotFound { program: String },
     #[error("{program}: permission denied (is it executable?)")]
     NotExecutable { program: String },
+    #[error("{program}: is a directory; give the program inside it to run")]
+    IsDirectory { program: String },
     #[error("{program}: cannot start: {source}")]
     Spawn { program: String, source: io::Error },
     #[error(transparent)]
@@ -45,7 +47,7 @@ impl LaunchError {
     pub fn exit_status(&self) -> i32 {
         match self {
             LaunchError::NotFound { .. } => 127,
-            LaunchError::NotExecutable { .. } => 126,
+            LaunchError::NotExecutable { .. } | LaunchError::IsDirectory { .. } => 126,
             _ => 1,
         }
     }
@@ -142,6 +144,10 @@ fn spawn_error(program: &str, e: io::Error) -> LaunchError {
     let program = program.to_string();
     match e.kind() {
         io::ErrorKind::NotFound => LaunchError::NotFound { program },
+        // execve says EACCES for a directory too; the shell says what it is, and so do we.
+        io::ErrorKind::PermissionDenied if std::path::Path::new(&program).is_dir() => {
+            LaunchError::IsDirectory { program }
+        }
         io::ErrorKind::PermissionDenied => LaunchError::NotExecutable { program },
         _ => LaunchError::Spawn { program, source: e },
     }

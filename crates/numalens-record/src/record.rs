@@ -134,6 +134,8 @@ impl RawRecording {
 pub enum RecordError {
     #[error("{path}: {problem}")]
     Output { path: PathBuf, problem: String },
+    #[error("{path}: already exists; remove it or choose another name with -o")]
+    OutputExists { path: PathBuf },
     #[error(transparent)]
     Launch(#[from] LaunchError),
     #[error("runtime: {0}")]
@@ -150,12 +152,17 @@ pub fn prepare_output(output: &Path) -> Result<PathBuf, RecordError> {
         path: output.to_path_buf(),
         problem,
     };
-    if output.exists() {
-        return Err(fail(
-            "already exists; remove it or choose another name with -o".into(),
-        ));
+    if let Some(parent) = output.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| fail(format!("cannot be created: {e}")))?;
     }
-    std::fs::create_dir_all(output).map_err(|e| fail(format!("cannot be created: {e}")))?;
+    // Creating the directory is the test that it is new: two recordings started at once with the
+    // same -o cannot both pass it.
+    std::fs::create_dir(output).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => RecordError::OutputExists {
+            path: output.to_path_buf(),
+        },
+        _ => fail(format!("cannot be created: {e}")),
+    })?;
     let events = output.join(".events");
     std::fs::create_dir(&events).map_err(|e| fail(format!("is not writable: {e}")))?;
     Ok(events)

@@ -28,6 +28,18 @@ pub enum RuntimeError {
         /// The path given.
         path: PathBuf,
     },
+    /// `--runtime PATH` names a file that is not a numalens runtime (it would run the program
+    /// without writing a log, and the profile would have no objects).
+    #[error(
+        "{path} is not a numalens runtime ({why}); give a libnumalens.so built by numalens, or \
+         leave --runtime out to use the embedded one"
+    )]
+    NotARuntime {
+        /// The path given.
+        path: PathBuf,
+        /// What it is instead.
+        why: String,
+    },
     /// Neither the cache directory nor a temporary directory could hold the runtime.
     #[error("cannot write the runtime to {path}: {source}")]
     Io {
@@ -61,15 +73,40 @@ pub fn runtime_hash() -> &'static str {
 /// writable.
 pub fn runtime_path(override_path: Option<&Path>) -> Result<PathBuf, RuntimeError> {
     if let Some(p) = override_path {
-        return if p.is_file() {
-            Ok(p.to_path_buf())
-        } else {
-            Err(RuntimeError::OverrideMissing {
-                path: p.to_path_buf(),
-            })
-        };
+        return check_runtime(p).map(|()| p.to_path_buf());
     }
     install_in_cache(install_runtime_in)
+}
+
+/// Checks that `path` is a numalens runtime: an ELF shared library that reads `NUMALENS_DIR` and
+/// writes event logs (their magic is in it). Anything else would be preloaded, write nothing,
+/// and leave a profile without objects that says it is complete.
+pub fn check_runtime(path: &Path) -> Result<(), RuntimeError> {
+    let not_ours = |why: &str| RuntimeError::NotARuntime {
+        path: path.to_path_buf(),
+        why: why.to_string(),
+    };
+    if !path.is_file() {
+        return Err(RuntimeError::OverrideMissing {
+            path: path.to_path_buf(),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(|source| RuntimeError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    // e_type at offset 16: 3 is ET_DYN (shared libraries, and position-independent programs).
+    if bytes.len() < 18 || &bytes[..4] != b"\x7fELF" {
+        return Err(not_ours("not an ELF file"));
+    }
+    if u16::from_le_bytes([bytes[16], bytes[17]]) != 3 {
+        return Err(not_ours("not a shared library"));
+    }
+    let holds = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    if !holds(b"NUMALENS_DIR") || !holds(crate::events::MAGIC) {
+        return Err(not_ours("a library that writes no numalens event log"));
+    }
+    Ok(())
 }
 
 /// Runs `install` on `<cache>/numalens`, or, if that fails, on a per-user temporary directory.
@@ -171,5 +208,18 @@ mod tests {
         ));
         let present = install_runtime_in(d.path()).unwrap();
         assert_eq!(runtime_path(Some(&present)).unwrap(), present);
+    }
+
+    #[test]
+    fn override_must_be_a_numalens_runtime() {
+        let d = tempfile::tempdir().unwrap();
+        let text = d.path().join("notes.so");
+        std::fs::write(&text, "not a library").unwrap();
+        let program = Path::new("/bin/true");
+        for other in [text.as_path(), program] {
+            let err = runtime_path(Some(other)).unwrap_err();
+            assert!(matches!(err, RuntimeError::NotARuntime { .. }), "{err}");
+            assert!(err.to_string().contains("not a numalens runtime"), "{err}");
+        }
     }
 }

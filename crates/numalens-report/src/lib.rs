@@ -5,6 +5,7 @@
 mod analysis;
 pub mod html;
 mod layout;
+mod printable;
 mod text;
 
 pub use text::render_text;

@@ -10,6 +10,7 @@ use crate::layout::{Align, Style, bytes, duration, field, plural, section, table
 
 /// The model as aligned text; ANSI colour only when `color` is true.
 pub fn render_text(model: &ReportModel, color: bool) -> String {
+    let model = &*crate::printable::printable(model);
     let s = Style { color };
     let names = ThreadNames::new(model);
     let mut out = String::new();
@@ -57,6 +58,10 @@ fn summary(out: &mut String, s: Style, m: &ReportModel) {
     field(out, s, "backend", &backend(p));
     field(out, s, "host", &host(p));
     field(out, s, "run", &run(s, p));
+    for t in &p.unreadable_tables {
+        let text = format!("{}; this report lacks {}", t.problem, t.missing);
+        field(out, s, "unreadable", &s.warn(&text));
+    }
     field(out, s, "samples", &samples(s, m));
     if let Some(selection) = selection(&m.selection) {
         field(out, s, "showing", &selection);
@@ -192,11 +197,12 @@ fn objects(out: &mut String, s: Style, m: &ReportModel, names: &ThreadNames) {
     );
     section(out, s, &title);
     if m.objects.is_empty() {
-        let _ = writeln!(
-            out,
-            "  {}",
-            s.dim("no object has samples or resident pages")
-        );
+        let why = if m.totals.objects_ranked > 0 {
+            "none listed (--top 0)"
+        } else {
+            "no object has samples or resident pages"
+        };
+        let _ = writeln!(out, "  {}", s.dim(why));
         return;
     }
     let placement_recorded = m.nodes.page_runs > 0;

@@ -1,6 +1,7 @@
 //! Terminal text shared by numalens' renderers (the topology view, the report): ANSI styling that
 //! is either on or off, section headings and aligned tables whose widths ignore the escapes.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
 /// ANSI styling, or none (not a terminal, or `NO_COLOR`: the caller decides).
@@ -89,6 +90,37 @@ pub fn visible_len(text: &str) -> usize {
     len
 }
 
+/// `text` with every character that would act on a terminal instead of being shown (C0 and C1
+/// controls, DEL, bidirectional overrides) written as a visible escape: `\x1b`, `\n`,
+/// `\u{202e}`. Strings from a profile (a program's arguments, object and thread names, paths)
+/// go through this before they are laid out, so a name cannot move the cursor, recolour or
+/// hide the report.
+pub fn escape_control(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(acts_on_terminal) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if acts_on_terminal(c) && (c as u32) < 0x80 => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if acts_on_terminal(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn acts_on_terminal(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +155,17 @@ mod tests {
             );
         }
         assert_eq!(visible_len("\x1b[33mab\x1b[0m"), 2);
+    }
+
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        assert!(matches!(
+            escape_control("plain ü"),
+            Cow::Borrowed("plain ü")
+        ));
+        assert_eq!(
+            escape_control("a\x1b[2Jb\nc\td\u{7f}\u{9b}e\u{202e}"),
+            "a\\x1b[2Jb\\nc\\td\\x7f\\u{9b}e\\u{202e}"
+        );
     }
 }

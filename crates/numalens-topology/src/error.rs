@@ -79,6 +79,8 @@ fn suggestion(name: &str, known: &[String]) -> String {
     match best {
         // Beyond half the name's length the "closest" name is a guess, not a typo fix,
         // unless the typed name is a prefix of a known one (`machine` → `machine-a`).
+        // An empty name is a prefix of every name: nothing to suggest from.
+        _ if wanted.is_empty() => String::new(),
         Some((d, k)) if d <= wanted.len().max(3) / 2 || k.starts_with(&wanted) => {
             format!(" (did you mean `{k}`?)")
         }
@@ -120,5 +122,7 @@ mod tests {
             " (did you mean `machine-a`?)"
         );
         assert_eq!(suggestion("zzzzzzzzzzzz", &known), "");
+        assert_eq!(suggestion("", &known), "");
+        assert_eq!(suggestion("  ", &known), "");
     }
 }

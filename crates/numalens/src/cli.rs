@@ -106,8 +106,9 @@ pub struct RecordArgs {
     /// Profile directory to write (default: PROGRAM.numalens, numbered if it exists).
     #[arg(short, long, value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// Allocations of at least this many bytes are tracked with their call site.
-    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
+    /// Allocations of at least this many bytes are tracked with their call site (a number, or
+    /// with a k, m or g suffix as in `NUMALENS_MIN_OBJECT`: `64k`).
+    #[arg(long, value_name = "BYTES", default_value = "4096", value_parser = byte_size)]
     pub min_object: u64,
     /// Use this libnumalens.so instead of the embedded one.
     #[arg(long, value_name = "PATH")]
@@ -124,12 +125,13 @@ pub struct RecordArgs {
     /// `500ms`, `2s`), to see pages move; a scan costs about 50 ms of CPU per GiB of memory.
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub page_scan_interval: Option<std::time::Duration>,
-    /// With `--backend inst`: exact counts, samples, or both.
-    #[arg(long, value_enum, default_value_t = InstModeArg::Both, value_name = "MODE")]
-    pub inst_mode: InstModeArg,
-    /// With `--backend inst`: one sample per this many accesses of each thread, on average.
-    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
-    pub sample_every: u32,
+    /// With `--backend inst` only: exact counts, samples, or both (default: both).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub inst_mode: Option<InstModeArg>,
+    /// With `--backend inst` only: one sample per this many accesses of each thread, on average
+    /// (default: 1024).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub sample_every: Option<u32>,
     /// The program to run, then its arguments.
     #[arg(
         required = true,
@@ -154,11 +156,43 @@ fn duration(text: &str) -> Result<std::time::Duration, String> {
     if !(seconds.is_finite() && seconds >= 1e-3) {
         return Err(format!("`{text}`: the interval must be at least 1ms"));
     }
-    Ok(std::time::Duration::from_secs_f64(seconds))
+    std::time::Duration::try_from_secs_f64(seconds).map_err(|_| format!("`{text}` is too long"))
 }
+
+/// A size in bytes: digits, then optionally `k`, `m` or `g` (either case) for KiB, MiB, GiB. The
+/// runtime reads `NUMALENS_MIN_OBJECT` the same way (`nl_parse_u64` in runtime/src/config.c), so
+/// both take the same values.
+fn byte_size(text: &str) -> Result<u64, String> {
+    let bad = || format!("`{text}` is not a size in bytes like 4096, 64k or 1m");
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let shift = match &text[digits.len()..] {
+        "" => 0,
+        "k" | "K" => 10,
+        "m" | "M" => 20,
+        "g" | "G" => 30,
+        _ => return Err(bad()),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is too large"))?;
+    value
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+/// Most ring pages per CPU: 1 GiB of 4 KiB pages. Far beyond it the kernel's refusal
+/// ("Cannot allocate memory" from the first CPU's ring) did not say which option to change.
+const MAX_RING_PAGES: usize = 1 << 18;
 
 fn power_of_two(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
+        Ok(n) if n > MAX_RING_PAGES => Err(format!(
+            "`{text}` pages per CPU is more than the {MAX_RING_PAGES} allowed (1 GiB); the \
+             default, 256, rarely loses a sample"
+        )),
         Ok(n) if n.is_power_of_two() => Ok(n),
         _ => Err(format!("`{text}` is not a power of two (e.g. 256, 1024)")),
     }
@@ -274,6 +308,35 @@ mod tests {
         assert_eq!(args.command, ["./app", "-o", "--x"]);
         assert!(Cli::try_parse_from(["numalens", "record"]).is_err());
         assert!(Cli::try_parse_from(["numalens", "record", "--ring-pages", "3", "x"]).is_err());
+        let huge = (MAX_RING_PAGES * 2).to_string();
+        assert!(Cli::try_parse_from(["numalens", "record", "--ring-pages", &huge, "x"]).is_err());
+        let most = MAX_RING_PAGES.to_string();
+        assert!(Cli::try_parse_from(["numalens", "record", "--ring-pages", &most, "x"]).is_ok());
+    }
+
+    #[test]
+    fn sizes_take_the_runtime_s_suffixes() {
+        assert_eq!(byte_size("4096"), Ok(4096));
+        assert_eq!(byte_size("64k"), Ok(64 << 10));
+        assert_eq!(byte_size("1M"), Ok(1 << 20));
+        assert_eq!(byte_size("2g"), Ok(2 << 30));
+        for bad in ["", "k", "1kb", "-1", "1.5k", " 1", "1 k", "0x10"] {
+            assert!(byte_size(bad).is_err(), "{bad:?}");
+        }
+        assert!(
+            byte_size("99999999999999999999")
+                .unwrap_err()
+                .contains("too large")
+        );
+        assert!(byte_size("17179869184g").unwrap_err().contains("too large"));
+    }
+
+    #[test]
+    fn durations_are_checked_not_panicked_on() {
+        assert_eq!(duration("500ms"), Ok(std::time::Duration::from_millis(500)));
+        assert_eq!(duration("2s"), Ok(std::time::Duration::from_secs(2)));
+        assert!(duration("1e300s").unwrap_err().contains("too long"));
+        assert!(duration("infs").is_err() && duration("NaNs").is_err());
     }
 
     #[test]

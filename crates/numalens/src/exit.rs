@@ -23,12 +23,28 @@ pub fn report(error: &anyhow::Error) -> ExitCode {
         }
         return ExitCode::from(exit.status.clamp(0, 255) as u8);
     }
-    eprintln!("numalens: error: {error:#}");
+    eprintln!("numalens: error: {}", message(error));
     if error.downcast_ref::<UsageError>().is_some() {
         ExitCode::from(2)
     } else {
         ExitCode::from(1)
     }
+}
+
+/// The error and its causes joined by `: `, leaving out a cause whose text the message before it
+/// already includes (library errors often print their source in their own message).
+fn message(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+    }
+    text
 }
 
 /// Exit with a given status (the profiled program's, or the shell's 126/127); an empty message
@@ -46,3 +62,34 @@ impl fmt::Display for ExitWith {
 }
 
 impl std::error::Error for ExitWith {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        /// Like the format crate's errors: the source in the message and as the source.
+        #[derive(Debug)]
+        struct Includes(std::io::Error);
+        impl fmt::Display for Includes {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "meta.json: {}", self.0)
+            }
+        }
+        impl std::error::Error for Includes {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let denied = || std::io::Error::from_raw_os_error(libc::EACCES);
+        let error = anyhow::Error::new(Includes(denied()));
+        let text = message(&error);
+        assert_eq!(text.matches("Permission denied").count(), 1, "{text}");
+        let wrapped = anyhow::Error::new(denied()).context("reading meta.json");
+        assert_eq!(
+            message(&wrapped),
+            format!("reading meta.json: {}", denied())
+        );
+    }
+}

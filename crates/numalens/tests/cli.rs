@@ -271,7 +271,7 @@ fn demo_refuses_to_replace_something_else() {
     std::fs::create_dir(&other).unwrap();
     std::fs::write(other.join("data.txt"), "keep me").unwrap();
     let out = demo(dir.path(), &["-o", other.to_str().unwrap()], &[]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("choose another --output"));
     assert!(other.join("data.txt").exists());
 
@@ -288,7 +288,7 @@ fn demo_refuses_to_replace_something_else() {
         ],
         &[],
     );
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("choose another --html"));
     assert_eq!(
         std::fs::read_to_string(&page).unwrap(),
@@ -326,7 +326,7 @@ fn record_returns_the_program_status_and_writes_a_profile() {
     assert!(meta["tables"]["samples"]["rows"].as_u64().unwrap() > 0);
 
     let again = numalens(&["record", "-o", o, "sh", "-c", "touch ran"]);
-    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(again.status.code(), Some(2));
     assert!(text(&again.stderr).contains("already exists"));
 }
 

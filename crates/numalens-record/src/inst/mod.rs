@@ -98,8 +98,38 @@ pub enum InstCheckError {
          `fortran` without `-fsanitize=thread` or `-ltsan` on the command line"
     )]
     Libtsan(String),
+    #[error(
+        "{program} is a script ({interpreter}), not the program: `--backend inst` counts the \
+         accesses of a program built with `numalens cc`, and the script only starts it. Give \
+         `record` the real executable{hint}"
+    )]
+    Script {
+        program: String,
+        interpreter: String,
+        /// Where libtool keeps the real program, when it is there.
+        hint: String,
+    },
     #[error("{0}: {1}")]
     Unreadable(String, String),
+}
+
+/// A wrapper script (libtool's `prog` for `.libs/prog`, a launcher): the error says where the real
+/// program is when libtool's place for it holds it.
+fn script_error(program: String, path: &std::path::Path, first_line: &[u8]) -> InstCheckError {
+    let line = first_line.split(|b| *b == b'\n').next().unwrap_or_default();
+    let interpreter = format!("#!{}", String::from_utf8_lossy(line).trim());
+    let libs = path
+        .file_name()
+        .map(|name| path.with_file_name(".libs").join(name));
+    let hint = match libs {
+        Some(real) if real.is_file() => format!(" (libtool's is {})", real.display()),
+        _ => " (libtool keeps it in .libs/ beside the script; a launcher script names it)".into(),
+    };
+    InstCheckError::Script {
+        program,
+        interpreter,
+        hint,
+    }
 }
 
 /// Checks that `program` carries the hooks' marker section and no ThreadSanitizer runtime.
@@ -109,6 +139,9 @@ pub fn check_program(program: &OsStr) -> Result<(), InstCheckError> {
         .ok_or_else(|| InstCheckError::Unreadable(name.clone(), "not found".into()))?;
     let bytes = std::fs::read(&path)
         .map_err(|e| InstCheckError::Unreadable(name.clone(), e.to_string()))?;
+    if let Some(line) = bytes.strip_prefix(b"#!") {
+        return Err(script_error(name, &path, line));
+    }
     let file = object::File::parse(&*bytes).map_err(|e| {
         InstCheckError::Unreadable(name.clone(), format!("not an ELF program ({e})"))
     })?;

@@ -20,6 +20,7 @@ use numalens_record::record::{RecordError, RecordOptions, SampleSource};
 use numalens_record::session::{Recorded, record};
 use numalens_workloads::{Manifest, WORKLOADS, Workload};
 
+use super::html_target;
 use super::topology::{load, use_color};
 use crate::cli::{Cli, Command, DemoArgs};
 use crate::exit::UsageError;
@@ -42,7 +43,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     print!("{}", numalens_topology::render_text(&host, use_color()));
     io::stdout().flush()?;
     let what_if = what_if(&args)?;
-    check_html_target(&args.html)?;
+    html_target::check(&args.html, "--html")?;
     replace_previous_demo(&args.output)?;
 
     let built = build(workload, &work_dir(workload.name))?;
@@ -107,10 +108,11 @@ fn replace_previous_demo(dir: &Path) -> Result<()> {
     match Profile::open(dir) {
         Ok(profile) if is_demo_profile(profile.meta()) => std::fs::remove_dir_all(dir)
             .with_context(|| format!("removing the previous demo profile {}", dir.display())),
-        _ => bail!(
+        _ => Err(UsageError(format!(
             "{} exists and is not a previous demo profile; choose another --output",
             dir.display()
-        ),
+        ))
+        .into()),
     }
 }
 
@@ -128,21 +130,6 @@ fn is_demo_profile(meta: &numalens_format::Meta) -> bool {
                 .is_some_and(|d| d.ends_with("numalens/demo"))
     });
     built_here || meta.backend.name == "synthetic"
-}
-
-/// The HTML report may replace an earlier numalens report, nothing else.
-fn check_html_target(path: &Path) -> Result<()> {
-    let Ok(bytes) = std::fs::read(path) else {
-        return Ok(());
-    };
-    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(1024)]);
-    if !head.contains("<meta name=\"generator\" content=\"numalens") {
-        bail!(
-            "{} exists and is not a numalens HTML report; choose another --html",
-            path.display()
-        );
-    }
-    Ok(())
 }
 
 /// Where the demo builds: `$XDG_CACHE_HOME/numalens/demo/<workload>` (or `~/.cache`, or the

@@ -8,8 +8,10 @@ use numalens_analyze::{Options, analyze};
 use numalens_format::Profile;
 use serde_json::{Value, json};
 
+use super::html_target::profile_at_or_above;
 use super::report::{analysis_options, usage_or_error};
 use crate::cli::{ExportArgs, ExportFormat};
+use crate::exit::UsageError;
 
 /// One exported table: column names and rows of JSON values.
 struct Table {
@@ -19,6 +21,15 @@ struct Table {
 }
 
 pub fn run(args: ExportArgs) -> Result<()> {
+    if let Some(profile) = profile_at_or_above(&args.output) {
+        return Err(UsageError(format!(
+            "-o {}: is inside the profile directory {}, whose files only `numalens record` \
+             writes; export the tables to another directory",
+            args.output.display(),
+            profile.display()
+        ))
+        .into());
+    }
     let profile = Profile::open(&args.profile)?;
     let options = Options {
         top: usize::MAX,

@@ -2,6 +2,7 @@
 
 mod demo;
 mod export;
+mod html_target;
 mod record;
 mod report;
 mod topology;

@@ -11,10 +11,18 @@ use numalens_record::record::{RecordError, RecordOptions, SampleSource};
 use numalens_record::session::{Recorded, record};
 
 use crate::cli::{BackendArg, InstModeArg, RecordArgs};
-use crate::exit::ExitWith;
+use crate::exit::{ExitWith, UsageError};
 
 pub fn run(args: RecordArgs) -> Result<()> {
+    let inst = inst_options(&args)?;
+    if let Some(runtime) = &args.runtime {
+        numalens_record::runtime::check_runtime(runtime)
+            .map_err(|e| UsageError(format!("--runtime: {e}")))?;
+    }
     let program = args.command[0].clone();
+    if program.is_empty() {
+        return Err(UsageError("the program to record is an empty name".into()).into());
+    }
     let output = args
         .output
         .clone()
@@ -33,14 +41,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         ring_pages: args.ring_pages,
         status_line: true,
         page_scan_interval: args.page_scan_interval,
-        inst: (args.backend == BackendArg::Inst).then_some(InstOptions {
-            mode: match args.inst_mode {
-                InstModeArg::Exact => InstMode::Exact,
-                InstModeArg::Sampled => InstMode::Sampled,
-                InstModeArg::Both => InstMode::Both,
-            },
-            sample_every: args.sample_every,
-        }),
+        inst,
     };
     let recorded = match record(&opts) {
         Err(RecordError::Launch(LaunchError::Sampler(e @ SamplerError::Denied(_))))
@@ -71,10 +72,49 @@ pub fn run(args: RecordArgs) -> Result<()> {
             }
             .into());
         }
+        Err(e @ RecordError::OutputExists { .. }) => return Err(UsageError(e.to_string()).into()),
         Err(e) => return Err(e.into()),
     };
     print_summary(&recorded);
     program_status(&recorded)
+}
+
+/// The `inst` backend's settings; `--inst-mode` and `--sample-every` without it are a usage
+/// error rather than settings silently ignored.
+fn inst_options(args: &RecordArgs) -> Result<Option<InstOptions>, UsageError> {
+    if args.backend != BackendArg::Inst {
+        let given: Vec<&str> = [
+            args.inst_mode.map(|_| "--inst-mode"),
+            args.sample_every.map(|_| "--sample-every"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !given.is_empty() {
+            let (verb, them) = if given.len() > 1 {
+                ("apply", "them")
+            } else {
+                ("applies", "it")
+            };
+            return Err(UsageError(format!(
+                "{} only {verb} to `--backend inst` (a program built with `numalens cc`), and \
+                 this recording uses `--backend {}`: add `--backend inst` or leave {them} out",
+                given.join(" and "),
+                format!("{:?}", args.backend).to_lowercase()
+            )));
+        }
+        return Ok(None);
+    }
+    let defaults = InstOptions::default();
+    Ok(Some(InstOptions {
+        mode: match args.inst_mode {
+            None => defaults.mode,
+            Some(InstModeArg::Exact) => InstMode::Exact,
+            Some(InstModeArg::Sampled) => InstMode::Sampled,
+            Some(InstModeArg::Both) => InstMode::Both,
+        },
+        sample_every: args.sample_every.unwrap_or(defaults.sample_every),
+    }))
 }
 
 /// `PROGRAM.numalens`, or `PROGRAM.2.numalens`, … when taken.

@@ -8,11 +8,23 @@ use numalens_analyze::{AnalyzeError, Options, WhatIf, analyze};
 use numalens_format::Profile;
 use numalens_topology::TopologyError;
 
+use super::html_target;
 use super::topology::use_color;
 use crate::cli::{PlacementArgs, ReportArgs};
 use crate::exit::UsageError;
 
 pub fn run(args: ReportArgs) -> Result<()> {
+    if let Some(path) = &args.html {
+        html_target::check(path, "--html")?;
+    }
+    if args.object.as_deref() == Some("") {
+        return Err(UsageError(
+            "--object needs a name (an empty one would match every object); leave it out to \
+             see them all"
+                .into(),
+        )
+        .into());
+    }
     let profile = Profile::open(&args.profile)?;
     let options = Options {
         top: args.top,
