@@ -282,7 +282,7 @@ pub fn lost_samples_note(lost: u64, kept: u64, ring_pages: Option<u64>) -> Optio
         .map_or(1024, |pages| pages.saturating_mul(4).next_power_of_two())
         .max(1024);
     Some(format!(
-        "{lost} samples ({share:.1} %) were lost because the ring buffer filled: record again \
+        "{lost} samples or task records ({share:.1} %) were lost because the ring buffer filled: record again \
          with a larger --ring-pages, e.g. --ring-pages {larger}"
     ))
 }

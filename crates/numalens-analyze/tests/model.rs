@@ -46,7 +46,9 @@ fn totals_count_every_sample_once() {
     assert_eq!(m.profile.lost_samples, 3);
     let note = m.profile.lost_samples_note.as_deref().unwrap();
     assert!(
-        note.starts_with("3 samples (15.0 %) were lost because the ring buffer filled"),
+        note.starts_with(
+            "3 samples or task records (15.0 %) were lost because the ring buffer filled"
+        ),
         "{note}"
     );
     assert!(note.ends_with("--ring-pages 1024"), "{note}");

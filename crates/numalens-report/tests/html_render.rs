@@ -131,7 +131,7 @@ fn lost_samples_are_said_before_the_figures() {
     model.profile.lost_samples_note =
         numalens_analyze::model::lost_samples_note(250, 750, Some(256));
     let html = render(&model);
-    let note = "250 samples (25.0 %) were lost because the ring buffer filled: record again with \
+    let note = "250 samples or task records (25.0 %) were lost because the ring buffer filled: record again with \
                 a larger --ring-pages, e.g. --ring-pages 1024";
     let at = html.find(note).expect("the note is in the report");
     assert!(at < html.find("<div class=\"cards\">").unwrap());

@@ -23,7 +23,7 @@ fn lost_samples_come_first_with_the_fix() {
     let second = text.lines().nth(1).unwrap();
     assert_eq!(
         second,
-        "warning: 3 samples (15.0 %) were lost because the ring buffer filled: record again with \
+        "warning: 3 samples or task records (15.0 %) were lost because the ring buffer filled: record again with \
          a larger --ring-pages, e.g. --ring-pages 1024"
     );
     // Without a loss, no warning.

@@ -442,7 +442,7 @@ fn completeness(
     }
     if raw.lost > 0 {
         reasons.push(format!(
-            "the kernel dropped {} page-fault samples because the ring buffer filled",
+            "the kernel dropped {} records (page-fault samples, and any task or mapping records among them) because the ring buffer filled",
             raw.lost
         ));
     }
