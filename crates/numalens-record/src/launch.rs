@@ -71,6 +71,13 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
     command
         .args(&spec.args)
         .envs(spec.env.iter().map(|(k, v)| (k, v)));
+    // SAFETY: close_in_child only loads an atomic and calls close.
+    unsafe {
+        command.pre_exec(|| {
+            crate::std_fds::close_in_child();
+            Ok(())
+        });
+    }
     let Some(cpus) = spec.sample_cpus.clone() else {
         let child = command.spawn().map_err(|e| spawn_error(&program, e))?;
         return Ok(Launched {

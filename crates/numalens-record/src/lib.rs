@@ -18,5 +18,6 @@ pub mod runtime;
 pub mod scan;
 pub mod session;
 mod signals;
+pub mod std_fds;
 pub mod symbols;
 pub mod time_order;
