@@ -185,6 +185,8 @@ pub fn run(
     events_dir: PathBuf,
     runtime: Option<PathBuf>,
 ) -> Result<RawRecording, RecordError> {
+    // The program's processes may change directory before they open their logs (daemons do).
+    let events_dir = std::path::absolute(&events_dir).unwrap_or(events_dir);
     let mut env: Vec<(OsString, OsString)> = vec![
         ("NUMALENS_DIR".into(), events_dir.clone().into()),
         (

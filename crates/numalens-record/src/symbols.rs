@@ -71,8 +71,15 @@ impl Symbolizer {
     }
 }
 
+/// A mangled name (C++'s and Rust's legacy `_Z…`, Rust's v0 `_R…`) in source form; any other
+/// name as it is: demangling every name as C++ turned C's `a`, `b`, `c` into `signed char`,
+/// `bool`, `char` (one-letter builtin type codes).
 fn demangle(name: &str) -> String {
-    addr2line::demangle_auto(name.into(), None).into_owned()
+    if name.starts_with("_Z") || name.starts_with("_R") {
+        addr2line::demangle_auto(name.into(), None).into_owned()
+    } else {
+        name.to_string()
+    }
 }
 
 /// A data object from a module's symbol table.

@@ -8,7 +8,6 @@ use common::record::{Printed, View, build, printed, record_program};
 use numalens_format::ObjectKind;
 
 #[test]
-#[ignore = "fails: symbols.rs demangles every symbol as C++ or Rust, so C's `a` is named `signed char`"]
 fn one_letter_c_symbols_keep_their_names() {
     let dir = tempfile::tempdir().unwrap();
     // Without debug information, as STREAM's Makefile builds it: names come from the symbol

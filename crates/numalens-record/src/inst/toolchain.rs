@@ -126,7 +126,7 @@ pub fn classify(args: &[OsString]) -> Invocation {
         }
         if takes_value.contains(a) {
             skip = true;
-        } else if !a.starts_with('-') || a.starts_with("-l") || a.starts_with("-Wl,") {
+        } else if !a.starts_with('-') || *a == "-" || a.starts_with("-l") || a.starts_with("-Wl,") {
             inputs += 1;
         }
     }
@@ -190,6 +190,13 @@ pub fn wrapped_args(
                 out.push(l);
             }
             Family::Clang => out.push("-fno-sanitize-link-runtime".into()),
+        }
+        // A `-x LANG` of the user's applies to every file after it: ours are objects.
+        if args
+            .iter()
+            .any(|a| a == "-x" || a.to_str().is_some_and(|a| a.starts_with("-x")))
+        {
+            out.extend(["-x", "none"].map(OsString::from));
         }
         match hooks {
             Hooks::Calls | Hooks::Plugin(_) => out.push(lib_dir.join(ARCHIVE_NAME).into()),
