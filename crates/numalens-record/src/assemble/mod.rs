@@ -454,15 +454,15 @@ fn completeness(
         );
     }
     if raw.outlived.as_ref().is_some_and(|o| o.stopped_early) {
-        let which = if still_running.is_empty() {
-            "processes".to_string()
-        } else {
-            let pids: Vec<String> = still_running.iter().map(u32::to_string).collect();
-            format!("processes {}", pids.join(", "))
+        let pids: Vec<String> = still_running.iter().map(u32::to_string).collect();
+        let which = match pids.as_slice() {
+            [] => "processes of the program were".to_string(),
+            [one] => format!("process {one} of the program was"),
+            _ => format!("processes {} of the program were", pids.join(", ")),
         };
         reasons.push(format!(
-            "the recording was stopped while {which} of the program were still running: \
-             their work after that point is not in the profile"
+            "the recording was stopped while {which} still running: their work after that \
+             point is not in the profile"
         ));
     }
     if let Some(signal) = raw.exit.signal() {
