@@ -77,9 +77,12 @@ fn the_recorded_topology_is_validated() {
     );
 }
 
+/// An edit of `meta.json`.
+type Edit = fn(&mut serde_json::Value);
+
 #[test]
 fn other_values_are_checked_for_sense() {
-    let cases: [(&str, fn(&mut serde_json::Value)); 4] = [
+    let cases: [(&str, Edit); 4] = [
         ("numa_balancing.mode", |v| {
             v["numa_balancing"] = serde_json::json!({ "mode": 9, "tunables": {} })
         }),
