@@ -120,3 +120,19 @@ fn damaged_page_counts_are_refused_or_saturate() {
         "{problems}"
     );
 }
+
+/// Small-allocation counters summed over records: a damaged log's counts stop at u64::MAX.
+#[test]
+fn small_allocation_counts_saturate() {
+    let mut log = log_header(42);
+    for t in 0..2 {
+        log.extend(record(
+            RecordKind::SmallAllocs,
+            t,
+            [u64::MAX - 1, u64::MAX - 1, 0, 0],
+        ));
+    }
+    let log = parse_event_log(&log, Path::new("events-42.bin")).unwrap();
+    let view = process_view(&log, 4096, &mut Symbolizer::new());
+    assert_eq!(view.small_allocs, (u64::MAX, u64::MAX));
+}
