@@ -63,7 +63,9 @@ impl PageMap {
                 (None, _) => PageState::Unknown,
             };
             let run = PageRun {
-                end: row.start.saturating_add(row.pages * row.page_size),
+                end: row
+                    .start
+                    .saturating_add(row.pages.saturating_mul(row.page_size)),
                 page_size: row.page_size,
                 state,
             };
