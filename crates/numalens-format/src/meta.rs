@@ -172,6 +172,21 @@ impl Meta {
     pub fn from_json_str(text: &str, path: &Path) -> Result<Meta> {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| meta_err(path, e))?;
         check_version(path, &value)?;
+        if let Some(topology) = value.get("topology") {
+            // Before the topology's CPU lists are expanded into ids.
+            numalens_topology::check_cpu_lists(topology, "").map_err(|e| {
+                let problem = match e {
+                    numalens_topology::TopologyError::Invalid { field, problem, .. } => {
+                        format!("field `topology.{field}`: {problem}")
+                    }
+                    other => format!("field `topology`: {other}"),
+                };
+                FormatError::Meta {
+                    path: path.to_path_buf(),
+                    problem,
+                }
+            })?;
+        }
         let meta: Meta =
             serde_path_to_error::deserialize(value).map_err(|e| FormatError::Meta {
                 path: path.to_path_buf(),

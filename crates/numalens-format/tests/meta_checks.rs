@@ -75,6 +75,17 @@ fn the_recorded_topology_is_validated() {
         e.contains("topology.nodes[0].cpus") && e.contains("more CPUs than"),
         "{e}"
     );
+    // Lists bounded one by one are bounded together too, before any is expanded.
+    let e = open_after(|v| {
+        let nodes = v["topology"]["nodes"].as_array_mut().unwrap();
+        for (i, node) in nodes.iter_mut().enumerate() {
+            node["cpus"] = format!("{}-{}", i * 65536, i * 65536 + 65535).into();
+        }
+    });
+    assert!(
+        e.contains("field `topology.nodes[1].cpus`") && e.contains("65536"),
+        "{e}"
+    );
 }
 
 /// An edit of `meta.json`.

@@ -50,6 +50,24 @@ fn parse_list(text: &str, max: usize, what: &str) -> Result<Vec<u32>, String> {
     Ok(ids)
 }
 
+/// How many ids a CPU list names (repeats counted), without storing them; `None` when it is not a
+/// CPU list (parsing it says why).
+pub fn count_cpulist(text: &str) -> Option<u64> {
+    let mut total: u64 = 0;
+    for part in text.trim().split(',').filter(|p| !p.trim().is_empty()) {
+        let part = part.trim();
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (parse_id(lo, part).ok()?, parse_id(hi, part).ok()?),
+            None => {
+                let id = parse_id(part, part).ok()?;
+                (id, id)
+            }
+        };
+        total = total.saturating_add(u64::from(hi.checked_sub(lo)?) + 1);
+    }
+    Some(total)
+}
+
 fn parse_id(text: &str, part: &str) -> Result<u32, String> {
     text.trim()
         .parse()

@@ -318,3 +318,27 @@ fn more_nodes_than_linux_supports_are_refused() {
     t.nodes.truncate(1024);
     t.validate().unwrap();
 }
+
+/// Each list is bounded, and so is their sum: many nodes with large lists would otherwise expand
+/// to far more ids than the document's size suggests, before validation could look at them.
+#[test]
+fn the_cpu_lists_of_all_nodes_together_are_bounded() {
+    let nodes: Vec<String> = (0..3u32)
+        .map(|i| {
+            format!(
+                r#"{{ "id": {i}, "cpus": "{}-{}" }}"#,
+                i * 65536,
+                i * 65536 + 65535
+            )
+        })
+        .collect();
+    let text = format!(
+        r#"{{ "name": "big", "source": {{ "kind": "assumed", "source": "test" }}, "nodes": [{}] }}"#,
+        nodes.join(", ")
+    );
+    let e = err(&text);
+    assert!(
+        e.starts_with("t.json: nodes[1].cpus: ") && e.contains("65536"),
+        "{e}"
+    );
+}
