@@ -354,8 +354,11 @@ pub(crate) fn communication(
     let cells = threads.div_ceil(per_cell);
     let mut values = vec![vec![0u64; cells]; cells];
     for (&(a, b), &n) in pairs {
-        let (i, j) = (pos[a as usize] / per_cell, pos[b as usize] / per_cell);
-        if i != j {
+        let (Some(&pa), Some(&pb)) = (pos.get(a as usize), pos.get(b as usize)) else {
+            continue;
+        };
+        let (i, j) = (pa / per_cell, pb / per_cell);
+        if i != j && i < cells && j < cells {
             add(&mut values[i][j], n);
             add(&mut values[j][i], n);
         }
@@ -377,8 +380,10 @@ pub(crate) fn placement_report(
 ) -> PlacementReport {
     let mut thread_nodes = vec![None; threads];
     for (dense, node) in p.thread_node.iter().enumerate() {
-        if let Some(&at) = pos.get(dense) {
-            thread_nodes[at] = *node;
+        // A thread with counts but no row in the model (none in the threads table, no access)
+        // has no position to report.
+        if let Some(slot) = pos.get(dense).and_then(|&at| thread_nodes.get_mut(at)) {
+            *slot = *node;
         }
     }
     let nodes = p.machine.node_ids();

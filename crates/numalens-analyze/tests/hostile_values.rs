@@ -162,3 +162,36 @@ fn extreme_values_are_analysed_without_panicking() {
         analyze(&profile, &options).unwrap();
     }
 }
+
+/// Found by the `profile_analyze` fuzz target: exact counts (all zero) of a thread that the
+/// threads table does not have, and no other thread, put the placement report out of bounds.
+#[test]
+fn zero_counts_of_an_unknown_thread_and_no_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("z.numalens");
+    let mut w = ProfileWriter::create(&path, meta()).unwrap();
+    w.push_page_stat(PageStat {
+        pid: 0,
+        tid: 0,
+        page: 0,
+        reads: 0,
+        writes: 0,
+        first_access_ns: 0,
+        object_id: None,
+    })
+    .unwrap();
+    w.finish(Completeness {
+        complete: true,
+        exit: None,
+        reasons: vec![],
+    })
+    .unwrap();
+    let profile = Profile::open(&path).unwrap();
+    for block_size in [None, Some(2_546_034_989_334_855_680)] {
+        let options = Options {
+            block_size,
+            ..Options::default()
+        };
+        analyze(&profile, &options).unwrap();
+    }
+}
