@@ -1,7 +1,8 @@
 //! A whole profile directory, analysed as `numalens report` does. The input describes the rows of
 //! every table and the values of `meta.json` (any numbers, not only the ones a recording makes)
 //! and may replace one table's file by raw bytes; the profile is written with the real writer,
-//! opened, analysed (recorded placement, or a what-if machine) and rendered as text.
+//! opened, analysed (recorded placement, or a what-if machine) and rendered as text (and, one
+//! input in four, as HTML).
 #![no_main]
 
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
@@ -119,6 +120,10 @@ fuzz_target!(|input: Input| {
     };
     if let Ok(model) = analyze(&profile, &options) {
         let _ = numalens_report::render_text(&model, true);
+        // The HTML report draws charts from the same numbers; it is slower, so one input in four.
+        if input.top % 4 == 0 {
+            let _ = numalens_report::html::render(&model);
+        }
     }
 });
 
