@@ -95,6 +95,7 @@ fn preset(i: u8) -> Option<numalens_topology::Topology> {
 }
 
 fuzz_target!(|input: Input| {
+    numalens_fuzz::let_the_reader_catch_decoder_panics();
     let scratch = numalens_fuzz::scratch();
     let dir = scratch.path().join("p.numalens");
     if write(&input, &dir).is_err() {

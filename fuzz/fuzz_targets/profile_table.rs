@@ -10,6 +10,7 @@ use numalens_format::{
 };
 
 fuzz_target!(|data: &[u8]| {
+    numalens_fuzz::let_the_reader_catch_decoder_panics();
     let Some((&which, file)) = data.split_first() else {
         return;
     };

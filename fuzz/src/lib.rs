@@ -35,3 +35,14 @@ pub fn split(data: &[u8], n: usize) -> Vec<&[u8]> {
     parts.resize(n, &[]);
     parts
 }
+
+/// The profile reader runs the Parquet decoders under `catch_unwind` and turns their panics on
+/// corrupted pages into errors naming the file (`numalens_format::Batches`); libFuzzer's panic
+/// hook would abort on those too. This hook only prints, so a caught panic is not a finding and
+/// a panic that escapes the reader still is (libfuzzer-sys aborts on it).
+pub fn let_the_reader_catch_decoder_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::panic::set_hook(Box::new(|info| eprintln!("{info}")));
+    });
+}
