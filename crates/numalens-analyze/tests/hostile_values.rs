@@ -195,3 +195,32 @@ fn zero_counts_of_an_unknown_thread_and_no_threads() {
         analyze(&profile, &options).unwrap();
     }
 }
+
+/// Found by the `profile_analyze` fuzz target: page-node runs whose bytes on one node add up past
+/// u64 (runs of many huge pages in several processes).
+#[test]
+fn page_runs_whose_bytes_add_up_past_u64() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.numalens");
+    let mut w = ProfileWriter::create(&path, meta()).unwrap();
+    for pid in [1, 2, 3] {
+        w.push_page_nodes(PageNodes {
+            time_ns: 0,
+            pid,
+            start: 0,
+            pages: 1 << 51,
+            page_size: 4096,
+            node: Some(0),
+            status: String::new(),
+            source: "scan".into(),
+        })
+        .unwrap();
+    }
+    w.finish(Completeness {
+        complete: true,
+        exit: None,
+        reasons: vec![],
+    })
+    .unwrap();
+    analyze(&Profile::open(&path).unwrap(), &Options::default()).unwrap();
+}
