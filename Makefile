@@ -3,10 +3,10 @@
 CARGO ?= cargo
 PYTHON ?= python3
 
-.PHONY: test check unit python-test vm-test demo bench python-deps deps
+.PHONY: test check unit python-test vm-test fuzz-test demo bench python-deps deps
 
 ## Everything: formatting, lints, unit and integration tests, Python readers, multi-node guests.
-test: check browser-deps unit python-test vm-test
+test: check browser-deps unit python-test fuzz-test vm-test
 
 check:
 	$(CARGO) fmt --all -- --check
@@ -31,6 +31,11 @@ python-deps:
 python-test: python-deps
 	$(CARGO) build -p numalens
 	$(PYTHON) -m pytest -q tests/python
+
+## Every reader under libFuzzer for FUZZ_SECONDS each (installs nightly and cargo-fuzz when missing).
+FUZZ_SECONDS ?= 60
+fuzz-test:
+	fuzz/run-all $(FUZZ_SECONDS)
 
 ## Multi-node tests in QEMU guests (installs qemu, a Debian kernel, busybox when missing).
 vm-test:

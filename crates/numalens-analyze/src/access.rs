@@ -72,15 +72,34 @@ pub(crate) struct User {
     pub written_bytes: u64,
 }
 
+/// Sums of access counts. Counts read from a damaged profile can be anything up to u64::MAX;
+/// a sum stops there instead of overflowing.
+pub(crate) trait SaturatingSum {
+    fn saturating_sum(self) -> u64;
+}
+
+impl<I, T> SaturatingSum for I
+where
+    I: Iterator<Item = T>,
+    T: std::borrow::Borrow<u64>,
+{
+    fn saturating_sum(self) -> u64 {
+        self.fold(0, |sum, v| sum.saturating_add(*v.borrow()))
+    }
+}
+
 impl User {
     pub(crate) fn accesses(&self) -> u64 {
-        self.reads + self.writes + self.other
+        // Counts from a damaged profile can reach u64's end; sums stop there.
+        self.reads
+            .saturating_add(self.writes)
+            .saturating_add(self.other)
     }
 
     fn merge(&mut self, o: &User) {
-        self.reads += o.reads;
-        self.writes += o.writes;
-        self.other += o.other;
+        self.reads = self.reads.saturating_add(o.reads);
+        self.writes = self.writes.saturating_add(o.writes);
+        self.other = self.other.saturating_add(o.other);
         self.first_ns = self.first_ns.min(o.first_ns);
         self.last_ns = self.last_ns.max(o.last_ns);
         self.written_lines |= o.written_lines;
@@ -370,13 +389,13 @@ impl AccessTally {
         user.first_ns = user.first_ns.min(a.time_ns);
         user.last_ns = user.last_ns.max(a.time_ns);
         match a.direction {
-            Direction::Read => user.reads += a.weight,
+            Direction::Read => user.reads = user.reads.saturating_add(a.weight),
             Direction::Write => {
-                user.writes += a.weight;
+                user.writes = user.writes.saturating_add(a.weight);
                 user.written_lines |= 1 << ((offset / LINE) % 64);
                 user.written_bytes |= 1 << (offset % LINE);
             }
-            Direction::Unknown => user.other += a.weight,
+            Direction::Unknown => user.other = user.other.saturating_add(a.weight),
         }
     }
 
@@ -541,7 +560,7 @@ mod tests {
         assert_eq!(counted, expected);
         let timeline_total: u64 = (0..total.region_keys.len())
             .map(|row| total.timelines.row(row).iter().sum::<u64>())
-            .sum();
+            .saturating_sum();
         assert_eq!(timeline_total, 20_000);
     }
 }

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use numalens_format::{Label, Meta, Object, Profile, Thread};
 
 use crate::Options;
+use crate::access::SaturatingSum;
 use crate::model::*;
 use crate::pages::PageMap;
 use crate::samples::{Kinds, SampleTally, ThreadKey, ThreadTally, add_kinds};
@@ -80,7 +81,7 @@ fn kind_counts(k: &Kinds) -> KindCounts {
         first_touch: at(K::FirstTouch),
         hint: at(K::Hint),
         fault: at(K::Fault),
-        total: k.iter().sum(),
+        total: k.iter().saturating_sum(),
     }
 }
 
@@ -150,8 +151,8 @@ fn top_objects(
         let pages = tables
             .pages
             .placement(object.pid, object.start, object.size, tables.page_size);
-        let resident: u64 = pages.by_node.iter().map(|n| n.count).sum();
-        let sampled = tally.objects[i].kinds.iter().sum::<u64>();
+        let resident: u64 = pages.by_node.iter().map(|n| n.count).saturating_sum();
+        let sampled = tally.objects[i].kinds.iter().saturating_sum();
         if sampled > 0 || resident > 0 || tables.object_accesses[i] > 0 {
             candidates.push((i, pages, resident));
         }
@@ -160,7 +161,7 @@ fn top_objects(
     candidates.sort_by_key(|(i, _, resident)| {
         let t = &tally.objects[*i];
         let first_touch = kind_counts(&t.kinds).first_touch;
-        let total: u64 = t.kinds.iter().sum();
+        let total: u64 = t.kinds.iter().saturating_sum();
         let id = tables.objects[*i].object_id;
         (
             Reverse(tables.object_accesses[*i]),
@@ -247,7 +248,7 @@ fn thread_reports(tables: &Tables, tally: &SampleTally, listed: &[ThreadKey]) ->
     let mut keys: Vec<ThreadKey> = tally
         .threads
         .iter()
-        .filter(|(_, t)| t.kinds.iter().sum::<u64>() > 0)
+        .filter(|(_, t)| t.kinds.iter().saturating_sum() > 0)
         .map(|(k, _)| *k)
         .collect();
     keys.extend(listed);

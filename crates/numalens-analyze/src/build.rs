@@ -7,8 +7,10 @@ use std::collections::HashMap;
 
 use numalens_format::Object;
 
+use crate::access::SaturatingSum;
 use crate::access::{AccessTally, PageAcc, PageKey};
 use crate::classify::{CLASSES, THRESHOLDS};
+use crate::engine::add;
 use crate::engine::{Aggregates, ObjAgg, ObjectRanges, total};
 use crate::findings::Fired;
 use crate::model::*;
@@ -41,7 +43,7 @@ pub(crate) fn times(sampled: &AccessTally) -> Times {
             .entry(thread)
             .or_insert_with(|| vec![0; BUCKETS]);
         for (a, b) in line.iter_mut().zip(values) {
-            *a += b;
+            add(a, *b);
         }
         regions
             .entry((object, region))
@@ -51,7 +53,7 @@ pub(crate) fn times(sampled: &AccessTally) -> Times {
     let mut phase: HashMap<u32, u64> = HashMap::new();
     for ((object, _), rows) in regions {
         if let Some(n) = changed_owner(&rows) {
-            *phase.entry(object).or_default() += n;
+            add(phase.entry(object).or_default(), n);
         }
     }
     Times { by_object, phase }
@@ -63,15 +65,18 @@ type Row<'a> = (u32, &'a [u64]);
 /// The region's accesses when two or more threads each own (more than the exclusivity share of)
 /// its buckets for at least a fifth of its accesses.
 fn changed_owner(rows: &[Row]) -> Option<u64> {
-    let all: u64 = rows.iter().map(|(_, v)| v.iter().sum::<u64>()).sum();
+    let all: u64 = rows
+        .iter()
+        .map(|(_, v)| v.iter().saturating_sum())
+        .saturating_sum();
     let mut owned: HashMap<u32, u64> = HashMap::new();
     for b in 0..BUCKETS {
-        let sum: u64 = rows.iter().map(|(_, v)| v[b]).sum();
+        let sum: u64 = rows.iter().map(|(_, v)| v[b]).saturating_sum();
         let Some((t, top)) = rows.iter().map(|(t, v)| (*t, v[b])).max_by_key(|(_, n)| *n) else {
             continue;
         };
         if sum > 0 && top as f64 > THRESHOLDS.exclusivity * sum as f64 {
-            *owned.entry(t).or_default() += sum;
+            add(owned.entry(t).or_default(), sum);
         }
     }
     let owners = owned
@@ -142,7 +147,7 @@ pub(crate) fn object_access(
         .map_or("private", |(c, _)| c.label())
         .to_string();
     let toucher = agg.touchers.iter().max_by_key(|(t, n)| (**n, Reverse(**t)));
-    let known = agg.local + agg.remote;
+    let known = agg.local.saturating_add(agg.remote);
     Some(ObjectAccess {
         accesses,
         reads: agg.rw[0],
@@ -178,7 +183,7 @@ pub(crate) fn object_access(
 /// [`HEAT_COLUMNS`] columns and [`MAX_ROWS`] rows (its most active users).
 fn heatmap(c: &ViewCtx, o: &Object, agg: &ObjAgg) -> Heatmap {
     let first = o.start / c.page_size;
-    let span = (o.start + o.size.max(1) - 1) / c.page_size - first + 1;
+    let span = (o.start.saturating_add(o.size.max(1) - 1) / c.page_size - first).saturating_add(1);
     let per_column = span.div_ceil(HEAT_COLUMNS).max(1);
     let columns = span.div_ceil(per_column) as usize;
     let mut rows: Vec<(u32, u64)> = agg.users.iter().map(|(t, rw)| (*t, total(rw))).collect();
@@ -193,9 +198,9 @@ fn heatmap(c: &ViewCtx, o: &Object, agg: &ObjAgg) -> Heatmap {
         let (key, page) = &c.pages[p as usize];
         let col = ((key.1.saturating_sub(first)) / per_column).min(columns as u64 - 1) as usize;
         for u in &page.users {
-            column_total[col] += u.accesses();
+            add(&mut column_total[col], u.accesses());
             if let Some(&r) = row_of.get(&u.thread) {
-                values[r][col] += u.accesses();
+                add(&mut values[r][col], u.accesses());
             }
         }
         if let Some(t) = c.agg.views[p as usize].0.first_toucher {
@@ -219,7 +224,7 @@ fn heatmap(c: &ViewCtx, o: &Object, agg: &ObjAgg) -> Heatmap {
         first_touch: touches
             .iter()
             .map(|m| {
-                let all: u64 = m.values().sum();
+                let all: u64 = m.values().saturating_sum();
                 m.iter()
                     .max_by_key(|(t, n)| (**n, Reverse(**t)))
                     .map(|(t, n)| ThreadShare {
@@ -238,7 +243,7 @@ fn timeline(c: &ViewCtx, object: u32) -> Timeline {
     };
     let mut rows: Vec<(usize, &Vec<u64>)> =
         lines.iter().map(|(t, v)| (c.pos[*t as usize], v)).collect();
-    rows.sort_by_key(|(p, v)| (Reverse(v.iter().sum::<u64>()), *p));
+    rows.sort_by_key(|(p, v)| (Reverse(v.iter().saturating_sum()), *p));
     rows.truncate(MAX_ROWS);
     rows.sort_by_key(|(p, _)| *p);
     Timeline {
@@ -263,9 +268,9 @@ pub(crate) fn mixed_ownership(
     let mut group_accesses: HashMap<(u32, String), u64> = HashMap::new();
     for (i, (key, _)) in pages.iter().enumerate() {
         let (v, _) = &agg.views[i];
-        let lo = key.1 * page_size;
+        let lo = key.1.saturating_mul(page_size);
         let small: Vec<u32> = ranges
-            .overlapping(key.0, lo, lo + page_size)
+            .overlapping(key.0, lo, lo.saturating_add(page_size))
             .into_iter()
             .filter(|&o| objects[o as usize].size < page_size)
             .collect();
@@ -273,7 +278,7 @@ pub(crate) fn mixed_ownership(
             continue;
         };
         let site = group_key(&objects[first as usize]);
-        *group_accesses.entry(site.clone()).or_default() += v.accesses;
+        add(group_accesses.entry(site.clone()).or_default(), v.accesses);
         let same: Vec<u32> = small
             .iter()
             .copied()
@@ -292,8 +297,8 @@ pub(crate) fn mixed_ownership(
             .entry(site)
             .or_insert((first as usize, 0, 0, 0, Vec::new(), Vec::new()));
         g.1 += 1;
-        g.2 += v.accesses;
-        g.3 += v.remote;
+        add(&mut g.2, v.accesses);
+        add(&mut g.3, v.remote);
         g.4.extend(same);
         g.5.extend(v.users.iter().copied());
     }
@@ -349,10 +354,13 @@ pub(crate) fn communication(
     let cells = threads.div_ceil(per_cell);
     let mut values = vec![vec![0u64; cells]; cells];
     for (&(a, b), &n) in pairs {
-        let (i, j) = (pos[a as usize] / per_cell, pos[b as usize] / per_cell);
-        if i != j {
-            values[i][j] += n;
-            values[j][i] += n;
+        let (Some(&pa), Some(&pb)) = (pos.get(a as usize), pos.get(b as usize)) else {
+            continue;
+        };
+        let (i, j) = (pa / per_cell, pb / per_cell);
+        if i != j && i < cells && j < cells {
+            add(&mut values[i][j], n);
+            add(&mut values[j][i], n);
         }
     }
     CommunicationMatrix {
@@ -372,8 +380,10 @@ pub(crate) fn placement_report(
 ) -> PlacementReport {
     let mut thread_nodes = vec![None; threads];
     for (dense, node) in p.thread_node.iter().enumerate() {
-        if let Some(&at) = pos.get(dense) {
-            thread_nodes[at] = *node;
+        // A thread with counts but no row in the model (none in the threads table, no access)
+        // has no position to report.
+        if let Some(slot) = pos.get(dense).and_then(|&at| thread_nodes.get_mut(at)) {
+            *slot = *node;
         }
     }
     let nodes = p.machine.node_ids();
@@ -382,12 +392,12 @@ pub(crate) fn placement_report(
     let (mut local, mut remote) = (0, 0);
     for (&(from, to), &n) in &agg.traffic {
         if from == to {
-            local += n;
+            add(&mut local, n);
         } else {
-            remote += n;
+            add(&mut remote, n);
         }
         if let (Some(&i), Some(&j)) = (index.get(&from), index.get(&to)) {
-            traffic[i][j] += n;
+            add(&mut traffic[i][j], n);
         }
     }
     let load: Vec<NodeLoad> = nodes
@@ -411,12 +421,13 @@ pub(crate) fn placement_report(
         thread_rule: p.thread_rule.into(),
         page_rule: p.page_rule.into(),
         thread_nodes,
-        accesses: local + remote + agg.unknown,
+        accesses: local.saturating_add(remote).saturating_add(agg.unknown),
         local,
         remote,
         unknown: agg.unknown,
-        local_ratio: (local + remote > 0).then(|| ratio(local, local + remote)),
-        imbalance: (local + remote > 0).then(|| crate::engine::cv(&served)),
+        local_ratio: (local.saturating_add(remote) > 0)
+            .then(|| ratio(local, local.saturating_add(remote))),
+        imbalance: (local.saturating_add(remote) > 0).then(|| crate::engine::cv(&served)),
         load,
         traffic,
         machine_nodes: machine_nodes(&p.machine),

@@ -1,6 +1,7 @@
 //! What one page says: its significant users, its sharing class, its first toucher and dominant
 //! user. The thresholds are in [`THRESHOLDS`] and docs/FINDINGS.md says why each is what it is.
 
+use crate::access::SaturatingSum;
 use crate::access::{PageAcc, User};
 use crate::model::Thresholds;
 
@@ -71,7 +72,7 @@ pub(crate) fn view(
 ) -> PageView {
     let mut users: Vec<&User> = page.users.iter().filter(|u| u.accesses() > 0).collect();
     users.sort_by_key(|u| (std::cmp::Reverse(u.accesses()), u.thread));
-    let accesses: u64 = users.iter().map(|u| u.accesses()).sum();
+    let accesses: u64 = users.iter().map(|u| u.accesses()).saturating_sum();
     let top = users.first().map_or(0, |u| u.accesses());
     let second = users.get(1).map_or(0, |u| u.accesses());
     let cut = (top as f64 * THRESHOLDS.user_fraction).max(1.0);
@@ -80,8 +81,9 @@ pub(crate) fn view(
         .copied()
         .filter(|u| u.accesses() as f64 >= cut)
         .collect();
-    let dominant = (top as f64 > THRESHOLDS.exclusivity * accesses as f64 && top > 2 * second)
-        .then(|| users[0].thread);
+    let dominant = (top as f64 > THRESHOLDS.exclusivity * accesses as f64
+        && top > second.saturating_mul(2))
+    .then(|| users[0].thread);
     let hammered = if exact && dominant.is_none() {
         hammered_writes(&significant, page_size)
     } else {
@@ -125,7 +127,7 @@ fn hammered_writes(users: &[&User], page_size: u64) -> u64 {
         .filter(|w| *w >= cut)
         .collect();
     if hammering.len() >= 2 {
-        hammering.iter().sum()
+        hammering.iter().saturating_sum()
     } else {
         0
     }
@@ -180,7 +182,7 @@ pub(crate) fn false_shared_writes(page: &PageAcc) -> u64 {
         .zip(involved)
         .filter(|(_, inv)| *inv)
         .map(|(u, _)| u.writes)
-        .sum()
+        .saturating_sum()
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use numalens_format::Object;
 
+use crate::access::SaturatingSum;
 use crate::access::{AccessTally, NO_OBJECT, PageAcc, PageKey};
 use crate::classify::{CLASSES, Class, PageView, THRESHOLDS, false_shared_writes, view};
 use crate::pages::PageMap;
@@ -26,13 +27,18 @@ pub(crate) struct Context<'a> {
 pub(crate) type Rw = [u64; 3];
 
 fn add_rw(into: &mut Rw, u: &crate::access::User) {
-    into[0] += u.reads;
-    into[1] += u.writes;
-    into[2] += u.other;
+    add(&mut into[0], u.reads);
+    add(&mut into[1], u.writes);
+    add(&mut into[2], u.other);
+}
+
+/// Adds a count; counts from a damaged profile can reach u64's end, and sums stop there.
+pub(crate) fn add(into: &mut u64, count: u64) {
+    *into = into.saturating_add(count);
 }
 
 pub(crate) fn total(rw: &Rw) -> u64 {
-    rw.iter().sum()
+    rw.iter().saturating_sum()
 }
 
 /// Everything counted for one object.
@@ -92,8 +98,8 @@ pub(crate) struct Part {
 impl Part {
     fn add(&mut self, accesses: u64, remote: u64) {
         self.pages += 1;
-        self.accesses += accesses;
-        self.remote += remote;
+        add(&mut self.accesses, accesses);
+        add(&mut self.remote, remote);
     }
 }
 
@@ -168,16 +174,16 @@ pub(crate) fn aggregate(
             let thread_node = ctx.placement.thread_node[u.thread as usize];
             match (thread_node, node) {
                 (Some(t), Some(p)) => {
-                    *a.traffic.entry((t, p)).or_default() += u.accesses();
-                    a.node_load.entry(p).or_default().0 += u.accesses();
+                    add(a.traffic.entry((t, p)).or_default(), u.accesses());
+                    add(&mut a.node_load.entry(p).or_default().0, u.accesses());
                     if t == p {
-                        a.threads[u.thread as usize].local += u.accesses();
+                        add(&mut a.threads[u.thread as usize].local, u.accesses());
                     } else {
-                        a.threads[u.thread as usize].remote += u.accesses();
-                        page_remote += u.accesses();
+                        add(&mut a.threads[u.thread as usize].remote, u.accesses());
+                        add(&mut page_remote, u.accesses());
                     }
                 }
-                _ => a.unknown += u.accesses(),
+                _ => add(&mut a.unknown, u.accesses()),
             }
             if let Some(o) = object {
                 let agg = &mut a.objects[o as usize];
@@ -205,7 +211,7 @@ pub(crate) fn aggregate(
             let entry = blocks.entry((key.0, address / ctx.block_size)).or_default();
             for u in &page.users {
                 match entry.iter_mut().find(|(t, _)| *t == u.thread) {
-                    Some((_, n)) => *n += u.accesses(),
+                    Some((_, n)) => add(n, u.accesses()),
                     None => entry.push((u.thread, u.accesses())),
                 }
             }
@@ -239,10 +245,10 @@ pub(crate) fn aggregate(
     for agg in &mut a.objects {
         for (&(x, y), &n) in &agg.pairs {
             if adjacent(ctx.pids, ctx.logical, x, y) {
-                agg.neighbour_comm += n;
+                add(&mut agg.neighbour_comm, n);
                 agg.neighbour_pairs += 1;
             } else {
-                agg.other_comm += n;
+                add(&mut agg.other_comm, n);
             }
         }
         agg.local = agg
@@ -250,13 +256,13 @@ pub(crate) fn aggregate(
             .iter()
             .filter(|((t, n), _)| n.is_some() && ctx.placement.thread_node[*t as usize] == *n)
             .map(|(_, rw)| total(rw))
-            .sum();
+            .saturating_sum();
         let known: u64 = agg
             .cells
             .iter()
             .filter(|((_, n), _)| n.is_some())
             .map(|(_, rw)| total(rw))
-            .sum();
+            .saturating_sum();
         agg.remote = known - agg.local;
     }
     a
@@ -270,7 +276,7 @@ fn add_page(agg: &mut ObjAgg, v: &PageView, remote: u64, active: usize, ctx: &Co
     agg.pages += 1;
     let class = CLASSES.iter().position(|c| *c == v.class).unwrap_or(0);
     agg.classes[class].0 += 1;
-    agg.classes[class].1 += v.accesses;
+    add(&mut agg.classes[class].1, v.accesses);
     if let Some(t) = v.first_toucher {
         *agg.touchers.entry(t).or_default() += 1;
     }
@@ -291,7 +297,7 @@ fn add_page(agg: &mut ObjAgg, v: &PageView, remote: u64, active: usize, ctx: &Co
             }
         }
         Class::FalseSharing => {
-            agg.false_shared_writes += v.false_shared_writes;
+            add(&mut agg.false_shared_writes, v.false_shared_writes);
             agg.false_shared.add(v.accesses, remote);
         }
         Class::Migratory => agg.migratory.add(v.accesses, remote),
@@ -355,7 +361,7 @@ pub(crate) fn handover_accesses(handovers: &[Handover]) -> u64 {
     if moved.len() < 2 || !consistent {
         return 0;
     }
-    handovers.iter().map(|h| h.accesses).sum()
+    handovers.iter().map(|h| h.accesses).saturating_sum()
 }
 
 /// Threads with accesses, per process.
@@ -379,7 +385,7 @@ fn communicate(matrix: &mut HashMap<(u32, u32), u64>, users: &[(u32, u64)]) {
         for &(b, nb) in &users[i + 1..] {
             let n = na.min(nb);
             if n > 0 {
-                *matrix.entry((a.min(b), a.max(b))).or_default() += n;
+                add(matrix.entry((a.min(b), a.max(b))).or_default(), n);
             }
         }
     }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use numalens_format::{Label, Object, ObjectKind};
 
+use crate::access::SaturatingSum;
 use crate::access::{AccessTally, PageAcc, PageKey};
 use crate::build::{self, ViewCtx};
 use crate::engine::{Aggregates, handover_accesses, page_cv, thresholds, total};
@@ -304,7 +305,7 @@ fn threads(model: &mut ReportModel, i: &Inputs, times: &build::Times, pos: &[usi
                 ObjectTimeline {
                     object: o.object_id,
                     name: o.name.clone(),
-                    accesses: buckets.iter().sum(),
+                    accesses: buckets.iter().saturating_sum(),
                     buckets,
                 }
             })

@@ -70,6 +70,9 @@ impl Default for Options {
 pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
     let objects = profile.read_all::<Object>()?;
     let threads = profile.read_all::<Thread>()?;
+    // No part of the report shows migrations yet; reading them checks that the table is sound,
+    // so that damage to it is reported rather than found by the first stage that needs it.
+    profile.read_migrations()?;
     let page_size = profile.meta().page_size.max(1);
     let block_size = options.block_size.unwrap_or(page_size);
     if block_size == 0 || !block_size.is_multiple_of(page_size) {

@@ -63,7 +63,9 @@ impl PageMap {
                 (None, _) => PageState::Unknown,
             };
             let run = PageRun {
-                end: row.start.saturating_add(row.pages * row.page_size),
+                end: row
+                    .start
+                    .saturating_add(row.pages.saturating_mul(row.page_size)),
                 page_size: row.page_size,
                 state,
             };
@@ -151,11 +153,13 @@ impl PageMap {
             match run.state {
                 PageState::Node(node) => {
                     let n = totals.by_node.entry(node).or_default();
-                    n.pages += pages;
-                    n.bytes += run.end - start;
+                    // Runs from a damaged profile can cover the whole address space several
+                    // times over; the totals stop at u64's end.
+                    n.pages = n.pages.saturating_add(pages);
+                    n.bytes = n.bytes.saturating_add(run.end - start);
                 }
-                PageState::Untouched => totals.untouched += pages,
-                PageState::Unknown => totals.unknown += pages,
+                PageState::Untouched => totals.untouched = totals.untouched.saturating_add(pages),
+                PageState::Unknown => totals.unknown = totals.unknown.saturating_add(pages),
             }
         }
         totals

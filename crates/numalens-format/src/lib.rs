@@ -13,6 +13,7 @@ mod columns;
 mod doc;
 pub mod error;
 pub mod meta;
+mod migrations;
 mod reader;
 pub mod synth;
 pub mod table;

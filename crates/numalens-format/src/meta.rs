@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{FormatError, Result};
 
+mod check;
+
 /// Major version of the profile format. A reader rejects profiles with a larger major version;
 /// a newer minor version only adds tables, columns or fields, which older readers ignore.
 pub const FORMAT_MAJOR: u32 = 1;
@@ -163,13 +165,38 @@ impl Meta {
     /// Reads and checks `meta.json`; rejects a newer major format version naming both versions.
     pub fn read(path: &Path) -> Result<Meta> {
         let text = std::fs::read_to_string(path).map_err(|e| FormatError::io(path, e))?;
-        let value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| meta_err(path, e))?;
+        Meta::from_json_str(&text, path)
+    }
+
+    /// Parses and checks the text of a `meta.json`; `path` names it in errors.
+    pub fn from_json_str(text: &str, path: &Path) -> Result<Meta> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| meta_err(path, e))?;
         check_version(path, &value)?;
-        serde_path_to_error::deserialize(value).map_err(|e| FormatError::Meta {
+        if let Some(topology) = value.get("topology") {
+            // Before the topology's CPU lists are expanded into ids.
+            numalens_topology::check_cpu_lists(topology, "").map_err(|e| {
+                let problem = match e {
+                    numalens_topology::TopologyError::Invalid { field, problem, .. } => {
+                        format!("field `topology.{field}`: {problem}")
+                    }
+                    other => format!("field `topology`: {other}"),
+                };
+                FormatError::Meta {
+                    path: path.to_path_buf(),
+                    problem,
+                }
+            })?;
+        }
+        let meta: Meta =
+            serde_path_to_error::deserialize(value).map_err(|e| FormatError::Meta {
+                path: path.to_path_buf(),
+                problem: format!("field `{}`: {}", e.path(), e.inner()),
+            })?;
+        meta.check().map_err(|(field, problem)| FormatError::Meta {
             path: path.to_path_buf(),
-            problem: format!("field `{}`: {}", e.path(), e.inner()),
-        })
+            problem: format!("field `{field}`: {problem}"),
+        })?;
+        Ok(meta)
     }
 
     /// Writes `meta.json` atomically (temporary file, then rename), so a reader never sees half.

@@ -13,7 +13,7 @@
 //!   `madvise`, where a mapping's advice is not known to the recorder).
 
 use ahash::{AHashMap, AHashSet};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::faults::Fault;
 
@@ -180,28 +180,38 @@ fn could_be_huge(pid: u32, start: u64, evidence: &Evidence<'_>) -> bool {
 }
 
 /// Adds a page-node run (`pages` pages of `page_size` from `start`, present or untouched) to the
-/// per-region residency.
+/// residency of the regions in `faulted`, the only ones whose page size is decided. A run can
+/// span a whole mapping (terabytes of reserved, untouched address space), so the regions it
+/// covers are not enumerated: only the faulted ones within it are visited. A run that cannot
+/// be a real one (page size not a power of two, range past the address space) is left out.
 pub fn add_residency(
     residency: &mut HashMap<(u32, u64), Residency>,
-    pid: u32,
-    start: u64,
+    faulted: &BTreeSet<(u32, u64)>,
+    (pid, start): (u32, u64),
     pages: u64,
     page_size: u64,
     present: bool,
 ) {
-    let end = start + pages * page_size;
-    let mut at = start;
-    while at < end {
-        let region = at & !(HUGE_PAGE - 1);
-        let upto = end.min(region + HUGE_PAGE);
+    if !page_size.is_power_of_two() {
+        return;
+    }
+    let Some(end) = pages
+        .checked_mul(page_size)
+        .and_then(|len| start.checked_add(len))
+    else {
+        return;
+    };
+    let first_region = start & !(HUGE_PAGE - 1);
+    for &(_, region) in faulted.range((pid, first_region)..(pid, end)) {
+        let from = start.max(region);
+        let upto = end.min(region.saturating_add(HUGE_PAGE));
+        let n = upto.saturating_sub(from) / page_size;
         let r = residency.entry((pid, region)).or_default();
-        let n = (upto - at) / page_size;
         if present {
             r.present += n;
         } else {
             r.untouched += n;
         }
-        at = upto;
     }
 }
 
@@ -293,13 +303,14 @@ mod tests {
     fn the_exit_query_decides_when_the_faults_cannot() {
         let r = 0x4000_0000;
         let faults = [fault(r + 0x40, 0)];
+        let faulted = BTreeSet::from([(1, r)]);
         let mut residency = HashMap::new();
-        add_residency(&mut residency, 1, r, 512, BASE, true);
+        add_residency(&mut residency, &faulted, (1, r), 512, BASE, true);
         let sizes = infer(&faults, ThpMode::Madvise, &residency);
         assert_eq!(sizes.page_of(1, r + 0x40), (r, HUGE_PAGE));
         let mut residency = HashMap::new();
-        add_residency(&mut residency, 1, r, 1, BASE, true);
-        add_residency(&mut residency, 1, r + BASE, 511, BASE, false);
+        add_residency(&mut residency, &faulted, (1, r), 1, BASE, true);
+        add_residency(&mut residency, &faulted, (1, r + BASE), 511, BASE, false);
         let sizes = infer(&faults, ThpMode::Always, &residency);
         assert_eq!(sizes.page_of(1, r + 0x40), (r, BASE));
         assert_eq!(sizes.huge_regions(), 0);
@@ -308,8 +319,42 @@ mod tests {
     #[test]
     fn residency_runs_are_split_at_region_boundaries() {
         let mut residency = HashMap::new();
-        add_residency(&mut residency, 1, HUGE_PAGE - BASE, 3, BASE, true);
+        let faulted = BTreeSet::from([(1, 0), (1, HUGE_PAGE)]);
+        add_residency(
+            &mut residency,
+            &faulted,
+            (1, HUGE_PAGE - BASE),
+            3,
+            BASE,
+            true,
+        );
         assert_eq!(residency[&(1, 0)].present, 1);
         assert_eq!(residency[&(1, HUGE_PAGE)].present, 2);
+    }
+
+    /// A run read from a damaged or hostile log: huge counts, page sizes that are no page size,
+    /// ranges past the address space. None may panic, and the residency holds only the faulted
+    /// regions however many regions the run claims to cover.
+    #[test]
+    fn damaged_runs_cost_nothing_and_never_panic() {
+        let top = !(HUGE_PAGE - 1);
+        let faulted = BTreeSet::from([(1, 0), (1, 1 << 46), (1, top)]);
+        let mut residency = HashMap::new();
+        add_residency(&mut residency, &faulted, (1, 0), 1 << 40, BASE, false);
+        assert_eq!(residency.len(), 2);
+        assert_eq!(residency[&(1, 1 << 46)].untouched, 512);
+        for (start, pages, page_size) in [
+            (0, u64::MAX, BASE),
+            (top, 512, BASE),
+            (top + BASE, 1, BASE),
+            (0x1000, 10, 0),
+            (0x1000, 10, 3000),
+            (u64::MAX, 1, 1),
+        ] {
+            add_residency(&mut residency, &faulted, (1, start), pages, page_size, true);
+        }
+        // A run ending exactly at 2^64 is past the address space: only the one-page run counts.
+        assert_eq!(residency[&(1, top)].present, 1);
+        assert!(residency.len() <= faulted.len());
     }
 }

@@ -2,9 +2,27 @@
 
 use std::fmt::Write;
 
+/// Most CPUs a list may name. Linux builds for at most 8192 (x86 `MAXSMP`); this leaves room
+/// for larger machines while bounding what a list of ranges can make us allocate.
+pub const MAX_CPUS: usize = 1 << 16;
+/// Most NUMA nodes a topology may have: Linux's `MAX_NUMNODES` is at most 1024.
+pub const MAX_NODES: usize = 1 << 10;
+
 /// Parses a Linux CPU list (`"0-3,8,10-11"`, empty for none) into sorted, deduplicated ids.
 pub fn parse_cpulist(text: &str) -> Result<Vec<u32>, String> {
-    let mut cpus = Vec::new();
+    parse_list(text, MAX_CPUS, "CPUs")
+}
+
+/// Parses a Linux node list (`node/online`, same syntax as a CPU list).
+pub fn parse_nodelist(text: &str) -> Result<Vec<u32>, String> {
+    parse_list(text, MAX_NODES, "NUMA nodes")
+}
+
+/// A range is expanded into one id each, so the ids are counted before any is stored: a list
+/// such as `0-4000000000` is an error, not a 16 GB allocation.
+fn parse_list(text: &str, max: usize, what: &str) -> Result<Vec<u32>, String> {
+    let mut ranges = Vec::new();
+    let mut total: u64 = 0;
     for part in text.trim().split(',').filter(|p| !p.trim().is_empty()) {
         let part = part.trim();
         let (lo, hi) = match part.split_once('-') {
@@ -17,11 +35,37 @@ pub fn parse_cpulist(text: &str) -> Result<Vec<u32>, String> {
         if lo > hi {
             return Err(format!("range `{part}` runs backwards"));
         }
-        cpus.extend(lo..=hi);
+        total += u64::from(hi - lo) + 1;
+        if total > max as u64 {
+            return Err(format!(
+                "`{part}` makes the list name {total} {what}, more {what} than the {max} a Linux \
+                 machine can have"
+            ));
+        }
+        ranges.push((lo, hi));
     }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
+    let mut ids: Vec<u32> = ranges.into_iter().flat_map(|(lo, hi)| lo..=hi).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// How many ids a CPU list names (repeats counted), without storing them; `None` when it is not a
+/// CPU list (parsing it says why).
+pub fn count_cpulist(text: &str) -> Option<u64> {
+    let mut total: u64 = 0;
+    for part in text.trim().split(',').filter(|p| !p.trim().is_empty()) {
+        let part = part.trim();
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (parse_id(lo, part).ok()?, parse_id(hi, part).ok()?),
+            None => {
+                let id = parse_id(part, part).ok()?;
+                (id, id)
+            }
+        };
+        total = total.saturating_add(u64::from(hi.checked_sub(lo)?) + 1);
+    }
+    Some(total)
 }
 
 fn parse_id(text: &str, part: &str) -> Result<u32, String> {
@@ -78,6 +122,13 @@ pub mod serde_cpulist {
         })? {
             Either::Text(text) => super::parse_cpulist(&text).map_err(serde::de::Error::custom),
             Either::Ids(mut ids) => {
+                if ids.len() > super::MAX_CPUS {
+                    return Err(serde::de::Error::custom(format!(
+                        "{} CPU ids, more than the {} a Linux machine can have",
+                        ids.len(),
+                        super::MAX_CPUS
+                    )));
+                }
                 ids.sort_unstable();
                 ids.dedup();
                 Ok(ids)

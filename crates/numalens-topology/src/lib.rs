@@ -17,7 +17,7 @@ mod sysfs;
 mod validate;
 
 pub use error::TopologyError;
-pub use json::{from_json_str, load_json_file};
+pub use json::{check_cpu_lists, from_json_str, load_json_file};
 pub use model::*;
 pub use render::render_text;
 pub use sysfs::{from_sysfs, host};

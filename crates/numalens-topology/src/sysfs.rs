@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::cpulist::parse_cpulist;
+use crate::cpulist::{parse_cpulist, parse_nodelist};
 use crate::validate::LOCAL_DISTANCE;
 use crate::{
     Cpu, DistanceMatrix, Node, Provenance, ProvenanceKind, TOPOLOGY_SCHEMA_VERSION, Topology,
@@ -100,7 +100,7 @@ fn read_nodes(node_dir: &Path) -> Result<(Vec<Node>, Option<DistanceMatrix>), To
 fn online_nodes(node_dir: &Path) -> Result<Vec<u32>, TopologyError> {
     let online = node_dir.join("online");
     let ids = match read_optional(&online)? {
-        Some(text) => parse_cpulist(&text).map_err(|p| sysfs_error(&online, p))?,
+        Some(text) => parse_nodelist(&text).map_err(|p| sysfs_error(&online, p))?,
         None => numbered_entries(node_dir, "node")?,
     };
     if ids.is_empty() {

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::cpulist::MAX_NODES;
 use crate::{TOPOLOGY_SCHEMA_VERSION, Topology, TopologyError};
 
 /// Largest SLIT distance a kernel accepts for a reachable node (255 means unreachable).
@@ -48,6 +49,15 @@ impl Topology {
     fn check_nodes(&self) -> Check {
         if self.nodes.is_empty() {
             return fail("nodes", "is empty; a topology needs at least one node");
+        }
+        if self.nodes.len() > MAX_NODES {
+            return fail(
+                "nodes",
+                format!(
+                    "{} nodes, more than the {MAX_NODES} a Linux machine can have",
+                    self.nodes.len()
+                ),
+            );
         }
         for (i, pair) in self.nodes.windows(2).enumerate() {
             if pair[1].id <= pair[0].id {

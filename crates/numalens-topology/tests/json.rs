@@ -273,3 +273,72 @@ fn the_example_in_the_docs_is_valid() {
     assert_eq!(t.hops(1, 2), Some(2));
     assert_eq!(t.hops(2, 1), Some(2));
 }
+
+/// A CPU list is expanded into one id per CPU: a range no machine has must be refused before
+/// anything is allocated for it, naming the field, not exhaust memory.
+#[test]
+fn a_huge_cpu_range_is_refused_without_allocating_it() {
+    for list in [
+        "0-100000000",
+        "0-4000000000",
+        "0-65535,0-65535",
+        "0-4294967295",
+    ] {
+        let text = SMALL.replace(r#""0-1""#, &format!("\"{list}\""));
+        let e = err(&text);
+        assert!(
+            e.starts_with("t.json: nodes[0].cpus: ") && e.contains("more CPUs than"),
+            "{list}: {e}"
+        );
+    }
+    // The largest list allowed still reads.
+    let text = SMALL
+        .replace(r#""0-1""#, r#""0-1,4-65535""#)
+        .replace(r#"[3, 2]"#, r#""2-3""#);
+    assert_eq!(from_json_str(&text, "t.json").unwrap().cpu_count(), 65536);
+}
+
+/// Matrices and routes grow with the square of the node count: more nodes than Linux can have
+/// is refused.
+#[test]
+fn more_nodes_than_linux_supports_are_refused() {
+    let mut t = small();
+    t.distances = None;
+    t.nodes = (0..1025)
+        .map(|id| numalens_topology::Node {
+            id,
+            cpus: Vec::new(),
+            memory_bytes: None,
+            memory_bandwidth_mbps: None,
+            memory_kind: None,
+        })
+        .collect();
+    let e = t.validate().unwrap_err().to_string();
+    assert!(e.contains("nodes: 1025 nodes") && e.contains("1024"), "{e}");
+    t.nodes.truncate(1024);
+    t.validate().unwrap();
+}
+
+/// Each list is bounded, and so is their sum: many nodes with large lists would otherwise expand
+/// to far more ids than the document's size suggests, before validation could look at them.
+#[test]
+fn the_cpu_lists_of_all_nodes_together_are_bounded() {
+    let nodes: Vec<String> = (0..3u32)
+        .map(|i| {
+            format!(
+                r#"{{ "id": {i}, "cpus": "{}-{}" }}"#,
+                i * 65536,
+                i * 65536 + 65535
+            )
+        })
+        .collect();
+    let text = format!(
+        r#"{{ "name": "big", "source": {{ "kind": "assumed", "source": "test" }}, "nodes": [{}] }}"#,
+        nodes.join(", ")
+    );
+    let e = err(&text);
+    assert!(
+        e.starts_with("t.json: nodes[1].cpus: ") && e.contains("65536"),
+        "{e}"
+    );
+}

@@ -195,3 +195,28 @@ fn reads_this_machine() {
     assert!(t.nodes.iter().any(|n| n.memory_bytes.unwrap_or(0) > 0));
     t.validate().unwrap();
 }
+
+/// A sysfs tree is input too (tests and `--sysfs` point at any directory): a node list or CPU
+/// list naming billions of ids is refused naming the file, not expanded.
+#[test]
+fn huge_lists_in_a_sysfs_tree_are_refused() {
+    let fs = FakeSysfs::new();
+    fs.write("devices/system/node/online", "0-4000000000\n");
+    fs.node(0, "0", 1024, "10");
+    let err = from_sysfs(fs.root()).unwrap_err().to_string();
+    assert!(err.contains("node/online") && err.contains("more"), "{err}");
+
+    let fs = FakeSysfs::new();
+    fs.write("devices/system/node/online", "0\n");
+    fs.node(0, "0-100000000", 1024, "10");
+    let err = from_sysfs(fs.root()).unwrap_err().to_string();
+    assert!(
+        err.contains("node0/cpulist") && err.contains("more CPUs than"),
+        "{err}"
+    );
+
+    let fs = FakeSysfs::new();
+    fs.write("devices/system/node/online", "0-2000\n");
+    let err = from_sysfs(fs.root()).unwrap_err().to_string();
+    assert!(err.contains("node/online") && err.contains("1024"), "{err}");
+}

@@ -41,7 +41,9 @@ pub fn write_inst(
     for ((pid, tid, page), c) in pages {
         locator.advance_to(c.first_ns);
         counts.page_rows += 1;
-        counts.accesses += c.reads + c.writes;
+        counts.accesses = counts
+            .accesses
+            .saturating_add(c.reads.saturating_add(c.writes));
         writer.push_page_stat(PageStat {
             pid: *pid,
             tid: *tid,

@@ -26,7 +26,7 @@ use crate::record::RawRecording;
 use crate::scan::ScannedRun;
 use crate::symbols::Symbolizer;
 
-pub use objects::ProcessView;
+pub use objects::{ProcessView, process_view};
 
 /// What the profile holds, for the summary the recorder prints.
 #[derive(Debug, Clone, Default)]
@@ -210,6 +210,30 @@ fn page_sizes(
         _ => None,
     });
     let anonymous = pagesize::anonymous_by_pid(anonymous_maps.chain(anonymous_mmaps));
+    let faulted: BTreeSet<(u32, u64)> = raw
+        .faults
+        .iter()
+        .map(|f| (f.pid, f.address & !(pagesize::HUGE_PAGE - 1)))
+        .collect();
+    let residency = exit_residency(views, &faulted);
+    PageSizes::infer(
+        &raw.faults,
+        &pagesize::Evidence {
+            mode: opts.thp,
+            base_page,
+            page_sizes_sampled: raw.sampler.as_ref().is_some_and(|s| s.page_sizes),
+            anonymous: &anonymous,
+            residency: &residency,
+        },
+    )
+}
+
+/// What the runtimes' exit queries say of each faulted huge-page region (`(pid, region start)`
+/// in `faulted`): pages present and untouched.
+pub fn exit_residency(
+    views: &[ProcessView],
+    faulted: &BTreeSet<(u32, u64)>,
+) -> HashMap<(u32, u64), pagesize::Residency> {
     let mut residency = HashMap::new();
     for view in views {
         for (_, event) in &view.page_nodes {
@@ -224,8 +248,8 @@ fn page_sizes(
                 if present || node == -(libc::ENOENT as i64) {
                     pagesize::add_residency(
                         &mut residency,
-                        view.pid,
-                        first_page,
+                        faulted,
+                        (view.pid, first_page),
                         count,
                         page_size,
                         present,
@@ -234,16 +258,7 @@ fn page_sizes(
             }
         }
     }
-    PageSizes::infer(
-        &raw.faults,
-        &pagesize::Evidence {
-            mode: opts.thp,
-            base_page,
-            page_sizes_sampled: raw.sampler.as_ref().is_some_and(|s| s.page_sizes),
-            anonymous: &anonymous,
-            residency: &residency,
-        },
-    )
+    residency
 }
 
 fn object_row(id: u64, o: &ObjectSpec, origin: u64) -> Object {
@@ -338,7 +353,15 @@ fn write_page_nodes(
     view: &ProcessView,
     origin: u64,
 ) -> numalens_format::Result<()> {
-    for (t, event) in &view.page_nodes {
+    for row in exit_page_nodes(view, origin) {
+        writer.push_page_nodes(row)?;
+    }
+    Ok(())
+}
+
+/// The `page_nodes` rows of a process's exit query.
+pub fn exit_page_nodes(view: &ProcessView, origin: u64) -> impl Iterator<Item = PageNodes> + '_ {
+    view.page_nodes.iter().filter_map(move |(t, event)| {
         let Event::PageNodes {
             first_page,
             count,
@@ -346,17 +369,16 @@ fn write_page_nodes(
             page_size,
         } = *event
         else {
-            continue;
+            return None;
         };
-        writer.push_page_nodes(page_nodes_row(
+        Some(page_nodes_row(
             t.saturating_sub(origin),
             view.pid,
             (first_page, count, page_size),
             node,
             "exit",
-        ))?;
-    }
-    Ok(())
+        ))
+    })
 }
 
 fn write_scans(
@@ -384,13 +406,19 @@ fn page_nodes_row(
     answer: i64,
     source: &str,
 ) -> PageNodes {
+    // Linux's errnos are 1..=4095; a log from a damaged or hostile process may hold anything.
+    const MAX_ERRNO: i64 = 4095;
     let (node, status) = match answer {
-        n if n >= 0 => (Some(n as u32), String::new()),
         n if n == -(libc::ENOENT as i64) => (None, "untouched".to_string()),
-        n => (
+        n if n >= 0 => match u32::try_from(n) {
+            Ok(node) => (Some(node), String::new()),
+            Err(_) => (None, format!("answer {n} is not a node number")),
+        },
+        n if n >= -MAX_ERRNO => (
             None,
             std::io::Error::from_raw_os_error(-n as i32).to_string(),
         ),
+        n => (None, format!("answer {n} is not an error number")),
     };
     PageNodes {
         time_ns,

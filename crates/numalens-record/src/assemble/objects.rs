@@ -234,8 +234,9 @@ fn apply(
         }
         Event::PageNodes { .. } => view.page_nodes.push((t, e.event)),
         Event::SmallAllocs { count, bytes } => {
-            view.small_allocs.0 += count;
-            view.small_allocs.1 += bytes;
+            // Only a damaged log counts past u64; the sums stop there.
+            view.small_allocs.0 = view.small_allocs.0.saturating_add(count);
+            view.small_allocs.1 = view.small_allocs.1.saturating_add(bytes);
         }
         Event::Signal { signal, .. } => view.signal = Some(signal),
         _ => {}

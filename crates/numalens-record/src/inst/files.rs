@@ -20,6 +20,9 @@ pub const PAGE_SHIFT: u32 = 12;
 /// Mode bits of the header (and of `NUMALENS_INST`).
 pub const MODE_EXACT: u32 = 1;
 pub const MODE_SAMPLED: u32 = 2;
+/// Highest base page number of a chunk whose pages all have addresses, with room for one more
+/// page after its last (the recorder probes up to a page's end).
+const MAX_BASE_PAGE: u64 = (1 << (64 - PAGE_SHIFT)) - 2 * CHUNK_PAGES as u64;
 
 /// The 64-byte header at the start of both files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +118,14 @@ pub fn parse_header(bytes: &[u8], expect: &[u8; 8]) -> Result<InstHeader, String
             h.version
         ));
     }
+    if h.page_shift != PAGE_SHIFT {
+        return Err(format!(
+            "page shift {} (the runtime counts {}-byte pages, shift {PAGE_SHIFT}); the file is \
+             damaged",
+            h.page_shift,
+            1u64 << PAGE_SHIFT
+        ));
+    }
     Ok(h)
 }
 
@@ -132,20 +143,39 @@ fn bad(path: &Path, problem: String) -> InstFileError {
     }
 }
 
-/// Reads a `.pages` file: its header and every touched page as (page address, counts).
-pub fn read_pages_file(path: &Path) -> Result<(InstHeader, Vec<(u64, PageCount)>), InstFileError> {
+/// What a `.pages` file holds: its header, every touched page as (page address, counts), and the
+/// chunks skipped because they cannot be the runtime's (a damaged file keeps its other chunks).
+#[derive(Debug)]
+pub struct PagesFile {
+    pub header: InstHeader,
+    pub pages: Vec<(u64, PageCount)>,
+    pub damaged_chunks: Vec<String>,
+}
+
+/// Reads a `.pages` file.
+pub fn read_pages_file(path: &Path) -> Result<PagesFile, InstFileError> {
     let bytes = read(path)?;
     let h = parse_header(&bytes, MAGIC_PAGES).map_err(|p| bad(path, p))?;
     if h.record_size as usize != CHUNK_SIZE || h.chunk_pages as usize != CHUNK_PAGES {
         return Err(bad(path, format!("unexpected chunk layout {h:?}")));
     }
     let mut pages = Vec::new();
+    let mut damaged_chunks = Vec::new();
     let body = bytes.get(HEADER_SIZE..).unwrap_or_default();
-    for chunk in body.chunks_exact(CHUNK_SIZE) {
+    for (n, chunk) in body.chunks_exact(CHUNK_SIZE).enumerate() {
         if u64_at(chunk, 8) != CHUNK_VALID {
             continue;
         }
         let base = u64_at(chunk, 0);
+        if !base.is_multiple_of(CHUNK_PAGES as u64) || base > MAX_BASE_PAGE {
+            damaged_chunks.push(format!(
+                "{}: chunk {n}: page number {base:#x} is not a page of a process (a multiple of \
+                 {CHUNK_PAGES} below 2^{}); its counts were left out",
+                path.display(),
+                64 - PAGE_SHIFT
+            ));
+            continue;
+        }
         for i in 0..CHUNK_PAGES {
             let at = 64 + i * 24;
             let count = PageCount {
@@ -154,11 +184,15 @@ pub fn read_pages_file(path: &Path) -> Result<(InstHeader, Vec<(u64, PageCount)>
                 first_ns: u64_at(chunk, at + 16),
             };
             if count.first_ns != 0 {
-                pages.push(((base + i as u64) << h.page_shift, count));
+                pages.push(((base + i as u64) << PAGE_SHIFT, count));
             }
         }
     }
-    Ok((h, pages))
+    Ok(PagesFile {
+        header: h,
+        pages,
+        damaged_chunks,
+    })
 }
 
 /// Reads a `.samples` file: its header and every finished sample.
@@ -233,12 +267,18 @@ pub fn read_inst_dir(dir: &Path) -> InstData {
     };
     for path in page_files {
         match read_pages_file(&path) {
-            Ok((h, pages)) => {
+            Ok(PagesFile {
+                header: h,
+                pages,
+                damaged_chunks,
+            }) => {
                 note_full(&mut data, &path, &h, "page counts");
+                data.problems.extend(damaged_chunks);
                 for (page, c) in pages {
                     let e = data.pages.entry((h.pid, h.tid, page)).or_default();
-                    e.reads += c.reads;
-                    e.writes += c.writes;
+                    // Only a damaged file counts past u64; the sum stops there.
+                    e.reads = e.reads.saturating_add(c.reads);
+                    e.writes = e.writes.saturating_add(c.writes);
                     e.first_ns = if e.first_ns == 0 {
                         c.first_ns
                     } else {
