@@ -32,7 +32,7 @@ fn lost_samples_are_counted_reported_and_the_rest_attributed() {
         meta.completeness
             .reasons
             .iter()
-            .any(|r| r.contains(&format!("dropped {} page-fault samples", summary.lost))),
+            .any(|r| r.contains(&format!("dropped {} records", summary.lost))),
         "{:?}",
         meta.completeness.reasons
     );

@@ -60,7 +60,7 @@ fn check_accounting(dir: &Path, exe: &Path, ring_pages: usize) {
         meta.completeness
             .reasons
             .iter()
-            .any(|r| r.contains(&format!("dropped {} page-fault samples", s.lost))),
+            .any(|r| r.contains(&format!("dropped {} records", s.lost))),
         "{:?}",
         meta.completeness.reasons
     );
