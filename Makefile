@@ -33,7 +33,7 @@ python-test: python-deps
 	$(PYTHON) -m pytest -q tests/python
 
 ## Every reader under libFuzzer for FUZZ_SECONDS each (installs nightly and cargo-fuzz when missing).
-FUZZ_SECONDS ?= 60
+FUZZ_SECONDS ?= 40
 fuzz-test:
 	fuzz/run-all $(FUZZ_SECONDS)
 
