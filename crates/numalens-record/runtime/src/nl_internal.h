@@ -89,8 +89,8 @@ struct nl_owned {
 
 /** Opens @p path above the program's reach; 0, or -1 (errno set). */
 int nl_owned_create(struct nl_owned *o, const char *path, int flags, int mode);
-/** Writes all of @p len bytes, reopening the file if its number was taken; 0, -1 (errno set), or
- * -2 when a signal handler interrupted this thread's own write (nothing written). */
+/** Writes all of @p len bytes, reopening the file if its number was taken; 0 or -1 (errno set).
+ * A signal handler that interrupted this thread's own write writes after it, unchecked. */
 int nl_owned_write(struct nl_owned *o, const void *p, size_t len);
 /** Writes @p len bytes in place at offset @p at (a header field), when writing at the end
  * fails. */

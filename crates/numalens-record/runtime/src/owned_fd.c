@@ -7,8 +7,9 @@
  * the number still names our file and reopens the file by its path if not, and the interposed
  * close/dup family (shims_fd.c) moves ours out of the way of a call that targets it. Writers and
  * movers take one lock, so no write goes to a number in the middle of being moved; only the
- * thread that holds it can be interrupted by a signal handler that wants it, and that handler
- * then gives up instead of waiting for itself.
+ * thread that holds it can be interrupted by a signal handler that wants it: a writer there
+ * writes after the interrupted one (whose descriptor cannot move meanwhile), a mover gives up
+ * instead of waiting for itself.
  */
 #include <errno.h>
 #include <sched.h>
@@ -101,11 +102,13 @@ static int nl_owned_fsize_room(const struct nl_owned *o, size_t len, struct rlim
 
 int nl_owned_write(struct nl_owned *o, const void *p, size_t len)
 {
-    if (!nl_owned_lock(o))
-        return -2;
+    /* A signal handler that interrupted this thread's own write (a fatal signal's last records):
+     * the descriptor was checked by the interrupted write and cannot move while this thread holds
+     * the lock, so it is written directly rather than the records lost. */
+    int nested = !nl_owned_lock(o);
     struct rlimit fsize;
-    int fd = nl_owned_checked(o);
-    int widened = fd < 0 ? -1 : nl_owned_fsize_room(o, len, &fsize);
+    int fd = nested ? atomic_load(&o->fd) : nl_owned_checked(o);
+    int widened = fd < 0 ? -1 : nested ? 0 : nl_owned_fsize_room(o, len, &fsize);
     int rc = widened < 0 ? -1 : 0;
     const char *c = p;
     while (rc == 0 && len > 0) {
@@ -122,7 +125,8 @@ int nl_owned_write(struct nl_owned *o, const void *p, size_t len)
     }
     if (widened > 0)
         nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)&fsize, 0);
-    nl_owned_unlock(o);
+    if (!nested)
+        nl_owned_unlock(o);
     return rc;
 }
 
