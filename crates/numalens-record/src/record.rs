@@ -142,6 +142,14 @@ pub fn prepare_output(output: &Path) -> Result<PathBuf, RecordError> {
         path: output.to_path_buf(),
         problem,
     };
+    if output.join(numalens_format::EVENTS_DIR).is_dir()
+        && numalens_format::Meta::read(&output.join("meta.json")).is_ok_and(|m| m.is_unfinished())
+    {
+        return Err(fail(format!(
+            "holds a recording that was not finished; run `numalens recover {}` to keep it, or remove it, or choose another name with -o",
+            output.display()
+        )));
+    }
     if output.exists() {
         return Err(fail(
             "already exists; remove it or choose another name with -o".into(),
@@ -210,6 +218,10 @@ pub fn run(
     let started = Instant::now();
     let cpu_at_start = own_cpu_time();
     let mut launched = launch(&spec)?;
+    crate::unfinished::note_program(&events_dir, launched.child.id());
+    if let Some(staging) = &inst_staging {
+        staging.watch(launched.child.id());
+    }
     let mut sampler = launched.sampler.take();
     // Without rings, whose hang-up reports the end, the program's exit is watched directly.
     let exit_watch = sampler
