@@ -109,7 +109,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, RecoverError> {
         backend_settings: settings.clone(),
         numa_balancing: meta.numa_balancing.clone(),
         thp,
-        recovered: Some(reason(&meta)),
+        recovered: Some(reason(&meta, &events_dir)),
     };
     let summary = write_profile(&mut raw, dir, opts).map_err(|e| failed(e.to_string()))?;
     if std::env::var_os("NUMALENS_KEEP_EVENTS").is_none() {
@@ -121,9 +121,15 @@ pub fn recover(dir: &Path) -> Result<Recovered, RecoverError> {
     })
 }
 
-/// Why the recovered profile is incomplete: what only the recorder held.
-fn reason(meta: &Meta) -> String {
+/// Why the recovered profile is incomplete: what only the recorder held, and the hooks' files
+/// when they are not there (a full disk under the events directory kept them out).
+fn reason(meta: &Meta, events_dir: &Path) -> String {
     let mut missing = Vec::new();
+    let (pages, samples) = crate::inst::files::find_inst_files(events_dir);
+    let inst_found = !(pages.is_empty() && samples.is_empty());
+    if meta.backend.name == "inst" && !inst_found {
+        missing.push("the instrumentation's files");
+    }
     if meta.backend.settings.contains_key("event") {
         missing.push("page-fault samples");
     }
@@ -131,13 +137,13 @@ fn reason(meta: &Meta) -> String {
         "mappings seen only by the recorder",
         "the program's exit status",
     ]);
-    let from = if meta.backend.name == "inst" {
+    let from = if inst_found {
         "the runtime's logs and the instrumentation's files"
     } else {
         "the runtime's logs"
     };
     format!(
-        "the recorder was killed before it wrote the profile; recovered from {from}: {} are missing",
+        "the recorder did not write the profile (it was killed, or could not write); recovered from {from}: {} are missing",
         missing.join(", ")
     )
 }

@@ -110,7 +110,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
     let summary =
         write_profile(&mut raw, &opts.output, assemble).map_err(|e| RecordError::Output {
             path: opts.output.clone(),
-            problem: e.to_string(),
+            problem: format!("{e}{}", recovery_hint(&opts.output)),
         })?;
     if std::env::var_os("NUMALENS_KEEP_EVENTS").is_none() {
         let _ = std::fs::remove_dir_all(&events_dir);
@@ -121,6 +121,21 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
         profile: opts.output.clone(),
         notes,
     })
+}
+
+/// After a profile could not be written (a full disk): how to get it once the cause is gone.
+fn recovery_hint(output: &Path) -> String {
+    let unfinished = numalens_format::Meta::read(&output.join("meta.json"))
+        .is_ok_and(|m| m.is_unfinished())
+        && output.join(numalens_format::EVENTS_DIR).is_dir();
+    if unfinished {
+        format!(
+            "; the runtime's logs are kept: once there is room, `numalens recover {}` writes what they hold",
+            output.display()
+        )
+    } else {
+        String::new()
+    }
 }
 
 fn backend_name(opts: &RecordOptions) -> &'static str {

@@ -58,7 +58,16 @@ pub fn native_output(worker: &Path, dir: &Path) -> String {
     std::fs::read_to_string(out).unwrap()
 }
 
-/// One recording of the worker, killed (SIGKILL) after `kill_after` unless it ended first.
+/// When a recorder is killed (SIGKILL).
+#[derive(Debug, Clone, Copy)]
+pub enum KillAt {
+    /// This long after it started.
+    After(Duration),
+    /// This long after the program wrote its output: while the profile is written.
+    AfterProgram(Duration),
+}
+
+/// One recording of the worker, killed (SIGKILL) at `kill` unless it ended first.
 pub struct Recording {
     pub recorder_pid: u32,
     /// The recorder's status: the program's own (3) when it finished, else the kill.
@@ -74,7 +83,7 @@ pub fn record(
     backend: &str,
     profile: &Path,
     out: &Path,
-    kill_after: Option<Duration>,
+    kill: Option<KillAt>,
 ) -> Recording {
     let mut cmd = numalens();
     cmd.args(["record", "--backend", backend, "-o"])
@@ -82,16 +91,16 @@ pub fn record(
         .arg(worker)
         .arg(out)
         .arg(ROUNDS);
-    record_with(cmd, profile, out, kill_after)
+    record_with(cmd, profile, out, kill)
 }
 
-/// Runs `cmd` (a recording), killed after `kill_after` unless it ended first. Its output goes
+/// Runs `cmd` (a recording), killed at `kill` unless it ended first. Its output goes
 /// nowhere: a pipe would stay open as long as the program outlives its killed recorder.
 pub fn record_with(
     mut cmd: Command,
     profile: &Path,
     out: &Path,
-    kill_after: Option<Duration>,
+    kill: Option<KillAt>,
 ) -> Recording {
     let mut child = cmd
         .stdout(Stdio::null())
@@ -99,17 +108,26 @@ pub fn record_with(
         .spawn()
         .expect("start numalens record");
     let started = Instant::now();
+    let mut program_ended: Option<Instant> = None;
     let mut killed = false;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        if kill_after.is_some_and(|k| started.elapsed() >= k) {
+        if program_ended.is_none() && out.exists() {
+            program_ended = Some(Instant::now());
+        }
+        let due = match kill {
+            None => false,
+            Some(KillAt::After(d)) => started.elapsed() >= d,
+            Some(KillAt::AfterProgram(d)) => program_ended.is_some_and(|t| t.elapsed() >= d),
+        };
+        if due {
             child.kill().unwrap();
             killed = true;
             break child.wait().unwrap();
         }
-        std::thread::sleep(Duration::from_millis(2));
+        std::thread::sleep(Duration::from_micros(500));
     };
     Recording {
         recorder_pid: child.id(),
