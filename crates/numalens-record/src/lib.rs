@@ -18,6 +18,7 @@ pub mod runtime;
 pub mod scan;
 pub mod session;
 mod signals;
+pub mod spill;
 pub mod symbols;
 pub mod time_order;
 pub mod unfinished;

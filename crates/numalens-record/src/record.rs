@@ -9,9 +9,10 @@ use crate::events_tail::ObjectCounter;
 use crate::faults::{Fault, PerfEvent, SamplerInfo, online_cpus};
 use crate::inst::staging::InstStaging;
 use crate::launch::{ExitWatch, LaunchError, LaunchSpec, launch};
-use crate::procmaps::MapsHistory;
+use crate::procmaps::{Mapping, MapsHistory};
 use crate::scan::{ScannedRun, scan_process};
 use crate::signals;
+use crate::spill::Spill;
 use crate::time_order::{FaultsInOrder, SETTLE_LAG_NS};
 
 /// Where accesses come from.
@@ -227,7 +228,10 @@ pub fn run(
     let exit_watch = sampler
         .is_none()
         .then(|| ExitWatch::new(launched.child.id()));
-    let mut raw = Collected::default();
+    let mut raw = Collected {
+        spill: Spill::create(&events_dir),
+        ..Collected::default()
+    };
     raw.live.insert(launched.child.id());
     let mut status = StatusLine::new(opts.status_line, &events_dir);
     let mut last_snapshot: Option<Instant> = None;
@@ -264,11 +268,12 @@ pub fn run(
             }
             let now = monotonic_ns();
             for pid in &raw.live {
-                let mappings = raw.maps.snapshot(*pid, now);
+                let mappings = snapshot(&mut raw.maps, &mut raw.spill, *pid, now);
                 if scan_due {
                     scan_process(*pid, &mappings, page_size, now, &mut raw.scans);
                 }
             }
+            raw.spill.flush();
         }
         status.update(started.elapsed(), &raw);
         if let Some(exit) = launched.child.try_wait().map_err(RecordError::Wait)? {
@@ -342,10 +347,13 @@ struct Collected {
     scans: Vec<ScannedRun>,
     /// Processes of the program that are running now.
     live: std::collections::BTreeSet<u32>,
+    /// A copy of all the above on disk, for `numalens recover`.
+    spill: Spill,
 }
 
 impl Collected {
     fn take(&mut self, event: PerfEvent) {
+        self.spill.event(&event);
         match event {
             PerfEvent::Fault(f) => self.faults.push(f),
             PerfEvent::Lost { count } => self.lost += count,
@@ -361,7 +369,7 @@ impl Collected {
                         pid, exec: true, ..
                     } => {
                         // A new image: its maps replace the old ones right away.
-                        self.maps.snapshot(*pid, monotonic_ns());
+                        snapshot(&mut self.maps, &mut self.spill, *pid, monotonic_ns());
                     }
                     _ => {}
                 }
@@ -369,6 +377,15 @@ impl Collected {
             }
         }
     }
+}
+
+/// Reads `/proc/PID/maps` into the history and the spill; a process that is gone gives nothing.
+fn snapshot(maps: &mut MapsHistory, spill: &mut Spill, pid: u32, now: u64) -> Vec<Mapping> {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    spill.maps(pid, now, &text);
+    maps.add(pid, &text, now)
 }
 
 /// `elapsed  faults  objects  tasks  lost` on one stderr line, redrawn in place, on a terminal

@@ -2,12 +2,12 @@
 //!
 //! What a killed recorder leaves (see `unfinished.rs`): the `meta.json` written at the start,
 //! the runtime's event logs in the events directory (the program's processes write them
-//! themselves, so they are whole up to the program's end), and the `inst` hooks' files, in the
-//! events directory or moved there by the staging directory's guard. From those the same
-//! assembly as `record` writes the profile: objects, threads, call sites, the exit page-node
-//! query, exact page counts and sampled accesses. What only the recorder held is lost: the
-//! page-fault samples, its `/proc/PID/maps` snapshots and page scans, and the program's exit
-//! status. The profile is marked incomplete and says so.
+//! themselves, so they are whole up to the program's end), the `inst` hooks' files, in the
+//! events directory or moved there by the staging directory's guard, and the recorder's spill
+//! file (`spill.rs`: its page-fault samples, task records and maps snapshots up to its last
+//! 100 ms flush). From those the same assembly as `record` writes the profile. What is lost: the
+//! recorder's last moments (and all it held when the spill file could not be written), its page
+//! scans and the program's exit status. The profile is marked incomplete and says so.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -18,8 +18,8 @@ use numalens_format::{EVENTS_DIR, Meta};
 use crate::assemble::{AssembleOptions, Summary, write_profile};
 use crate::inst::guard;
 use crate::pagesize::ThpMode;
-use crate::procmaps::MapsHistory;
 use crate::record::RawRecording;
+use crate::spill::{Spilled, read_spill};
 use crate::unfinished::{ProcessId, read_processes};
 
 /// How long `recover` waits for a guard that is still moving the hooks' files.
@@ -93,7 +93,9 @@ pub fn recover(dir: &Path) -> Result<Recovered, RecoverError> {
     if let Some(recorder) = processes.recorder {
         collect_staged_files(recorder.pid, &events_dir).map_err(|e| failed(e.to_string()))?;
     }
-    let mut raw = raw_recording(&meta, events_dir.clone());
+    let spilled = read_spill(&events_dir);
+    let found = spilled.found;
+    let mut raw = raw_recording(&meta, events_dir.clone(), spilled);
     let settings = &meta.backend.settings;
     let thp = settings
         .get("transparent_hugepage")
@@ -109,7 +111,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, RecoverError> {
         backend_settings: settings.clone(),
         numa_balancing: meta.numa_balancing.clone(),
         thp,
-        recovered: Some(reason(&meta, &events_dir)),
+        recovered: Some(reason(&meta, &events_dir, found)),
     };
     let summary = write_profile(&mut raw, dir, opts).map_err(|e| failed(e.to_string()))?;
     if std::env::var_os("NUMALENS_KEEP_EVENTS").is_none() {
@@ -121,43 +123,53 @@ pub fn recover(dir: &Path) -> Result<Recovered, RecoverError> {
     })
 }
 
-/// Why the recovered profile is incomplete: what only the recorder held, and the hooks' files
-/// when they are not there (a full disk under the events directory kept them out).
-fn reason(meta: &Meta, events_dir: &Path) -> String {
-    let mut missing = Vec::new();
+/// Why the recovered profile is incomplete: what only the recorder held (all of it without a
+/// spill file, else its last moments), and the hooks' files when they are not there (a full
+/// disk under the events directory kept them out).
+fn reason(meta: &Meta, events_dir: &Path, spilled: bool) -> String {
     let (pages, samples) = crate::inst::files::find_inst_files(events_dir);
     let inst_found = !(pages.is_empty() && samples.is_empty());
-    if meta.backend.name == "inst" && !inst_found {
+    let mut from = vec!["the runtime's logs"];
+    let mut missing = Vec::new();
+    if inst_found {
+        from.push("the instrumentation's files");
+    } else if meta.backend.name == "inst" {
         missing.push("the instrumentation's files");
     }
-    if meta.backend.settings.contains_key("event") {
-        missing.push("page-fault samples");
-    }
-    missing.extend([
-        "mappings seen only by the recorder",
-        "the program's exit status",
-    ]);
-    let from = if inst_found {
-        "the runtime's logs and the instrumentation's files"
+    let faults = meta.backend.settings.contains_key("event");
+    if spilled {
+        from.push("the recorder's spill file");
+        missing.push(if faults {
+            "the page-fault samples and mappings of the recorder's last 100-200 ms"
+        } else {
+            "the mappings of the recorder's last 100-200 ms"
+        });
     } else {
-        "the runtime's logs"
-    };
+        if faults {
+            missing.push("page-fault samples");
+        }
+        missing.push("mappings seen only by the recorder");
+    }
+    missing.push("the program's exit status");
     format!(
-        "the recorder did not write the profile (it was killed, or could not write); recovered from {from}: {} are missing",
+        "the recorder did not write the profile (it was killed, or could not write); recovered from {}: {} are missing",
+        from.join(", "),
         missing.join(", ")
     )
 }
 
-/// A recording with nothing but what is on disk: no samples, no mappings, no task records.
-fn raw_recording(meta: &Meta, events_dir: PathBuf) -> RawRecording {
+/// A recording with what is on disk: the spill file's samples, task records and mappings.
+fn raw_recording(meta: &Meta, events_dir: PathBuf, mut spilled: Spilled) -> RawRecording {
+    // Spilled as the rings were drained, one CPU after the other: the assembly wants time order.
+    spilled.faults.sort_by_key(|f| f.time_ns);
     RawRecording {
         command: meta.command.clone(),
         events_dir,
         inst_staging: None,
-        faults: Vec::new(),
-        tasks: Vec::new(),
-        lost: 0,
-        maps: MapsHistory::default(),
+        faults: spilled.faults,
+        tasks: spilled.tasks,
+        lost: spilled.lost,
+        maps: spilled.maps,
         scans: Vec::new(),
         sampler: None,
         exit: std::process::ExitStatus::from_raw(0),

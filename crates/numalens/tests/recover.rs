@@ -58,6 +58,11 @@ fn killed_mid_run_is_recovered(backend: &str, inst: bool) {
     );
     assert!(recovered.meta().tables["objects"].rows > 0);
     assert!(recovered.meta().tables["threads"].rows >= 2);
+    // The recorder spilled its page-fault samples every 100 ms while the program ran.
+    assert!(
+        recovered.meta().tables["samples"].rows > 0,
+        "the spilled samples are kept"
+    );
     if inst {
         assert!(
             recovered.meta().tables["page_stats"].rows > 0,
