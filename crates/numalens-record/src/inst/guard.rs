@@ -229,3 +229,65 @@ pub fn is_guarded(dir: &Path) -> bool {
     // SAFETY: flock on a descriptor we own; the lock goes with it when it is closed.
     unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pipe closed with the directory still there is what a recorder's death looks like.
+    #[test]
+    fn an_abandoned_directory_is_moved_once_the_program_has_ended() {
+        let shm = tempfile::tempdir().unwrap();
+        let events = tempfile::tempdir().unwrap();
+        let staged = shm.path().join("staged");
+        std::fs::create_dir(&staged).unwrap();
+        std::fs::write(staged.join("inst-1-1-0-0.pages"), vec![7u8; 200_000]).unwrap();
+        std::fs::write(staged.join("inst-1-1-0-0.samples"), b"samples").unwrap();
+        let guard = Guard::start(&staged, events.path()).unwrap();
+        assert!(
+            wait_for(|| is_guarded(&staged)),
+            "the guard locks the directory"
+        );
+        let mut program = std::process::Command::new("sleep")
+            .arg("0.3")
+            .spawn()
+            .unwrap();
+        guard.watch(program.id());
+        let started = std::time::Instant::now();
+        guard.stop();
+        assert!(
+            started.elapsed() >= std::time::Duration::from_millis(250),
+            "the guard waited for the program"
+        );
+        program.wait().unwrap();
+        assert!(!staged.exists(), "the directory is gone");
+        let moved = std::fs::read(events.path().join("inst-1-1-0-0.pages")).unwrap();
+        assert_eq!(moved, vec![7u8; 200_000]);
+        let moved = std::fs::read(events.path().join("inst-1-1-0-0.samples")).unwrap();
+        assert_eq!(moved, b"samples");
+    }
+
+    #[test]
+    fn a_directory_the_recorder_removed_is_left_alone() {
+        let shm = tempfile::tempdir().unwrap();
+        let events = tempfile::tempdir().unwrap();
+        let staged = shm.path().join("staged");
+        std::fs::create_dir(&staged).unwrap();
+        let guard = Guard::start(&staged, events.path()).unwrap();
+        wait_for(|| is_guarded(&staged));
+        std::fs::remove_dir(&staged).unwrap();
+        guard.stop();
+        assert_eq!(std::fs::read_dir(events.path()).unwrap().count(), 0);
+    }
+
+    fn wait_for(check: impl Fn() -> bool) -> bool {
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(5) {
+            if check() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        false
+    }
+}
