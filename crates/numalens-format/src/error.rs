@@ -18,6 +18,9 @@ pub enum FormatError {
     NotAProfile { path: PathBuf },
     #[error("{path}: {problem}")]
     Meta { path: PathBuf, problem: String },
+    /// `meta.json` is the one written when the recording started: no table was ever finished.
+    #[error("{}", unfinished_message(path, *recoverable))]
+    Unfinished { path: PathBuf, recoverable: bool },
     #[error(
         "{path}: written in profile format {found}, but this numalens (v{tool}) reads format {supported}.x at most; upgrade numalens to read it"
     )]
@@ -54,6 +57,19 @@ impl FormatError {
             path: path.into(),
             problem: problem.into(),
         }
+    }
+}
+
+fn unfinished_message(path: &std::path::Path, recoverable: bool) -> String {
+    let dir = path.display();
+    if recoverable {
+        format!(
+            "{dir}: this recording was not finished (the recorder was killed, or is still running): run `numalens recover {dir}`"
+        )
+    } else {
+        format!(
+            "{dir}: this recording was not finished and left nothing to recover from (its `.events` directory is gone); record the program again"
+        )
     }
 }
 

@@ -27,7 +27,7 @@ pub use meta::{
     Backend, Clock, Completeness, FORMAT_MAJOR, FORMAT_MINOR, Host, Meta, NumaBalancing, Overhead,
     ProgramExit, TableInfo,
 };
-pub use reader::{Batches, Profile};
+pub use reader::{Batches, EVENTS_DIR, Profile};
 pub use table::{ColumnEncoding, ColumnSpec, ROW_GROUP_ROWS, Row};
 pub use tables::{
     CodeLocation, DataSource, Migration, Object, ObjectKind, PageNodes, PageStat, Sample,

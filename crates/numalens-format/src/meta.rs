@@ -162,6 +162,12 @@ impl Meta {
         }
     }
 
+    /// True for the `meta.json` a recording starts with: no table was ever finished (a finished
+    /// or abandoned writer lists every table it wrote in `tables`).
+    pub fn is_unfinished(&self) -> bool {
+        !self.completeness.complete && self.tables.is_empty()
+    }
+
     /// Reads and checks `meta.json`; rejects a newer major format version naming both versions.
     pub fn read(path: &Path) -> Result<Meta> {
         let text = std::fs::read_to_string(path).map_err(|e| FormatError::io(path, e))?;

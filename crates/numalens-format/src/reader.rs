@@ -14,6 +14,10 @@ use crate::error::{FormatError, Result};
 use crate::meta::Meta;
 use crate::table::Row;
 
+/// Where a recording keeps the runtime's logs until its profile is written (`numalens recover`
+/// reads them when it was not).
+pub const EVENTS_DIR: &str = ".events";
+
 /// Rows per record batch handed to callers.
 const READ_BATCH_ROWS: usize = 64 * 1024;
 
@@ -53,6 +57,12 @@ impl Profile {
             Err(e) => return Err(FormatError::io(&meta_path, e)),
         }
         let meta = Meta::read(&meta_path)?;
+        if meta.is_unfinished() {
+            return Err(FormatError::Unfinished {
+                path: dir.to_path_buf(),
+                recoverable: dir.join(EVENTS_DIR).is_dir(),
+            });
+        }
         Ok(Profile {
             dir: dir.to_path_buf(),
             meta,

@@ -265,9 +265,11 @@ pub struct ProfileWriter {
 }
 
 impl ProfileWriter {
-    /// Creates the profile directory `dir` (which must not hold a profile already).
+    /// Creates the profile directory `dir`, which must not hold a profile already; the
+    /// `meta.json` of a recording that never finished (`Meta::is_unfinished`) is written over.
     pub fn create(dir: &Path, meta: Meta) -> Result<Self> {
-        if dir.join("meta.json").exists() {
+        let existing = dir.join("meta.json");
+        if existing.exists() && !Meta::read(&existing).is_ok_and(|m| m.is_unfinished()) {
             return Err(FormatError::table(
                 dir,
                 "a profile already exists here; remove it or choose another output name",

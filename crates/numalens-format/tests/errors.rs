@@ -174,3 +174,35 @@ fn an_existing_profile_is_not_overwritten() {
         .to_string();
     assert!(err.contains("a profile already exists"), "{err}");
 }
+
+#[test]
+fn a_recording_that_never_finished_says_how_to_recover_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed.numalens");
+    std::fs::create_dir_all(path.join(EVENTS_DIR)).unwrap();
+    common::meta().write(&path.join("meta.json")).unwrap();
+    let err = Profile::open(&path).unwrap_err().to_string();
+    assert!(
+        err.contains("not finished") && err.contains("numalens recover"),
+        "{err}"
+    );
+    std::fs::remove_dir(path.join(EVENTS_DIR)).unwrap();
+    let err = Profile::open(&path).unwrap_err().to_string();
+    assert!(err.contains("nothing to recover"), "{err}");
+}
+
+#[test]
+fn a_writer_replaces_an_unfinished_meta_but_never_a_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed.numalens");
+    std::fs::create_dir_all(&path).unwrap();
+    common::meta().write(&path.join("meta.json")).unwrap();
+    let writer = ProfileWriter::create(&path, common::meta()).unwrap();
+    writer.finish(common::complete()).unwrap();
+    assert!(Profile::open(&path).is_ok());
+    let err = ProfileWriter::create(&path, common::meta())
+        .err()
+        .expect("a finished profile is never written over")
+        .to_string();
+    assert!(err.contains("a profile already exists"), "{err}");
+}

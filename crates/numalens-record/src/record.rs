@@ -11,9 +11,10 @@ use crate::inst::staging::InstStaging;
 use crate::launch::{ExitWatch, LaunchError, LaunchSpec, launch};
 pub use crate::outlive::Outlived;
 use crate::outlive::{FirstExit, Others};
-use crate::procmaps::MapsHistory;
+use crate::procmaps::{Mapping, MapsHistory};
 use crate::scan::{ScannedRun, scan_process};
 use crate::signals;
+use crate::spill::Spill;
 use crate::time_order::{FaultsInOrder, SETTLE_LAG_NS};
 
 /// Where accesses come from.
@@ -152,6 +153,14 @@ pub fn prepare_output(output: &Path) -> Result<PathBuf, RecordError> {
         path: output.to_path_buf(),
         problem,
     };
+    if output.join(numalens_format::EVENTS_DIR).is_dir()
+        && numalens_format::Meta::read(&output.join("meta.json")).is_ok_and(|m| m.is_unfinished())
+    {
+        return Err(fail(format!(
+            "holds a recording that was not finished; run `numalens recover {}` to keep it, or remove it, or choose another name with -o",
+            output.display()
+        )));
+    }
     if let Some(parent) = output.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| fail(format!("cannot be created: {e}")))?;
     }
@@ -227,12 +236,19 @@ pub fn run(
     let started = Instant::now();
     let cpu_at_start = own_cpu_time();
     let mut launched = launch(&spec)?;
+    crate::unfinished::note_program(&events_dir, launched.child.id());
+    if let Some(staging) = &inst_staging {
+        staging.watch(launched.child.id());
+    }
     let mut sampler = launched.sampler.take();
     // Without rings, whose hang-up reports the end, the program's exit is watched directly.
     let exit_watch = sampler
         .is_none()
         .then(|| ExitWatch::new(launched.child.id()));
-    let mut raw = Collected::default();
+    let mut raw = Collected {
+        spill: Spill::create(&events_dir),
+        ..Collected::default()
+    };
     raw.live.insert(launched.child.id());
     let mut status = StatusLine::new(opts.status_line, &events_dir);
     let mut last_snapshot: Option<Instant> = None;
@@ -281,11 +297,12 @@ pub fn run(
             let now = monotonic_ns();
             raw.prune_live();
             for pid in &raw.live {
-                let mappings = raw.maps.snapshot(*pid, now);
+                let mappings = snapshot(&mut raw.maps, &mut raw.spill, *pid, now);
                 if scan_due {
                     scan_process(*pid, &mappings, page_size, now, &mut raw.scans);
                 }
             }
+            raw.spill.flush();
         }
         status.update(started.elapsed(), &raw, sampler.as_ref());
         if first_exit.is_none()
@@ -383,6 +400,8 @@ struct Collected {
     scans: Vec<ScannedRun>,
     /// Processes of the program that are running now.
     live: std::collections::BTreeSet<u32>,
+    /// A copy of all the above on disk, for `numalens recover`.
+    spill: Spill,
 }
 
 impl Collected {
@@ -401,6 +420,7 @@ impl Collected {
     }
 
     fn take(&mut self, event: PerfEvent) {
+        self.spill.event(&event);
         match event {
             PerfEvent::Fault(f) => self.faults.push(f),
             PerfEvent::Lost { count } => self.lost += count,
@@ -415,7 +435,7 @@ impl Collected {
                         pid, exec: true, ..
                     } => {
                         // A new image: its maps replace the old ones right away.
-                        self.maps.snapshot(*pid, monotonic_ns());
+                        snapshot(&mut self.maps, &mut self.spill, *pid, monotonic_ns());
                     }
                     _ => {}
                 }
@@ -423,6 +443,15 @@ impl Collected {
             }
         }
     }
+}
+
+/// Reads `/proc/PID/maps` into the history and the spill; a process that is gone gives nothing.
+fn snapshot(maps: &mut MapsHistory, spill: &mut Spill, pid: u32, now: u64) -> Vec<Mapping> {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    spill.maps(pid, now, &text);
+    maps.add(pid, &text, now)
 }
 
 /// `elapsed  faults  objects  tasks  lost` on one stderr line, redrawn in place, on a terminal

@@ -6,12 +6,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 
-use numalens_format::NumaBalancing;
+use numalens_format::{Meta, NumaBalancing};
 use object::{Object, ObjectSection};
+use serde_json::Value;
 
-use crate::assemble::{AssembleOptions, Summary, write_profile};
+use crate::assemble::{AssembleOptions, Summary, profile_meta, write_profile};
 use crate::pagesize::ThpMode;
-use crate::record::{RecordError, RecordOptions, SampleSource, prepare_output, run};
+use crate::record::{RecordError, RecordOptions, SampleSource, monotonic_ns, prepare_output, run};
+use crate::unfinished;
 
 /// The result of a recording.
 pub struct Recorded {
@@ -29,20 +31,41 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
         crate::inst::check_program(&opts.program)?;
     }
     let events_dir = prepare_output(&opts.output)?;
-    // The machine's description takes half a millisecond of sysfs reads: read while the program
-    // is being started, when the recorder waits on the kernel and a core is idle.
-    let machine = std::thread::spawn(|| {
-        (
-            numalens_topology::host().ok(),
-            numa_balancing(),
-            ThpMode::host(),
-        )
-    });
     let mut track_objects = opts.track_objects;
     if track_objects && is_static_program(&opts.program) {
         notes.push("the program is statically linked: LD_PRELOAD cannot reach it, so objects and threads are not tracked; page faults are recorded".into());
         track_objects = false;
     }
+    let mut start = start_meta(opts, track_objects);
+    if let Err(e) = unfinished::write_start_meta(&opts.output, &start)
+        .and_then(|()| unfinished::note_recorder(&events_dir))
+    {
+        let _ = std::fs::remove_dir_all(&opts.output);
+        return Err(RecordError::Output {
+            path: opts.output.clone(),
+            problem: format!("cannot be written: {e}"),
+        });
+    }
+    // The machine's description takes half a millisecond of sysfs reads: read while the program
+    // is being started, when the recorder waits on the kernel and a core is idle. The unfinished
+    // profile's meta gets it as soon as it is known.
+    let output = opts.output.clone();
+    let machine = std::thread::spawn(move || {
+        let machine = (
+            numalens_topology::host().ok(),
+            numa_balancing(),
+            ThpMode::host(),
+        );
+        start.topology = machine.0.clone();
+        start.numa_balancing = machine.1.clone();
+        let thp = machine.2.name();
+        start
+            .backend
+            .settings
+            .insert("transparent_hugepage".into(), thp.into());
+        let _ = unfinished::write_start_meta(&output, &start);
+        machine
+    });
     let runtime = if track_objects {
         Some(
             crate::runtime::runtime_path(opts.runtime.as_deref())
@@ -54,14 +77,14 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
     let mut raw = match run(opts, events_dir.clone(), runtime) {
         Ok(raw) => raw,
         Err(e) => {
+            // The thread writes into the directory: it must be done before the directory goes.
+            let _ = machine.join();
             let _ = std::fs::remove_dir_all(&opts.output);
             return Err(e);
         }
     };
-    let mut settings = BTreeMap::new();
+    let mut settings = start_settings(opts, track_objects);
     if let Some(info) = &raw.sampler {
-        settings.insert("event".into(), "page-faults".into());
-        settings.insert("sample_period".into(), 1.into());
         settings.insert("ring_pages_per_cpu".into(), info.ring_pages.into());
         settings.insert("kernel_mode_faults".into(), info.kernel_faults.into());
         settings.insert("fault_page_sizes".into(), info.page_sizes.into());
@@ -72,18 +95,10 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
     }
     let (topology, numa_balancing, thp) = machine.join().expect("reading sysfs does not panic");
     settings.insert("transparent_hugepage".into(), thp.name().into());
-    settings.insert("objects_tracked".into(), track_objects.into());
-    settings.insert("min_object".into(), opts.min_object.into());
-    if let Some(inst) = &opts.inst {
-        settings.insert("inst_mode".into(), inst.mode.env_value().into());
-        settings.insert("sample_every".into(), inst.sample_every.into());
+    if opts.inst.is_some() {
         settings.insert("page_faults_sampled".into(), raw.sampler.is_some().into());
     }
-    let backend = match (opts.inst.is_some(), opts.source) {
-        (true, _) => "inst",
-        (false, SampleSource::Faults) => "faults",
-        (false, SampleSource::None) => "none",
-    };
+    let backend = backend_name(opts);
     let assemble = AssembleOptions {
         topology,
         min_object: opts.min_object,
@@ -91,11 +106,12 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
         backend_settings: settings,
         numa_balancing,
         thp,
+        recovered: None,
     };
     let summary =
         write_profile(&mut raw, &opts.output, assemble).map_err(|e| RecordError::Output {
             path: opts.output.clone(),
-            problem: e.to_string(),
+            problem: format!("{e}{}", recovery_hint(&opts.output)),
         })?;
     if std::env::var_os("NUMALENS_KEEP_EVENTS").is_none() {
         let _ = std::fs::remove_dir_all(&events_dir);
@@ -106,6 +122,67 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
         profile: opts.output.clone(),
         notes,
     })
+}
+
+/// After a profile could not be written (a full disk): how to get it once the cause is gone.
+fn recovery_hint(output: &Path) -> String {
+    let unfinished = numalens_format::Meta::read(&output.join("meta.json"))
+        .is_ok_and(|m| m.is_unfinished())
+        && output.join(numalens_format::EVENTS_DIR).is_dir();
+    if unfinished {
+        format!(
+            "; the runtime's logs are kept: once there is room, `numalens recover {}` writes what they hold",
+            output.display()
+        )
+    } else {
+        String::new()
+    }
+}
+
+fn backend_name(opts: &RecordOptions) -> &'static str {
+    match (opts.inst.is_some(), opts.source) {
+        (true, _) => "inst",
+        (false, SampleSource::Faults) => "faults",
+        (false, SampleSource::None) => "none",
+    }
+}
+
+/// The backend's settings known before the program starts.
+fn start_settings(opts: &RecordOptions, track_objects: bool) -> BTreeMap<String, Value> {
+    let mut settings = BTreeMap::new();
+    if opts.source == SampleSource::Faults {
+        settings.insert("event".into(), "page-faults".into());
+        settings.insert("sample_period".into(), 1.into());
+    }
+    settings.insert("objects_tracked".into(), track_objects.into());
+    settings.insert("min_object".into(), opts.min_object.into());
+    if let Some(inst) = &opts.inst {
+        settings.insert("inst_mode".into(), inst.mode.env_value().into());
+        settings.insert("sample_every".into(), inst.sample_every.into());
+    }
+    settings
+}
+
+/// The `meta.json` written before the program starts, marked incomplete.
+fn start_meta(opts: &RecordOptions, track_objects: bool) -> Meta {
+    let command = std::iter::once(&opts.program)
+        .chain(&opts.args)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let assemble = AssembleOptions {
+        topology: None,
+        min_object: opts.min_object,
+        backend: backend_name(opts),
+        backend_settings: start_settings(opts, track_objects),
+        numa_balancing: None,
+        thp: ThpMode::Never,
+        recovered: None,
+    };
+    profile_meta(
+        command,
+        (numalens_format::meta::unix_now_ns(), monotonic_ns()),
+        &assemble,
+    )
 }
 
 /// True for an ELF executable without an interpreter (statically linked).

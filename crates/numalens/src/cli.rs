@@ -26,6 +26,8 @@ pub enum Command {
     Record(RecordArgs),
     /// Show what a profile says: findings, top objects, threads, memory nodes, how the run went.
     Report(ReportArgs),
+    /// Write the profile of a recording whose recorder was killed, from what it left on disk.
+    Recover(RecoverArgs),
     /// Write the aggregated tables of a profile's analysis as CSV or JSON files.
     Export(ExportArgs),
     /// Run the main job on a bundled example and write a profile.
@@ -196,6 +198,13 @@ fn power_of_two(text: &str) -> Result<usize, String> {
         Ok(n) if n.is_power_of_two() => Ok(n),
         _ => Err(format!("`{text}` is not a power of two (e.g. 256, 1024)")),
     }
+}
+
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// The directory of the unfinished recording (`numalens report` names it).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -63,6 +63,9 @@ pub struct AssembleOptions<'a> {
     pub numa_balancing: Option<NumaBalancing>,
     /// The transparent-huge-page setting the program ran under.
     pub thp: ThpMode,
+    /// Set by `numalens recover`: why the profile is incomplete (the recorder was killed, and
+    /// what it alone held is missing). The program's exit status is then unknown.
+    pub recovered: Option<String>,
 }
 
 /// Reads the runtime's logs; unreadable ones are reported as reasons for incompleteness.
@@ -121,7 +124,7 @@ pub fn write_profile(
         // the modules' symbol tables and DWARF); it runs beside the writing of the other tables.
         let symbols = &mut symbols;
         let locations = s.spawn(move || code::code_locations(&ips, views_ref, tasks, symbols));
-        let mut writer = ProfileWriter::create(output, meta(raw, &opts, page_size))?;
+        let mut writer = ProfileWriter::create(output, meta(raw, &opts))?;
         let mut summary = Summary {
             lost: raw.lost,
             ring_pages: raw.sampler.as_ref().map(|s| s.ring_pages as u64),
@@ -168,7 +171,10 @@ pub fn write_profile(
             path: output.to_path_buf(),
             source,
         })?;
-    let completeness = completeness(raw, &logs, &views, reasons);
+    let completeness = completeness(raw, &logs, &views, reasons, opts.recovered.as_deref());
+    if opts.recovered.is_some() {
+        return finish(writer, completeness, summary);
+    }
     writer.meta_mut().overhead = Some(Overhead {
         slowdown: None,
         recorder_cpu_s: Some(crate::record::own_cpu_time().as_secs_f64()),
@@ -176,6 +182,14 @@ pub fn write_profile(
         program_wall_s: Some(raw.wall.as_secs_f64()),
         writing_wall_s: Some(writing_started.max(raw.ended).elapsed().as_secs_f64()),
     });
+    finish(writer, completeness, summary)
+}
+
+fn finish(
+    writer: ProfileWriter,
+    completeness: Completeness,
+    mut summary: Summary,
+) -> numalens_format::Result<Summary> {
     let meta = writer.finish(completeness)?;
     summary.complete = meta.completeness.complete;
     summary.reasons = meta.completeness.reasons.clone();
@@ -437,8 +451,12 @@ fn completeness(
     logs: &[EventLog],
     views: &[ProcessView],
     mut reasons: Vec<String>,
+    recovered: Option<&str>,
 ) -> Completeness {
     use std::os::unix::process::ExitStatusExt;
+    if let Some(why) = recovered {
+        reasons.insert(0, why.to_string());
+    }
     let still_running = raw.outlived.as_ref().map_or(&[][..], |o| &o.still_running);
     for (log, view) in logs.iter().zip(views) {
         if still_running.contains(&log.header.pid) {
@@ -493,20 +511,34 @@ fn completeness(
              point is not in the profile"
         ));
     }
-    if let Some(signal) = raw.exit.signal() {
+    // Only the recorder could see the program's exit status: a recovered one is unknown.
+    let exit = recovered.is_none().then(|| ProgramExit {
+        code: raw.exit.code(),
+        signal: raw.exit.signal(),
+    });
+    if let Some(signal) = exit.as_ref().and_then(|e| e.signal) {
         reasons.push(format!("the program was killed by signal {signal}"));
     }
     Completeness {
         complete: reasons.is_empty(),
-        exit: Some(ProgramExit {
-            code: raw.exit.code(),
-            signal: raw.exit.signal(),
-        }),
+        exit,
         reasons,
     }
 }
 
-fn meta(raw: &RawRecording, opts: &AssembleOptions<'_>, page_size: u64) -> Meta {
+fn meta(raw: &RawRecording, opts: &AssembleOptions<'_>) -> Meta {
+    let mut meta = profile_meta(
+        raw.command.clone(),
+        (raw.start_unix_ns, raw.clock_origin_ns),
+        opts,
+    );
+    meta.lost_samples = raw.lost;
+    meta
+}
+
+/// The meta of a profile of `command`, started at `start` (Unix time, then the samples' clock,
+/// both in ns), before anything of the run is known.
+pub fn profile_meta(command: Vec<String>, start: (u64, u64), opts: &AssembleOptions<'_>) -> Meta {
     let read = |path: &str| {
         std::fs::read_to_string(path)
             .map(|s| s.trim().to_string())
@@ -523,14 +555,13 @@ fn meta(raw: &RawRecording, opts: &AssembleOptions<'_>, page_size: u64) -> Meta 
     };
     let clock = Clock {
         name: "CLOCK_MONOTONIC".into(),
-        origin_ns: raw.clock_origin_ns,
+        origin_ns: start.1,
     };
-    let mut meta = Meta::new(raw.command.clone(), backend, host, clock);
-    meta.start_unix_ns = raw.start_unix_ns;
+    let mut meta = Meta::new(command, backend, host, clock);
+    meta.start_unix_ns = start.0;
     meta.topology = opts.topology.clone();
-    meta.page_size = page_size;
+    meta.page_size = crate::perf::page_size() as u64;
     meta.numa_balancing = opts.numa_balancing.clone();
-    meta.lost_samples = raw.lost;
     meta
 }
 

@@ -7,6 +7,7 @@
 
 pub mod files;
 pub mod gcc_plugin;
+pub mod guard;
 pub mod inline;
 pub mod per_compiler;
 pub mod staging;

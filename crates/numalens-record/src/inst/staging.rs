@@ -9,10 +9,14 @@
 //! their own in `/dev/shm` when it is a tmpfs with room to spare, else beside the other event
 //! files in the profile. Either way they survive the program being killed. The directory is
 //! removed when the recording is dropped (`NUMALENS_KEEP_EVENTS` copies its files into the
-//! profile's events directory first); one left by a recorder that was itself killed is removed
-//! by the next recording.
+//! profile's events directory first). A recorder that is itself killed cannot remove it: its
+//! guard process (`guard.rs`) then moves the files into the events directory, for `numalens
+//! recover`, once the program has ended. One whose guard was killed as well is removed by the
+//! next recording.
 
 use std::path::{Path, PathBuf};
+
+use super::guard::{self, Guard};
 
 /// The memory file system the files go to when it can take them.
 const SHM: &str = "/dev/shm";
@@ -31,6 +35,8 @@ pub struct InstStaging {
     owned: bool,
     /// The profile's events directory, where `NUMALENS_KEEP_EVENTS` keeps the files.
     events_dir: PathBuf,
+    /// Moves the files into the events directory and removes ours if the recorder dies.
+    guard: Option<Guard>,
 }
 
 impl InstStaging {
@@ -47,23 +53,40 @@ impl InstStaging {
                 .unwrap_or_default()
                 .as_nanos();
             let dir = shm.join(format!("{PREFIX}{}-{stamp}", std::process::id()));
+            // Without a guard, the directory could outlive a killed recorder: not used then.
             if make_private_dir(&dir).is_ok() {
-                return InstStaging {
-                    dir,
-                    owned: true,
-                    events_dir: events_dir.to_path_buf(),
-                };
+                match Guard::start(&dir, events_dir) {
+                    Ok(guard) => {
+                        return InstStaging {
+                            dir,
+                            owned: true,
+                            events_dir: events_dir.to_path_buf(),
+                            guard: Some(guard),
+                        };
+                    }
+                    Err(_) => {
+                        let _ = std::fs::remove_dir(&dir);
+                    }
+                }
             }
         }
         InstStaging {
             dir: events_dir.to_path_buf(),
             owned: false,
             events_dir: events_dir.to_path_buf(),
+            guard: None,
         }
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Tells the guard the program's pid: if the recorder dies, it waits for the program's end.
+    pub fn watch(&self, program: u32) {
+        if let Some(guard) = &self.guard {
+            guard.watch(program);
+        }
     }
 
     /// True when the files are in memory, not in the profile's directory.
@@ -85,6 +108,9 @@ impl Drop for InstStaging {
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(guard) = self.guard.take() {
+            guard.stop();
+        }
     }
 }
 
@@ -111,6 +137,22 @@ fn is_roomy_tmpfs(dir: &Path) -> bool {
     st.f_type == libc::TMPFS_MAGIC && writable && free >= MIN_FREE
 }
 
+/// The staging directories made by the recorder with pid `recorder`.
+pub fn directories_of(recorder: u32) -> Vec<PathBuf> {
+    let prefix = format!("{PREFIX}{recorder}-");
+    std::fs::read_dir(SHM)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(&prefix))
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
 /// Removes the directories of recorders that are no longer running (killed before they could).
 fn remove_stale(shm: &Path) {
     let Ok(entries) = std::fs::read_dir(shm) else {
@@ -126,7 +168,7 @@ fn remove_stale(shm: &Path) {
         else {
             continue;
         };
-        if !Path::new("/proc").join(pid.to_string()).exists() {
+        if !Path::new("/proc").join(pid.to_string()).exists() && !guard::is_guarded(&entry.path()) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

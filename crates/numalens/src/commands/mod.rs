@@ -4,6 +4,7 @@ mod demo;
 mod export;
 mod html_target;
 mod record;
+mod recover;
 mod report;
 mod topology;
 mod wrapper;
@@ -15,6 +16,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Topology(args) => topology::run(args),
         Command::Record(args) => record::run(args),
         Command::Report(args) => report::run(args),
+        Command::Recover(args) => recover::run(args),
         Command::Export(args) => export::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Cc(args) => wrapper::run(wrapper::Language::C, args),
