@@ -41,7 +41,10 @@ fn profile_table_inputs_read_without_panicking() {
             continue;
         };
         let dir = tempfile::tempdir().unwrap();
-        common::meta().write(&dir.path().join("meta.json")).unwrap();
+        // A finished profile's meta.json: one that no writer finished is an unfinished recording.
+        let mut meta = common::meta();
+        meta.completeness = common::complete();
+        meta.write(&dir.path().join("meta.json")).unwrap();
         let profile = Profile::open(dir.path()).unwrap();
         let ok = match which % 8 {
             0 => read_table::<Sample>(&profile, file),
