@@ -92,9 +92,14 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
     let (pid_read, pid_write) = pipe().map_err(spawn_failed)?;
     let (go_read, go_write) = pipe().map_err(spawn_failed)?;
     let (child_pid_fd, child_go_fd) = (pid_write.as_raw_fd(), go_read.as_raw_fd());
-    // SAFETY: the closure only calls async-signal-safe functions (getpid, write, read).
+    let (parent_pid_fd, parent_go_fd) = (pid_read.as_raw_fd(), go_write.as_raw_fd());
+    // SAFETY: the closure only calls async-signal-safe functions (getpid, close, write, read).
     unsafe {
         command.pre_exec(move || {
+            // The recorder's ends, which the fork copied: with the child holding the write end of
+            // `go` itself, a recorder killed now would leave it waiting forever.
+            libc::close(parent_pid_fd);
+            libc::close(parent_go_fd);
             let pid = libc::getpid().to_le_bytes();
             libc::write(child_pid_fd, pid.as_ptr().cast(), pid.len());
             let mut go = [0u8; 1];

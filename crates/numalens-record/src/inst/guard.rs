@@ -1,7 +1,8 @@
 //! A process that outlives the recorder to empty the hooks' directory in `/dev/shm`.
 //!
 //! A directory in `/dev/shm` lives until someone removes it: a recorder killed by SIGKILL or the
-//! OOM killer cannot. So the recorder forks this guard before the program starts. The guard holds
+//! OOM killer cannot. So the recorder forks this guard before the program starts, and the guard
+//! makes the directory itself: there is no moment when the directory exists unguarded. It holds
 //! the read end of a pipe whose only write end is the recorder's: it reads the program's pid from
 //! it, then waits for end of file, which comes when the recorder closes it or dies in any way.
 //! If the directory is still there then, the recorder did not finish: the guard waits for the
@@ -25,26 +26,42 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// Forks a guard for `shm_dir`, whose files go to `events_dir` if the recorder dies.
+    /// Forks a guard that makes the directory `shm_dir` (mode 0700) and, if the recorder dies,
+    /// moves its files to `events_dir`. An error when the directory could not be made.
     pub fn start(shm_dir: &Path, events_dir: &Path) -> std::io::Result<Guard> {
         let shm = CString::new(shm_dir.as_os_str().as_bytes())?;
         let events = CString::new(events_dir.as_os_str().as_bytes())?;
-        let null = c"/dev/null";
-        let mut fds = [0; 2];
-        // SAFETY: fds has room for the two descriptors pipe2 writes.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: both descriptors are fresh and ours.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (read, write) = pipe()?;
+        let (ready_read, ready_write) = pipe()?;
+        let fds = GuardFds {
+            pipe: read.as_raw_fd(),
+            ready: ready_write.as_raw_fd(),
+        };
         // SAFETY: the child runs only `guard_main`, which makes async-signal-safe calls only.
-        match unsafe { libc::fork() } {
-            -1 => Err(std::io::Error::last_os_error()),
-            0 => guard_main(read.as_raw_fd(), &shm, &events, null),
-            pid => Ok(Guard {
-                pid,
-                pipe: Some(write),
-            }),
+        let pid = match unsafe { libc::fork() } {
+            -1 => return Err(std::io::Error::last_os_error()),
+            0 => guard_main(fds, &shm, &events),
+            pid => pid,
+        };
+        drop((read, ready_write));
+        let guard = Guard {
+            pid,
+            pipe: Some(write),
+        };
+        // The guard answers once it has made and locked the directory (0), or failed to (errno).
+        let mut answer = [0u8; 4];
+        // SAFETY: reading into a local buffer from a pipe we own.
+        let n = unsafe { libc::read(ready_read.as_raw_fd(), answer.as_mut_ptr().cast(), 4) };
+        match (n, i32::from_le_bytes(answer)) {
+            (4, 0) => Ok(guard),
+            (4, errno) => {
+                guard.stop();
+                Err(std::io::Error::from_raw_os_error(errno))
+            }
+            _ => {
+                guard.stop();
+                Err(std::io::Error::other("the guard process ended at once"))
+            }
         }
     }
 
@@ -65,8 +82,27 @@ impl Guard {
     }
 }
 
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are fresh and ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// The guard's ends of its two pipes.
+#[derive(Clone, Copy)]
+struct GuardFds {
+    /// The program's pid, then end of file when the recorder is done or dead.
+    pipe: libc::c_int,
+    /// Where the guard says whether it made the directory.
+    ready: libc::c_int,
+}
+
 /// The guard's whole life. Never returns.
-fn guard_main(pipe: libc::c_int, shm: &CStr, events: &CStr, null: &CStr) -> ! {
+fn guard_main(fds: GuardFds, shm: &CStr, events: &CStr) -> ! {
     // SAFETY: async-signal-safe calls on values prepared before the fork.
     unsafe {
         // Ctrl-C or a hang-up reaching the whole process group must not end the guard first.
@@ -81,16 +117,25 @@ fn guard_main(pipe: libc::c_int, shm: &CStr, events: &CStr, null: &CStr) -> ! {
         }
         // Nothing of the recorder stays open here: not its output (a pipe someone reads to its
         // end), not the write end of our own pipe.
-        let dev_null = libc::open(null.as_ptr(), libc::O_RDWR);
+        let dev_null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         for fd in 0..3 {
             libc::dup2(dev_null, fd);
         }
-        close_all_but(pipe);
         // The lock says the directory is looked after: another recording's sweep of stale
         // directories leaves it alone while the program it belongs to still runs.
+        let made = libc::mkdir(shm.as_ptr(), 0o700) == 0;
         let lock = libc::open(shm.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
-        libc::flock(lock, libc::LOCK_EX);
-        let program = read_program(pipe);
+        let locked = made && lock >= 0 && libc::flock(lock, libc::LOCK_EX) == 0;
+        let answer = if locked { 0 } else { errno().max(1) };
+        libc::write(fds.ready, answer.to_le_bytes().as_ptr().cast(), 4);
+        if answer != 0 {
+            if made {
+                libc::rmdir(shm.as_ptr());
+            }
+            libc::_exit(0);
+        }
+        close_all_but([fds.pipe, lock]);
+        let program = read_program(fds.pipe);
         // Still there by its name: the recorder did not get to remove it.
         let dir = libc::open(shm.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
         if dir >= 0 {
@@ -110,16 +155,22 @@ fn guard_main(pipe: libc::c_int, shm: &CStr, events: &CStr, null: &CStr) -> ! {
     }
 }
 
-/// Closes every descriptor from 3 up except `keep`.
-unsafe fn close_all_but(keep: libc::c_int) {
+/// Closes every descriptor from 3 up except the two in `keep`.
+unsafe fn close_all_but(keep: [libc::c_int; 2]) {
+    let (low, high) = (keep[0].min(keep[1]), keep[0].max(keep[1]));
     // SAFETY: close_range on descriptors of this process only.
     unsafe {
-        let below = keep <= 3 || libc::syscall(libc::SYS_close_range, 3u32, keep - 1, 0u32) == 0;
-        let above = libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32) == 0;
-        if !(below && above) {
+        let mut ok = true;
+        for (first, last) in [(3, low - 1), (low + 1, high - 1)] {
+            if first <= last {
+                ok &= libc::syscall(libc::SYS_close_range, first, last, 0u32) == 0;
+            }
+        }
+        ok &= libc::syscall(libc::SYS_close_range, high + 1, u32::MAX, 0u32) == 0;
+        if !ok {
             // Before Linux 5.9: one by one, up to the descriptor limit.
             let limit = libc::sysconf(libc::_SC_OPEN_MAX).clamp(1024, 1 << 20) as libc::c_int;
-            for fd in (3..limit).filter(|fd| *fd != keep) {
+            for fd in (3..limit).filter(|fd| !keep.contains(fd)) {
                 libc::close(fd);
             }
         }
@@ -240,14 +291,13 @@ mod tests {
         let shm = tempfile::tempdir().unwrap();
         let events = tempfile::tempdir().unwrap();
         let staged = shm.path().join("staged");
-        std::fs::create_dir(&staged).unwrap();
-        std::fs::write(staged.join("inst-1-1-0-0.pages"), vec![7u8; 200_000]).unwrap();
-        std::fs::write(staged.join("inst-1-1-0-0.samples"), b"samples").unwrap();
         let guard = Guard::start(&staged, events.path()).unwrap();
         assert!(
-            wait_for(|| is_guarded(&staged)),
-            "the guard locks the directory"
+            is_guarded(&staged),
+            "the guard made and locked the directory"
         );
+        std::fs::write(staged.join("inst-1-1-0-0.pages"), vec![7u8; 200_000]).unwrap();
+        std::fs::write(staged.join("inst-1-1-0-0.samples"), b"samples").unwrap();
         let mut program = std::process::Command::new("sleep")
             .arg("0.3")
             .spawn()
@@ -272,22 +322,19 @@ mod tests {
         let shm = tempfile::tempdir().unwrap();
         let events = tempfile::tempdir().unwrap();
         let staged = shm.path().join("staged");
-        std::fs::create_dir(&staged).unwrap();
         let guard = Guard::start(&staged, events.path()).unwrap();
-        wait_for(|| is_guarded(&staged));
         std::fs::remove_dir(&staged).unwrap();
         guard.stop();
         assert_eq!(std::fs::read_dir(events.path()).unwrap().count(), 0);
     }
 
-    fn wait_for(check: impl Fn() -> bool) -> bool {
-        let started = std::time::Instant::now();
-        while started.elapsed() < std::time::Duration::from_secs(5) {
-            if check() {
-                return true;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        false
+    #[test]
+    fn a_directory_that_cannot_be_made_is_an_error() {
+        let shm = tempfile::tempdir().unwrap();
+        let taken = shm.path().join("taken");
+        std::fs::create_dir(&taken).unwrap();
+        let err = Guard::start(&taken, shm.path()).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(taken.exists(), "a directory it did not make is not removed");
     }
 }

@@ -53,21 +53,14 @@ impl InstStaging {
                 .unwrap_or_default()
                 .as_nanos();
             let dir = shm.join(format!("{PREFIX}{}-{stamp}", std::process::id()));
-            // Without a guard, the directory could outlive a killed recorder: not used then.
-            if make_private_dir(&dir).is_ok() {
-                match Guard::start(&dir, events_dir) {
-                    Ok(guard) => {
-                        return InstStaging {
-                            dir,
-                            owned: true,
-                            events_dir: events_dir.to_path_buf(),
-                            guard: Some(guard),
-                        };
-                    }
-                    Err(_) => {
-                        let _ = std::fs::remove_dir(&dir);
-                    }
-                }
+            // The guard makes the directory: without one, it could outlive a killed recorder.
+            if let Ok(guard) = Guard::start(&dir, events_dir) {
+                return InstStaging {
+                    dir,
+                    owned: true,
+                    events_dir: events_dir.to_path_buf(),
+                    guard: Some(guard),
+                };
             }
         }
         InstStaging {
@@ -112,11 +105,6 @@ impl Drop for InstStaging {
             guard.stop();
         }
     }
-}
-
-fn make_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new().mode(0o700).create(dir)
 }
 
 /// Whether `dir` is a writable tmpfs with at least [`MIN_FREE`] bytes free.
