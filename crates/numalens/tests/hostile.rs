@@ -304,6 +304,16 @@ fn tiny_resource_limits_change_nothing_for_the_program() {
         let c = same_behaviour(&exe, &[what], None);
         assert_complete(what, &c);
     }
+    // The hooks' files stop growing at the program's RLIMIT_FSIZE instead of killing it with
+    // SIGXFSZ, and the profile says what that cost.
+    let inst = build(d.path(), "rlimits", true);
+    let runs = tempfile::tempdir().unwrap();
+    let (c, _) = same_behaviour_in(runs.path(), &inst, &["fsize"], None);
+    assert!(
+        c.complete || c.reasons.iter().any(|r| r.contains("RLIMIT_FSIZE")),
+        "inst fsize: {:?}",
+        c.reasons
+    );
 }
 
 #[test]

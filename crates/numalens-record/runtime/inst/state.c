@@ -166,6 +166,17 @@ static uint32_t nl_page_step(uint32_t record_size)
     return NL_INST_HEADER_SIZE / (low < NL_INST_HEADER_SIZE ? low : NL_INST_HEADER_SIZE);
 }
 
+/* True when a file reaching @p end bytes would pass the program's RLIMIT_FSIZE: growing it there
+ * would send the program SIGXFSZ, which kills it by default. The limit is only read, never
+ * raised (another thread of the program would see it raised). */
+static int nl_past_fsize(uint64_t end)
+{
+    struct rlimit r;
+    if (nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, 0, (long)&r) != 0)
+        return 0;
+    return r.rlim_cur != RLIM_INFINITY && end > r.rlim_cur;
+}
+
 static int nl_grow_open(struct nl_grow_file *f, struct nl_ithread *t, uint32_t seq,
                         const char *suffix, const char *magic, uint32_t record_size)
 {
@@ -202,7 +213,8 @@ static int nl_grow_open(struct nl_grow_file *f, struct nl_ithread *t, uint32_t s
     h.chunk_pages = NL_INST_CHUNK_PAGES;
     h.record_size = record_size;
     h.copy_id = nl_ig.copy_id;
-    if (ftruncate(fd, NL_INST_HEADER_SIZE) != 0 || pwrite(fd, &h, sizeof h, 0) != sizeof h) {
+    if (nl_past_fsize(NL_INST_HEADER_SIZE) || ftruncate(fd, NL_INST_HEADER_SIZE) != 0 ||
+        pwrite(fd, &h, sizeof h, 0) != sizeof h) {
         nl_fd_sys(SYS_close, fd, 0, 0, 0);
         return -1;
     }
@@ -276,8 +288,9 @@ static int nl_grow_more(struct nl_grow_file *f)
      * would kill the program with SIGBUS. A file system without fallocate gets the old way. A
      * raw system call, as for mmap: an import from libc adds a PLT entry, which moves all of
      * the program's code by 16 bytes (docs/INST.md says what that alone can do to a loop). */
-    if (syscall(SYS_fallocate, fd, 0, off, (off_t)bytes) != 0 &&
-        (errno != EOPNOTSUPP || ftruncate(fd, off + (off_t)bytes) != 0)) {
+    if (nl_past_fsize((uint64_t)off + bytes) ||
+        (syscall(SYS_fallocate, fd, 0, off, (off_t)bytes) != 0 &&
+         (errno != EOPNOTSUPP || ftruncate(fd, off + (off_t)bytes) != 0))) {
         nl_grow_mark_full(f);
         return -1;
     }

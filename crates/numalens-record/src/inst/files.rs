@@ -308,8 +308,9 @@ fn note_full(data: &mut InstData, path: &Path, h: &InstHeader, what: &str) {
     if h.full {
         data.problems.push(format!(
             "{}: thread {} of process {} could not record more {what} (no space left on the \
-             file system holding them): the ones after were lost; free space in /dev/shm or \
-             in the profile's directory and record again",
+             file system holding them, or the program's RLIMIT_FSIZE reached): the ones after \
+             were lost; free space in /dev/shm or in the profile's directory, or raise the \
+             limit, and record again",
             path.display(),
             h.tid,
             h.pid
