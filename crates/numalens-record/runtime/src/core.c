@@ -377,13 +377,20 @@ int nl_core_after_fork(void)
         atomic_store(&b->state, b == nl_self.buf);
     }
     uint32_t ppid = nl_g.pid;
-    nl_owned_close(&nl_g.log); /* the parent's file (its lock may have been held at the fork) */
+    /* The parent's file is closed only once the child holds its own: without rings, the recorder
+     * tells a running process by the log it holds, and the parent may already have exited. */
+    struct nl_owned parents = nl_g.log;
+    atomic_store(&nl_g.log.fd, -1);
+    atomic_store(&nl_g.log.lock, 0); /* it may have been held at the fork */
     nl_self.tid = 0;
     nl_self.logical = 0;
     nl_self.small_n_out = nl_self.small_n;
     nl_self.small_bytes_out = nl_self.small_bytes;
     atomic_store(&nl_g.next_logical, 1);
-    if (nl_open_and_header(ppid) != 0) {
+    int opened = nl_open_and_header(ppid);
+    atomic_store(&parents.lock, 0);
+    nl_owned_close(&parents);
+    if (opened != 0) {
         nl_disable("cannot create the fork child's event file");
         return -1;
     }
