@@ -9,8 +9,8 @@ use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use numalens_analyze::{Options, WhatIf, analyze};
 use numalens_format::{
-    Backend, Clock, CodeLocation, Completeness, DataSource, Host, Meta, Migration, Object,
-    ObjectKind, PageNodes, PageStat, Profile, ProfileWriter, Sample, SampleKind, SiteFrame, Thread,
+    CodeLocation, Completeness, DataSource, Migration, Object, ObjectKind, PageNodes, PageStat,
+    Profile, ProfileWriter, Sample, SampleKind, SiteFrame, Thread,
 };
 
 #[derive(Arbitrary, Debug)]
@@ -129,22 +129,7 @@ fuzz_target!(|input: Input| {
 });
 
 fn write(input: &Input, dir: &std::path::Path) -> numalens_format::Result<()> {
-    let mut meta = Meta::new(
-        vec!["fuzz".into()],
-        Backend {
-            name: "synthetic".into(),
-            settings: Default::default(),
-        },
-        Host {
-            hostname: "fuzz".into(),
-            kernel: "0".into(),
-            arch: "x86_64".into(),
-        },
-        Clock {
-            name: "CLOCK_MONOTONIC".into(),
-            origin_ns: 0,
-        },
-    );
+    let mut meta = numalens_fuzz::meta();
     meta.page_size = input.page_size.unwrap_or(4096);
     meta.topology = input.topology.and_then(preset);
     let mut w = ProfileWriter::create(dir, meta)?;

@@ -5,8 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use numalens_format::{
-    Backend, Clock, CodeLocation, Host, Meta, Migration, Object, PageNodes, PageStat, Profile, Row,
-    Sample, SiteFrame, Thread,
+    CodeLocation, Migration, Object, PageNodes, PageStat, Profile, Row, Sample, SiteFrame, Thread,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -15,22 +14,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let dir = numalens_fuzz::scratch();
-    let meta = Meta::new(
-        vec!["fuzz".into()],
-        Backend {
-            name: "synthetic".into(),
-            settings: Default::default(),
-        },
-        Host {
-            hostname: "fuzz".into(),
-            kernel: "0".into(),
-            arch: "x86_64".into(),
-        },
-        Clock {
-            name: "CLOCK_MONOTONIC".into(),
-            origin_ns: 0,
-        },
-    );
+    let meta = numalens_fuzz::meta();
     meta.write(&dir.path().join("meta.json")).unwrap();
     let profile = Profile::open(dir.path()).unwrap();
     match which % 8 {

@@ -1,6 +1,29 @@
-//! What the fuzz targets share: a scratch directory for readers that take paths.
+//! What the fuzz targets share: a scratch directory for readers that take paths, and the
+//! meta.json of the profiles they write.
 
 use std::path::Path;
+
+use numalens_format::{Backend, Clock, Host, Meta};
+
+/// The meta.json of a profile a fuzz target writes: complete as far as the reader can tell.
+pub fn meta() -> Meta {
+    Meta::new(
+        vec!["fuzz".into()],
+        Backend {
+            name: "synthetic".into(),
+            settings: Default::default(),
+        },
+        Host {
+            hostname: "fuzz".into(),
+            kernel: "0".into(),
+            arch: "x86_64".into(),
+        },
+        Clock {
+            name: "CLOCK_MONOTONIC".into(),
+            origin_ns: 0,
+        },
+    )
+}
 
 /// A fresh directory for one input, in memory when `/dev/shm` exists: the readers under test open
 /// files by path, and a disk would make every execution pay for a write.
