@@ -3,27 +3,15 @@
 //! still read.
 
 mod common;
-
-use std::path::{Path, PathBuf};
+#[path = "../../../fuzz/seed_inputs.rs"]
+mod seeds;
 
 use numalens_format::*;
-
-fn inputs(target: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/seeds")
-        .join(target);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no inputs in {}", dir.display());
-    files
-}
+use seeds::seed_inputs;
 
 #[test]
 fn meta_json_inputs_read_without_panicking() {
-    for path in inputs("meta_json") {
+    for path in seed_inputs("meta_json") {
         let bytes = std::fs::read(&path).unwrap();
         if let Ok(text) = std::str::from_utf8(&bytes) {
             let _ = Meta::from_json_str(text, &path);
@@ -35,7 +23,7 @@ fn meta_json_inputs_read_without_panicking() {
 #[test]
 fn profile_table_inputs_read_without_panicking() {
     let mut read = 0;
-    for path in inputs("profile_table") {
+    for path in seed_inputs("profile_table") {
         let bytes = std::fs::read(&path).unwrap();
         let Some((&which, file)) = bytes.split_first() else {
             continue;

@@ -1,29 +1,18 @@
 //! The seeds and earlier findings of the `event_log` and `inst_files` fuzz targets (`fuzz/seeds/`),
 //! read the way the targets read them: each finding stays fixed, and the seeds still read.
 
-use std::path::{Path, PathBuf};
+#[path = "../../../fuzz/seed_inputs.rs"]
+mod seeds;
 
 use numalens_record::assemble::{exit_page_nodes, exit_residency, process_view};
 use numalens_record::events::parse_event_log;
 use numalens_record::inst::files::read_inst_dir;
 use numalens_record::symbols::Symbolizer;
-
-fn inputs(target: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/seeds")
-        .join(target);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no inputs in {}", dir.display());
-    files
-}
+use seeds::seed_inputs;
 
 #[test]
 fn event_log_inputs_read_without_panicking() {
-    for path in inputs("event_log") {
+    for path in seed_inputs("event_log") {
         let bytes = std::fs::read(&path).unwrap();
         let Ok(log) = parse_event_log(&bytes, &path) else {
             continue;
@@ -38,7 +27,7 @@ fn event_log_inputs_read_without_panicking() {
 /// The target's input holds three files separated by `NLFUZZ--`.
 #[test]
 fn inst_files_inputs_read_without_panicking() {
-    for path in inputs("inst_files") {
+    for path in seed_inputs("inst_files") {
         let bytes = std::fs::read(&path).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let names = ["inst-1.pages", "inst-2.pages", "inst-1.samples"];
