@@ -155,23 +155,6 @@ fn a_damaged_side_table_costs_the_report_only_what_it_adds() {
 }
 
 #[test]
-fn a_table_truncated_after_a_complete_recording_is_not_called_interrupted() {
-    let dir = tempfile::tempdir().unwrap();
-    let profile = synthetic_profile(dir.path(), 2000);
-    assert_eq!(meta(&profile)["completeness"]["complete"], true);
-    let samples = profile.join("samples.parquet");
-    truncate_to_half(&samples);
-    let out = numalens(&["report", arg(&profile)]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
-    assert!(
-        err.contains(arg(&samples)) && err.contains("truncated"),
-        "{err}"
-    );
-    assert!(!err.contains("interrupted"), "{err}");
-}
-
-#[test]
 fn control_characters_from_the_program_reach_the_terminal_escaped() {
     let dir = tempfile::tempdir().unwrap();
     let hostile = "\u{1b}]0;owned\u{7}\u{1b}[2J\rnext\u{202e}";

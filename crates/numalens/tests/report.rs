@@ -250,10 +250,15 @@ fn newer_major_version_is_refused_with_both_versions() {
     assert!(out.stdout.is_empty());
 }
 
+/// The profile was complete when written: a table cut short afterwards is damage, not an
+/// interrupted recording.
 #[test]
 fn truncated_table_is_an_error_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let profile = synthetic_profile(dir.path(), 2000);
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(profile.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["completeness"]["complete"], true);
     let samples = profile.join("samples.parquet");
     let bytes = std::fs::read(&samples).unwrap();
     std::fs::write(&samples, &bytes[..bytes.len() / 2]).unwrap();
@@ -265,6 +270,7 @@ fn truncated_table_is_an_error_naming_the_file() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains("interrupted"), "{err}");
 }
 
 #[test]
