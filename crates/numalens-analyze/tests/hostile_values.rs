@@ -2,33 +2,21 @@
 //! types, addresses at the top of the address space, ids far beyond the rows): the analysis
 //! reads it without panicking and without allocating in proportion to those numbers.
 
+#[allow(dead_code)] // only its meta.json is used here, not the fixture
+mod common;
+
 use std::path::Path;
 
 use numalens_analyze::{Options, WhatIf, analyze};
 use numalens_format::{
-    Backend, Clock, Completeness, DataSource, Host, Meta, Object, ObjectKind, PageNodes, PageStat,
-    Profile, ProfileWriter, Sample, SampleKind, Thread,
+    Completeness, DataSource, Meta, Object, ObjectKind, PageNodes, PageStat, Profile,
+    ProfileWriter, Sample, SampleKind, Thread,
 };
 
 const PID: u32 = 7;
 
 fn meta() -> Meta {
-    Meta::new(
-        vec!["./hostile".into()],
-        Backend {
-            name: "faults".into(),
-            settings: Default::default(),
-        },
-        Host {
-            hostname: "box".into(),
-            kernel: "6.1.0".into(),
-            arch: "x86_64".into(),
-        },
-        Clock {
-            name: "CLOCK_MONOTONIC".into(),
-            origin_ns: 0,
-        },
-    )
+    common::faults_meta(&["./hostile"])
 }
 
 fn object(object_id: u64, start: u64, size: u64) -> Object {

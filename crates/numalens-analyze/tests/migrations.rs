@@ -6,9 +6,7 @@ mod common;
 use std::path::PathBuf;
 
 use numalens_analyze::{Options, analyze};
-use numalens_format::{
-    Backend, Clock, Completeness, Host, Meta, Migration, Profile, ProfileWriter,
-};
+use numalens_format::{Completeness, Migration, Profile, ProfileWriter};
 
 fn fixture(dir: &tempfile::TempDir) -> PathBuf {
     let path = dir.path().join("f.numalens");
@@ -53,22 +51,7 @@ fn migration(start: u64, len: u64, to_node: u32) -> Migration {
 fn read_migrations(rows: Vec<Migration>) -> Result<Vec<Migration>, String> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.numalens");
-    let mut meta = Meta::new(
-        vec!["./app".into()],
-        Backend {
-            name: "faults".into(),
-            settings: Default::default(),
-        },
-        Host {
-            hostname: "box".into(),
-            kernel: "6.1.0".into(),
-            arch: "x86_64".into(),
-        },
-        Clock {
-            name: "CLOCK_MONOTONIC".into(),
-            origin_ns: 0,
-        },
-    );
+    let mut meta = common::faults_meta(&["./app"]);
     meta.topology = Some(numalens_topology::presets::preset("machine-a").unwrap());
     let mut w = ProfileWriter::create(&path, meta).unwrap();
     for row in rows {

@@ -19,13 +19,13 @@ pub const SITE: u64 = 0xabc;
 /// A thread that samples name but the threads table does not have.
 pub const STRAY_TID: u32 = 999;
 
-/// Writes the fixture profile into `dir`.
-pub fn write_fixture(dir: &Path) {
-    let mut meta = Meta::new(
-        vec!["./app".into(), "--size".into(), "8".into()],
+/// The meta.json of a `faults` recording of `command` on a plain x86-64 host.
+pub fn faults_meta(command: &[&str]) -> Meta {
+    Meta::new(
+        command.iter().map(|a| a.to_string()).collect(),
         Backend {
             name: "faults".into(),
-            settings: [("sample_period".to_string(), 1.into())].into(),
+            settings: Default::default(),
         },
         Host {
             hostname: "box".into(),
@@ -36,7 +36,13 @@ pub fn write_fixture(dir: &Path) {
             name: "CLOCK_MONOTONIC".into(),
             origin_ns: 0,
         },
-    );
+    )
+}
+
+/// Writes the fixture profile into `dir`.
+pub fn write_fixture(dir: &Path) {
+    let mut meta = faults_meta(&["./app", "--size", "8"]);
+    meta.backend.settings = [("sample_period".to_string(), 1.into())].into();
     meta.start_unix_ns = 1_700_000_000_000_000_000;
     meta.lost_samples = 3;
     let mut w = ProfileWriter::create(dir, meta).unwrap();
