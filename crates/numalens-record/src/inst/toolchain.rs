@@ -194,7 +194,7 @@ pub fn wrapped_args(
         // A `-x LANG` of the user's applies to every file after it: ours are objects.
         if args
             .iter()
-            .any(|a| a == "-x" || a.to_str().is_some_and(|a| a.starts_with("-x")))
+            .any(|a| a.to_str().is_some_and(|a| a.starts_with("-x")))
         {
             out.extend(["-x", "none"].map(OsString::from));
         }
