@@ -101,14 +101,35 @@ pub(crate) fn exists(pid: u32) -> bool {
 /// Processes with a runtime log (`events-PID…bin`) in `dir` that still hold a file of `dir`
 /// open: the runtime keeps its log open until the process ends, so an exited process (or a new
 /// one that got its pid) holds none.
+///
+/// A child just forked has no log of its own yet: until it opens one it holds only its parent's,
+/// so when the parent has exited and no named process is left, every process is looked at.
 fn holding_their_log(dir: &Path) -> Vec<u32> {
     let Ok(dir) = dir.canonicalize() else {
         return Vec::new();
     };
     let logs = find_event_logs(&dir).unwrap_or_default();
     let pids: BTreeSet<u32> = logs.iter().filter_map(|p| log_pid(p)).collect();
-    pids.into_iter()
+    let named: Vec<u32> = pids
+        .into_iter()
         .filter(|p| holds_file_in(*p, &dir))
+        .collect();
+    if named.is_empty() {
+        return any_holding_file_in(&dir);
+    }
+    named
+}
+
+/// Every process but the recorder that holds a file of `dir`.
+fn any_holding_file_in(dir: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let recorder = std::process::id();
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != recorder && holds_file_in(*pid, dir))
         .collect()
 }
 
