@@ -62,11 +62,13 @@ pub enum RecordKind {
     End = 17,
     /// `NL_REC_SIGNAL`
     Signal = 18,
+    /// `NL_REC_DAEMON`
+    Daemon = 19,
 }
 
 impl RecordKind {
     /// Every kind, in numeric order.
-    pub const ALL: [RecordKind; 18] = [
+    pub const ALL: [RecordKind; 19] = [
         Self::Alloc,
         Self::Free,
         Self::Realloc,
@@ -85,6 +87,7 @@ impl RecordKind {
         Self::SmallAllocs,
         Self::End,
         Self::Signal,
+        Self::Daemon,
     ];
 
     /// The kind with this number, if this reader knows it.
@@ -113,6 +116,7 @@ impl RecordKind {
             Self::SmallAllocs => "SMALL_ALLOCS",
             Self::End => "END",
             Self::Signal => "SIGNAL",
+            Self::Daemon => "DAEMON",
         }
     }
 }
@@ -364,6 +368,9 @@ pub enum Event {
     },
     /// The runtime finished cleanly in this process.
     End,
+    /// `daemon(3)` was called, with every record before it written: once its fork succeeds the
+    /// process ends with `_exit(0)`, past any exit path, so a log that ends here ended cleanly.
+    Daemon,
     /// A fatal signal arrived; the process died of it.
     Signal {
         /// Signal number.
@@ -662,6 +669,7 @@ impl Record {
             },
             RecordKind::SmallAllocs => Event::SmallAllocs { count: a, bytes: b },
             RecordKind::End => Event::End,
+            RecordKind::Daemon => Event::Daemon,
             RecordKind::Signal => Event::Signal {
                 signal: a as i32,
                 address: b,
@@ -744,6 +752,6 @@ mod tests {
             assert_eq!(RecordKind::from_u16(k as u16), Some(k));
         }
         assert_eq!(RecordKind::from_u16(0), None);
-        assert_eq!(RecordKind::from_u16(19), None);
+        assert_eq!(RecordKind::from_u16(20), None);
     }
 }

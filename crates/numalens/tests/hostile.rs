@@ -1,9 +1,9 @@
 //! Hostile programs (tests/hostile_progs/): programs that close or dup2 every descriptor, exec
 //! through every variant, take over their signals, lower their limits, run out of descriptors,
-//! make raw clone3 threads, unshare, filter their own system calls or daemonise. Each runs
-//! natively and under `numalens record`, each in a fresh directory: what the program does (its
-//! files byte for byte, its stdout and stderr, its exit status) must be the same, and the profile
-//! must be complete or say what it lacks.
+//! make raw clone3 threads, unshare, filter their own system calls, daemonise or fork behind
+//! libc's back. Each runs natively and under `numalens record`, each in a fresh directory: what
+//! the program does (its files byte for byte, its stdout and stderr, its exit status) must be the
+//! same, and the profile must be complete or say what it lacks.
 
 mod common;
 
@@ -400,4 +400,73 @@ fn the_runtimes_own_statics_are_not_the_programs_objects() {
             "inst={inst}: the runtime's {runtimes:?}"
         );
     }
+}
+
+/// Distinct processes among the profile's objects of `size` bytes.
+fn processes_with_objects_of(profile: &Path, size: u64) -> BTreeMap<u32, usize> {
+    let mut pids = BTreeMap::new();
+    for o in Profile::open(profile)
+        .unwrap()
+        .read_all::<Object>()
+        .unwrap()
+    {
+        if o.size == size {
+            *pids.entry(o.pid).or_default() += 1;
+        }
+    }
+    pids
+}
+
+#[test]
+fn forks_behind_libcs_back_neither_hang_nor_write_into_the_parents_log() {
+    let d = tempfile::tempdir().unwrap();
+    for (how, inst) in [("raw", false), ("raw", true), ("_Fork", false)] {
+        let exe = build(d.path(), "fork_behind", inst);
+        let runs = d.path().join(format!("runs-{how}-{inst}"));
+        std::fs::create_dir(&runs).unwrap();
+        // forks.out says how many children hung: none natively, so none under numalens either.
+        let (c, profile) = same_behaviour_in(&runs, &exe, &[how], None);
+        let what = format!("{how} inst={inst}");
+        assert_complete(&what, &c);
+        // Each of the 20 children's 2000 blocks are its own, beside the parent's thread's.
+        let pids = processes_with_objects_of(&profile, 100_000);
+        let children = pids.values().filter(|n| **n >= 2000).count();
+        assert!(children >= 20, "{what}: blocks per process {pids:?}");
+        if inst {
+            let p = Profile::open(&profile).unwrap();
+            let counted: std::collections::BTreeSet<u32> = p
+                .read_all::<PageStat>()
+                .unwrap()
+                .iter()
+                .filter(|s| s.writes > 0)
+                .map(|s| s.pid)
+                .collect();
+            assert!(counted.len() >= 21, "{what}: exact counts of {counted:?}");
+        }
+    }
+}
+
+#[test]
+fn a_program_that_calls_daemon_3_is_recorded_to_its_end_and_complete() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = build(d.path(), "fork_behind", false);
+    let runs = tempfile::tempdir().unwrap();
+    let (c, profile) = same_behaviour_in(runs.path(), &exe, &["daemon"], Some("daemon.out"));
+    // The first process leaves by daemon(3)'s _exit(0): that is no missing exit path.
+    assert_complete("daemon(3)", &c);
+    assert_recorded_churn("daemon(3)", &profile, false);
+    // The child's blocks are the child's: not written into its parent's log.
+    let blocks = processes_with_objects_of(&profile, 100_000);
+    let threads = Profile::open(&profile)
+        .unwrap()
+        .read_all::<numalens_format::Thread>()
+        .unwrap();
+    let processes: std::collections::BTreeSet<u32> = threads.iter().map(|t| t.pid).collect();
+    assert_eq!(processes.len(), 2, "{processes:?}");
+    let first = threads.iter().min_by_key(|t| t.create_ns).unwrap().pid;
+    assert_eq!(blocks.len(), 1, "{blocks:?}");
+    assert!(
+        !blocks.contains_key(&first),
+        "{blocks:?}, first process {first}"
+    );
 }

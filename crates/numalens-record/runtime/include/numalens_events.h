@@ -67,6 +67,8 @@ enum nl_record_kind {
     NL_REC_END = 17,         /* the runtime finished cleanly in this process (exit path ran) */
     NL_REC_SIGNAL = 18,      /* a=signal number b=si_addr c=si_code (as int64): a fatal signal
                                 arrived, buffers were flushed, the signal is re-raised */
+    NL_REC_DAEMON = 19,      /* daemon(3) is called, every earlier record written: once it has forked,
+                                the process ends with _exit(0), so a log that ends here ended cleanly */
 };
 
 /** Which allocation function made an NL_REC_ALLOC. */

@@ -82,6 +82,8 @@ struct nl_ithread {
     struct nl_chunk_index index;
     struct nl_grow_file pages;  /* exact counts: nl_grow_on while the thread counts pages */
     struct nl_grow_file samples; /* sampled accesses: nl_grow_on while the thread samples */
+    int own;                    /* 1 where this state was set up: its pages are emptied in a fork
+                                   child (MADV_WIPEONFORK), so 0 there says no fork handler ran */
 };
 
 struct nl_iglobal {

@@ -448,6 +448,9 @@ static struct nl_ithread *nl_thread_setup(void)
     struct nl_ithread *t = nl_anon(sizeof *t);
     if (!t)
         return NULL;
+    /* Without it (before Linux 4.14) a child of a raw fork counts into its parent's files. */
+    syscall(SYS_madvise, t, sizeof *t, MADV_WIPEONFORK);
+    t->own = 1;
     nl_tlb_clear(t);
     nl_countdowns_set(INT64_MAX);
     t->busy = 1;
@@ -508,8 +511,15 @@ static void nl_tlb_fill(struct nl_tlb_slot *s, uint64_t page, struct nl_inst_pag
  * once the thread has exited (nothing more is counted). */
 static struct nl_ithread *nl_own_state(struct nl_ithread *t)
 {
-    if (!t->shared)
-        return t;
+    if (!t->shared) {
+        if (t->own)
+            return t;
+        /* A child of a fork that ran no handler (a raw fork system call, _Fork): its copy of the
+         * state is emptied, every lookup missed, and the parent's files are not its own. */
+        nl_fast_reset();
+        pthread_setspecific(nl_exit_key, NULL);
+        nl_sys_munmap(t, sizeof *t);
+    }
     return nl_ith_done ? NULL : nl_thread_setup();
 }
 

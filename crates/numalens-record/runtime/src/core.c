@@ -27,6 +27,14 @@
 NL_TLS struct nl_thread nl_self = {.logical = -1};
 struct nl_global nl_g = {.log = {.fd = -1}, .min_object = UINT64_MAX};
 
+/* A word on a page the kernel empties in a fork child (MADV_WIPEONFORK) but not in a vfork child,
+ * which shares it: 0 says the runtime's state was copied by a fork that ran no handler of ours
+ * (a raw fork system call, _Fork), and still names the parent's log, its locks and its tids.
+ * 1 once the state is this process's own, 2 while it is being made so. NULL when the kernel has
+ * no MADV_WIPEONFORK (before 4.14): then only forks that run pthread_atfork handlers are seen. */
+static _Atomic uint32_t *nl_fork_mark;
+static void (*nl_fork_child)(void);
+
 uint64_t nl_now(void)
 {
     struct timespec ts;
@@ -153,9 +161,39 @@ static int nl_open_and_header(uint32_t ppid)
     return 0;
 }
 
+static void nl_fork_mark_map(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    void *m = (void *)syscall(SYS_mmap, NULL, page, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (m == MAP_FAILED)
+        return;
+    if (syscall(SYS_madvise, m, page, MADV_WIPEONFORK) != 0) {
+        syscall(SYS_munmap, m, page);
+        return;
+    }
+    nl_fork_mark = m;
+    atomic_store(nl_fork_mark, 1);
+}
+
+void nl_core_on_fork(void (*child)(void))
+{
+    nl_fork_child = child;
+}
+
+void nl_core_fork_seen(int known)
+{
+    if (!atomic_load(&nl_g.on) || !nl_fork_child)
+        return;
+    uint32_t forked = 0;
+    if (nl_fork_mark ? atomic_compare_exchange_strong(nl_fork_mark, &forked, 2) : known)
+        nl_fork_child();
+}
+
 int nl_core_start(const struct nl_config *cfg, uint32_t ppid)
 {
     nl_g.cfg = *cfg;
+    nl_fork_mark_map();
     if (cfg->debug)
         nl_stderr_known = nl_fd_identity(2, &nl_stderr_dev, &nl_stderr_ino) == 0;
     if (!cfg->dir[0] || nl_open_and_header(ppid) != 0)
@@ -257,10 +295,17 @@ void nl_thread_detach(void)
     atomic_store(&b->state, 0);
 }
 
+static inline void nl_fork_check(void)
+{
+    if (nl_unlikely(nl_fork_mark && !atomic_load_explicit(nl_fork_mark, memory_order_relaxed)))
+        nl_core_fork_seen(0);
+}
+
 struct nl_record *nl_reserve(unsigned count)
 {
     if (!atomic_load_explicit(&nl_g.on, memory_order_relaxed) || nl_self.dead)
         return NULL;
+    nl_fork_check();
     if (nl_unlikely(!nl_self.buf)) {
         /* A thread we did not see start (created before the runtime, or by clone(2)). */
         if (nl_thread_attach(-1) != 0)
@@ -348,12 +393,14 @@ void nl_small_emit(void)
 
 void nl_flush_self(void)
 {
+    nl_fork_check();
     if (nl_self.buf)
         nl_buf_drain(nl_self.buf);
 }
 
 void nl_flush_all(void)
 {
+    nl_fork_check();
     for (struct nl_tbuf *b = atomic_load(&nl_g.head); b; b = b->next) {
         if (!nl_buf_lock(b, 0))
             continue; /* its owner is writing it (or we interrupted ourselves doing so) */
@@ -364,6 +411,7 @@ void nl_flush_all(void)
 
 void nl_write_direct(const struct nl_record *r)
 {
+    nl_fork_check();
     (void)nl_owned_write(&nl_g.log, r, sizeof *r);
 }
 
@@ -390,6 +438,8 @@ int nl_core_after_fork(void)
     int opened = nl_open_and_header(ppid);
     atomic_store(&parents.lock, 0);
     nl_owned_close(&parents);
+    if (nl_fork_mark)
+        atomic_store(nl_fork_mark, 1);
     if (opened != 0) {
         nl_disable("cannot create the fork child's event file");
         return -1;

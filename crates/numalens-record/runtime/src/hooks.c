@@ -75,6 +75,7 @@ void nl_resolve(void)
     NL_SYM(pthread_create, "pthread_create");
     NL_SYM(pthread_exit, "pthread_exit");
     NL_SYM(fork, "fork");
+    NL_SYM(daemon, "daemon");
     NL_SYM(execve, "execve");
     NL_SYM(execvpe, "execvpe");
     NL_SYM(fexecve, "fexecve");
@@ -144,6 +145,7 @@ __attribute__((constructor)) static void nl_init(void)
         nl_stack_set_bounds(room == RLIM_INFINITY || room > top ? 0 : top - room, top);
     }
     if (nl_core_start(&cfg, (uint32_t)getppid()) == 0) {
+        nl_fork_watch();
         nl_emit_process_start();
         if (cfg.signals)
             nl_signals_install();

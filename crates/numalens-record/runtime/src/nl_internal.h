@@ -146,6 +146,14 @@ int nl_thread_attach(int32_t logical);
 void nl_thread_detach(void);
 /** In a fork child: new file, empty buffers, logical ids restart at 0 for the calling thread. */
 int nl_core_after_fork(void);
+/** Sets what a fork child runs to make the runtime's state its own (nl_core_after_fork and the
+ * records every process starts with). */
+void nl_core_on_fork(void (*child)(void));
+/** In a fork child (@p known: a pthread_atfork handler says so; otherwise the wiped fork mark
+ * tells), runs the handler of nl_core_on_fork once. Every record, flush and direct write checks
+ * the mark first, so a child of a fork no handler saw writes neither into its parent's log nor
+ * waits on locks held by its parent's threads. */
+void nl_core_fork_seen(int known);
 /** Writes one record straight to the file (signal handlers). */
 void nl_write_direct(const struct nl_record *r);
 /** Emits END and flushes everything: the normal-exit path. */

@@ -35,6 +35,7 @@ struct nl_real_fns {
     int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
     void (*pthread_exit)(void *) __attribute__((noreturn));
     pid_t (*fork)(void);
+    int (*daemon)(int, int);
     int (*execve)(const char *, char *const[], char *const[]);
     int (*execvpe)(const char *, char *const[], char *const[]);
     int (*fexecve)(int, char *const[], char *const[]);
@@ -54,6 +55,9 @@ struct nl_real_fns {
 extern struct nl_real_fns nl_real;
 /** 1 when the malloc we wrap is glibc's, whose chunk headers free() may read. */
 extern int nl_glibc_chunks;
+
+/** Makes every fork child's runtime state its own, whichever way it was forked (shims_proc.c). */
+void nl_fork_watch(void);
 
 /** Looks up every wrapped function with dlsym(RTLD_NEXT); dlsym's own allocations use the pool. */
 void nl_resolve(void);

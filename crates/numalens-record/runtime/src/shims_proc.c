@@ -104,6 +104,74 @@ NL_EXPORT void pthread_exit(void *ret)
     nl_real.pthread_exit(ret);
 }
 
+/** A fork child makes the runtime's state its own: its log, empty buffers, its sites and modules
+ * written anew. Run by the pthread_atfork handler below, or on the child's first record when the
+ * fork ran no handler (nl_core_fork_seen). */
+static void nl_fork_child(void)
+{
+    int e = errno;
+    nl_self.guard++;
+    nl_sites_reset();
+    nl_modules_reset();
+    if (nl_core_after_fork() == 0)
+        nl_emit_process_start();
+    nl_self.guard--;
+    errno = e;
+}
+
+/** Writes out every thread's records: what a process did before it forked reaches its log even
+ * when it then leaves by _exit, as daemonising parents do. */
+static void nl_flush_before_fork(void)
+{
+    if (!atomic_load(&nl_g.on))
+        return;
+    int e = errno;
+    nl_self.guard++;
+    nl_small_emit();
+    nl_flush_self();
+    nl_flush_all();
+    nl_self.guard--;
+    errno = e;
+}
+
+/* Every fork that goes through libc runs this, daemon(3)'s included, whose fork is internal to
+ * libc and never reaches the fork() below. */
+static void nl_atfork_child(void)
+{
+    nl_core_fork_seen(1);
+}
+
+void nl_fork_watch(void)
+{
+    nl_core_on_fork(nl_fork_child);
+    pthread_atfork(nl_flush_before_fork, NULL, nl_atfork_child);
+}
+
+/* glibc's daemon() forks inside libc, and its parent leaves by _exit(0), past every exit path:
+ * the log says so first, so that a first process that daemonised is not taken for one killed. */
+NL_EXPORT int daemon(int nochdir, int noclose)
+{
+    if (nl_unlikely(!nl_real.free))
+        nl_resolve();
+    if (!nl_real.daemon) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (atomic_load(&nl_g.on)) {
+        nl_flush_before_fork();
+        struct nl_record r;
+        memset(&r, 0, sizeof r);
+        r.kind = NL_REC_DAEMON;
+        r.tid = (uint32_t)nl_gettid();
+        r.time_ns = nl_now();
+        int e = errno;
+        nl_write_direct(&r);
+        errno = e;
+    }
+    return nl_real.daemon(nochdir, noclose);
+}
+
+/* The child's side is the pthread_atfork handler's; the parent writes which child it made. */
 NL_EXPORT pid_t fork(void)
 {
     if (nl_unlikely(!nl_real.free))
@@ -111,18 +179,13 @@ NL_EXPORT pid_t fork(void)
     if (!atomic_load(&nl_g.on))
         return nl_real.fork();
     pid_t pid = nl_real.fork();
-    int e = errno;
-    nl_self.guard++;
-    if (pid == 0) {
-        nl_sites_reset();
-        nl_modules_reset();
-        if (nl_core_after_fork() == 0)
-            nl_emit_process_start();
-    } else if (pid > 0) {
+    if (pid > 0) {
+        int e = errno;
+        nl_self.guard++;
         nl_emit(NL_REC_FORK, (uint64_t)pid, 0, 0, 0, 0, 0);
+        nl_self.guard--;
+        errno = e;
     }
-    nl_self.guard--;
-    errno = e;
     return pid;
 }
 

@@ -46,7 +46,7 @@ pub fn process_view(log: &EventLog, min_object: u64, symbols: &mut Symbolizer) -
         sites: SiteTable::default(),
         modules: Vec::new(),
         page_nodes: Vec::new(),
-        ended_cleanly: log.has_end() || replaced_by_exec(&events),
+        ended_cleanly: log.has_end() || ends_by_exec_or_daemon(&events),
         signal: None,
         small_allocs: (0, 0),
     };
@@ -83,12 +83,15 @@ pub fn process_view(log: &EventLog, min_object: u64, symbols: &mut Symbolizer) -
 
 /// An image replaced by exec ends with its EXEC record (and the counters flushed with it); the
 /// new image writes its own log.
-fn replaced_by_exec(events: &[TimedEvent]) -> bool {
+fn ends_by_exec_or_daemon(events: &[TimedEvent]) -> bool {
     let last = events
         .iter()
         .rev()
         .find(|e| !matches!(e.event, Event::SmallAllocs { .. }));
-    matches!(last.map(|e| &e.event), Some(Event::Exec { .. }))
+    matches!(
+        last.map(|e| &e.event),
+        Some(Event::Exec { .. } | Event::Daemon)
+    )
 }
 
 fn apply(
