@@ -48,6 +48,59 @@ fn the_event_files_descriptor_survives_a_program_that_takes_it() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
 }
 
+/// A child of a raw fork system call, whose parent's log lock was held at the fork, writes its
+/// records into a log of its own: the parent's log holds only the parent's.
+#[test]
+fn a_child_of_a_fork_no_handler_saw_writes_its_own_log() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = build_test_core(d.path());
+    let logs = d.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let out = Command::new(&exe)
+        .arg("raw-fork")
+        .arg(&logs)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{:?}: {stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let child: u32 = stdout.trim().parse().unwrap();
+    let frees = |pid: u32| -> Vec<u64> {
+        let path = logs.join(format!("events-{pid}.bin"));
+        let log = read_event_log(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(log.header.pid, pid);
+        log.events()
+            .filter_map(|e| match e.event {
+                Event::Free { address } => Some(address),
+                _ => None,
+            })
+            .collect()
+    };
+    let parent = parent_pid(&logs, child);
+    assert_eq!(frees(parent), [1, 2]);
+    assert_eq!(frees(child), [0xc41d]);
+}
+
+/// The pid of the log in `dir` that is not `child`'s.
+fn parent_pid(dir: &Path, child: u32) -> u32 {
+    let pids: Vec<u32> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_prefix("events-")?
+                .strip_suffix(".bin")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    pids.into_iter().find(|p| *p != child).unwrap()
+}
+
 #[test]
 fn concurrent_thread_buffers_lose_nothing_and_keep_per_thread_order() {
     let d = tempfile::tempdir().unwrap();

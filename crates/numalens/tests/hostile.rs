@@ -300,7 +300,7 @@ fn a_program_that_takes_over_every_signal_behaves_the_same() {
 fn tiny_resource_limits_change_nothing_for_the_program() {
     let d = tempfile::tempdir().unwrap();
     let exe = build(d.path(), "rlimits", false);
-    for what in ["nofile", "as", "fsize"] {
+    for what in ["nofile", "as", "fsize", "watch"] {
         let c = same_behaviour(&exe, &[what], None);
         assert_complete(what, &c);
     }

@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -37,9 +38,51 @@ static inline long nl_fd_sys(long nr, long a, long b, long c, long d)
     return r;
 }
 
-/** The soft limit raised to make room above @p old (read here); 1 if it was raised. */
-static inline int nl_fd_limit_raise(struct rlimit *old)
+/**
+ * A runtime raises a limit of the whole process for the instant of a system call and puts it
+ * back. The program's own getrlimit/setrlimit/prlimit calls (interposed by the preload runtime,
+ * shims_limits.c) take this lock too, so they neither see the raised value nor have a limit they
+ * set undone by the put-back. The word is the holder's tid; a holder that is no thread of this
+ * process (the word was copied by a fork) holds nothing. Each runtime has its own word.
+ */
+extern _Atomic int nl_fd_limits_holder;
+
+/** Takes the limits lock; 0 when the calling thread holds it already (a signal handler). */
+static inline int nl_fd_limits_lock(void)
 {
+    int e = errno;
+    int me = (int)nl_fd_sys(SYS_gettid, 0, 0, 0, 0);
+    for (;;) {
+        int held = 0;
+        if (atomic_compare_exchange_weak(&nl_fd_limits_holder, &held, me))
+            break;
+        if (held == me) {
+            errno = e;
+            return 0;
+        }
+        if (held && nl_fd_sys(SYS_tgkill, nl_fd_sys(SYS_getpid, 0, 0, 0, 0), held, 0, 0) != 0 &&
+            errno == ESRCH)
+            atomic_compare_exchange_strong(&nl_fd_limits_holder, &held, 0);
+        else
+            nl_fd_sys(SYS_sched_yield, 0, 0, 0, 0);
+    }
+    errno = e;
+    return 1;
+}
+
+static inline void nl_fd_limits_unlock(int taken)
+{
+    if (taken)
+        atomic_store(&nl_fd_limits_holder, 0);
+}
+
+/**
+ * The soft limit raised to make room above @p old (read here); 1 if it was raised. Takes the
+ * limits lock (*@p locked says whether to give it back), which nl_fd_limit_restore gives back.
+ */
+static inline int nl_fd_limit_raise(struct rlimit *old, int *locked)
+{
+    *locked = nl_fd_limits_lock();
     if (nl_fd_sys(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, (long)old) != 0)
         return 0;
     if (old->rlim_cur >= old->rlim_max)
@@ -50,10 +93,12 @@ static inline int nl_fd_limit_raise(struct rlimit *old)
     return nl_fd_sys(SYS_prlimit64, 0, RLIMIT_NOFILE, (long)&wide, 0) == 0;
 }
 
-static inline void nl_fd_limit_restore(const struct rlimit *old)
+static inline void nl_fd_limit_restore(const struct rlimit *old, int raised, int locked)
 {
     int e = errno;
-    nl_fd_sys(SYS_prlimit64, 0, RLIMIT_NOFILE, (long)old, 0);
+    if (raised)
+        nl_fd_sys(SYS_prlimit64, 0, RLIMIT_NOFILE, (long)old, 0);
+    nl_fd_limits_unlock(locked);
     errno = e;
 }
 
@@ -85,7 +130,8 @@ static inline long nl_fd_floor(const struct rlimit *old, int raised)
 static inline int nl_fd_open_high(const char *path, int flags, int mode, int transient)
 {
     struct rlimit old = {0, 0};
-    int raised = nl_fd_limit_raise(&old);
+    int locked;
+    int raised = nl_fd_limit_raise(&old, &locked);
     int fd = (int)nl_fd_sys(SYS_openat, AT_FDCWD, (long)path, flags | O_CLOEXEC, mode);
     if (fd >= 0) {
         long high = fd >= nl_fd_floor(&old, raised)
@@ -101,10 +147,7 @@ static inline int nl_fd_open_high(const char *path, int flags, int mode, int tra
             }
         }
     }
-    int e = errno;
-    if (raised)
-        nl_fd_limit_restore(&old);
-    errno = e;
+    nl_fd_limit_restore(&old, raised, locked);
     return fd;
 }
 
@@ -115,13 +158,13 @@ static inline int nl_fd_open_high(const char *path, int flags, int mode, int tra
 static inline int nl_fd_move_high(int fd)
 {
     struct rlimit old = {0, 0};
-    int raised = nl_fd_limit_raise(&old);
+    int locked;
+    int raised = nl_fd_limit_raise(&old, &locked);
     /* Nowhere up there: fail rather than take a low number the program would get. */
     long high = nl_fd_sys(SYS_fcntl, fd, F_DUPFD_CLOEXEC, nl_fd_floor(&old, raised), 0);
     if (high >= 0)
         nl_fd_sys(SYS_close, fd, 0, 0, 0);
-    if (raised)
-        nl_fd_limit_restore(&old);
+    nl_fd_limit_restore(&old, raised, locked);
     return (int)high;
 }
 

@@ -29,6 +29,8 @@
  * statics beside them would be counted to them). */
 #define NL_INST_STATE __attribute__((section("numalens_inst_state")))
 NL_INST_STATE struct nl_iglobal nl_ig;
+/* The limits lock of numalens_fd.h: this runtime's own, beside the preload runtime's. */
+NL_INST_STATE __attribute__((visibility("hidden"))) _Atomic int nl_fd_limits_holder;
 /* With the countdown spent, a thread's first access takes the slow path and gets its own state. */
 NL_INST_STATE struct nl_ithread nl_inactive = {.shared = 1};
 __thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec"))) = &nl_inactive;

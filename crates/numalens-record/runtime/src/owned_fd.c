@@ -18,6 +18,8 @@
 #include "nl_internal.h"
 #include "numalens_fd.h"
 
+_Atomic int nl_fd_limits_holder;
+
 /** Takes @p o's lock; 0 if the calling thread already holds it (a signal handler inside a write).
  * The lock word is the holder's tid, so there is no moment when it is held by nobody known. */
 static int nl_owned_lock(struct nl_owned *o)
@@ -85,19 +87,44 @@ static int nl_owned_checked(struct nl_owned *o)
 /**
  * Makes room under the program's RLIMIT_FSIZE for @p len more bytes: past the soft limit a write
  * would raise SIGXFSZ, which kills the program by default. The soft limit is raised to the hard
- * one for the write (1 returned: put it back after); -1 if even the hard one leaves no room.
+ * one for the write, under the limits lock (1 returned, or 2 when a signal handler interrupted
+ * this thread's own holding of the lock: put it back after); 0 when there is room; -1 if even
+ * the hard one leaves none.
  */
 static int nl_owned_fsize_room(const struct nl_owned *o, size_t len, struct rlimit *old)
 {
     if (nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, 0, (long)old) != 0 ||
         old->rlim_cur == RLIM_INFINITY || o->size + len <= old->rlim_cur)
         return 0;
-    if (old->rlim_max != RLIM_INFINITY && o->size + len > old->rlim_max) {
+    /* Read again under the lock: the program may be setting it. */
+    int locked = nl_fd_limits_lock();
+    int rc = -1;
+    if (nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, 0, (long)old) != 0)
         errno = EFBIG;
-        return -1;
+    else if (old->rlim_cur == RLIM_INFINITY || o->size + len <= old->rlim_cur)
+        rc = 0;
+    else if (old->rlim_max != RLIM_INFINITY && o->size + len > old->rlim_max)
+        errno = EFBIG;
+    else {
+        struct rlimit wide = {old->rlim_max, old->rlim_max};
+        rc = nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)&wide, 0) == 0 ? 1 : -1;
     }
-    struct rlimit wide = {old->rlim_max, old->rlim_max};
-    return nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)&wide, 0) == 0 ? 1 : -1;
+    /* Held until the limit is put back (nl_owned_fsize_restore). */
+    if (rc != 1)
+        nl_fd_limits_unlock(locked);
+    else if (!locked)
+        rc = 2;
+    return rc;
+}
+
+static void nl_owned_fsize_restore(int widened, const struct rlimit *old)
+{
+    if (widened <= 0)
+        return;
+    int e = errno;
+    nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)old, 0);
+    nl_fd_limits_unlock(widened == 1);
+    errno = e;
 }
 
 int nl_owned_write(struct nl_owned *o, const void *p, size_t len)
@@ -123,8 +150,7 @@ int nl_owned_write(struct nl_owned *o, const void *p, size_t len)
         len -= (size_t)w;
         o->size += (uint64_t)w;
     }
-    if (widened > 0)
-        nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)&fsize, 0);
+    nl_owned_fsize_restore(widened, &fsize);
     if (!nested)
         nl_owned_unlock(o);
     return rc;

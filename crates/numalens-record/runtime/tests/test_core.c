@@ -6,7 +6,8 @@
  * Modes: `unit` runs self-checking unit tests; `write DIR` writes one record of every kind with
  * known values (the Rust round-trip test reads them back); `threads DIR N K` has N threads emit
  * K records each through their own buffers; `owned DIR` checks the event file's descriptor against
- * a program that takes it (owned_fd.c); `env-table` prints the configuration table.
+ * a program that takes it (owned_fd.c); `raw-fork DIR` forks behind the core's back; `env-table`
+ * prints the configuration table.
  */
 #include <elf.h>
 #include <errno.h>
@@ -18,10 +19,12 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nl_check.h"
 #include "nl_internal.h"
+#include "numalens_fd.h"
 
 static const char *fake_env[][2] = {
     {"NUMALENS_DIR", "/tmp/x"},
@@ -263,6 +266,24 @@ static void test_owned_fsize(struct nl_owned *o, const char *path)
     CHECK(file_size(path) == 105);
 }
 
+/* The limits lock: a thread may take it again inside itself (a signal handler), and a holder that
+ * is no thread of this process (a word copied by a fork) holds nothing. */
+static void test_limits_lock(void)
+{
+    CHECK(nl_fd_limits_lock() == 1);
+    CHECK(nl_fd_limits_lock() == 0);
+    nl_fd_limits_unlock(0);
+    CHECK(atomic_load(&nl_fd_limits_holder) == (int)syscall(SYS_gettid));
+    nl_fd_limits_unlock(1);
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    waitpid(gone, NULL, 0);
+    atomic_store(&nl_fd_limits_holder, (int)gone);
+    CHECK(nl_fd_limits_lock() == 1); /* returns: does not wait for the gone holder */
+    nl_fd_limits_unlock(1);
+}
+
 /* A note goes in place, though the file is O_APPEND. */
 static void test_owned_note(const char *path)
 {
@@ -290,11 +311,51 @@ static int owned(const char *dir)
     test_owned_out_of_reach(&o, path);
     test_owned_taken(&o, path, victim);
     test_owned_note(noted);
+    test_limits_lock();
     test_owned_fsize(&o, path);
     if (failures)
         fprintf(stderr, "%d checks failed\n", failures);
     else
         printf("ok\n");
+    return failures ? 1 : 0;
+}
+
+/* ---- a fork no handler saw ---- */
+
+static int forked_children;
+
+static void on_fork(void)
+{
+    forked_children++;
+    nl_core_after_fork();
+}
+
+/* A raw fork system call while "another thread" holds the log's lock: the child's first record
+ * makes the state its own (its own log, the lock let go) instead of waiting forever or writing
+ * into the parent's log. The child is killed by SIGALRM if it hangs. Prints the child's pid. */
+static int raw_fork(const char *dir)
+{
+    if (start(dir, 0) != 0)
+        return 2;
+    nl_core_on_fork(on_fork);
+    nl_emit(NL_REC_FREE, 1, 0, 0, 0, 0, 0);
+    nl_flush_self();
+    atomic_store(&nl_g.log.lock, 0x7ffffff0); /* no thread of the child */
+    pid_t child = (pid_t)syscall(SYS_fork);
+    if (child == 0) {
+        alarm(10);
+        nl_emit(NL_REC_FREE, 0xc41d, 0, 0, 0, 0, 0);
+        nl_flush_self();
+        _exit(forked_children == 1 && nl_g.pid == (uint32_t)getpid() ? 0 : 3);
+    }
+    atomic_store(&nl_g.log.lock, 0);
+    int status = 0;
+    CHECK(child > 0 && waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(forked_children == 0);
+    nl_emit(NL_REC_FREE, 2, 0, 0, 0, 0, 0);
+    nl_core_finish();
+    printf("%d\n", (int)child);
     return failures ? 1 : 0;
 }
 
@@ -337,6 +398,8 @@ int main(int argc, char **argv)
         return write_all_kinds(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "owned") == 0)
         return owned(argv[2]);
+    if (argc >= 3 && strcmp(argv[1], "raw-fork") == 0)
+        return raw_fork(argv[2]);
     if (argc >= 5 && strcmp(argv[1], "threads") == 0)
         return threads(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (argc >= 2 && strcmp(argv[1], "env-table") == 0) {
@@ -345,6 +408,8 @@ int main(int argc, char **argv)
             printf("%s\t%s\t%s\n", name, deflt, doc);
         return 0;
     }
-    fprintf(stderr, "usage: test_core unit | write DIR | owned DIR | threads DIR N K | env-table\n");
+    fprintf(stderr,
+            "usage: test_core unit | write DIR | owned DIR | raw-fork DIR | threads DIR N K | "
+            "env-table\n");
     return 2;
 }

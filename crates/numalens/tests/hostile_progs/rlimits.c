@@ -1,6 +1,11 @@
 /* Lowers its own limits: eight descriptors (then opens until EMFILE), a small address space
- * (then asks for more than it allows), or a small largest file (then writes up to it). */
+ * (then asks for more than it allows), or a small largest file (then writes up to it). Or
+ * "watch": one thread sets its largest file size, to one of two values in turn, and reads it back
+ * while the other works until it is done; it writes how often the value read was not the one just
+ * set. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/resource.h>
 
@@ -14,12 +19,36 @@ static void lower(int which, rlim_t to)
     setrlimit(which, &lim);
 }
 
+static atomic_int watching = 1;
+
+static void *set_and_read_back(void *arg)
+{
+    long *mismatches = arg;
+    for (rlim_t i = 0; i < 100000; i++) {
+        rlim_t want = i % 2 ? 300000 : 200000;
+        lower(RLIMIT_FSIZE, want);
+        struct rlimit lim;
+        getrlimit(RLIMIT_FSIZE, &lim);
+        *mismatches += lim.rlim_cur != want;
+    }
+    atomic_store(&watching, 0);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "nofile";
     unsigned sum = churn();
     char line[128];
-    if (!strcmp(what, "nofile")) {
+    if (!strcmp(what, "watch")) {
+        long mismatches = 0;
+        pthread_t t;
+        pthread_create(&t, NULL, set_and_read_back, &mismatches);
+        while (atomic_load(&watching))
+            churn();
+        pthread_join(t, NULL);
+        snprintf(line, sizeof line, "read back another limit %ld times\n", mismatches);
+    } else if (!strcmp(what, "nofile")) {
         lower(RLIMIT_NOFILE, 8);
         int n = 0;
         while (open("/dev/null", O_RDONLY) >= 0)
