@@ -5,9 +5,10 @@ use std::path::Path;
 
 use numalens_format::{Backend, Clock, Host, Meta};
 
-/// The meta.json of a profile a fuzz target writes: complete as far as the reader can tell.
+/// The meta.json of a profile a fuzz target writes: complete as far as the reader can tell (a
+/// new `Meta` is the one a recording starts with, which readers refuse as unfinished).
 pub fn meta() -> Meta {
-    Meta::new(
+    let mut meta = Meta::new(
         vec!["fuzz".into()],
         Backend {
             name: "synthetic".into(),
@@ -22,7 +23,10 @@ pub fn meta() -> Meta {
             name: "CLOCK_MONOTONIC".into(),
             origin_ns: 0,
         },
-    )
+    );
+    meta.completeness.complete = true;
+    meta.completeness.reasons.clear();
+    meta
 }
 
 /// A fresh directory for one input, in memory when `/dev/shm` exists: the readers under test open

@@ -114,10 +114,9 @@ static inline long nl_fd_floor(const struct rlimit *old, int raised)
     /* No room above the program's limit, or too far up: as high as is cheap, in the top quarter
      * (at most 1024 numbers) below that, where only a program about to run out would get to. */
     uint64_t top = old->rlim_cur < NL_FD_FAR ? old->rlim_cur : NL_FD_FAR;
-    if (top <= 64)
-        return 3;
     uint64_t below = top / 4 < 1024 ? top / 4 : 1024;
-    return (long)(top - below);
+    /* Never among the standard descriptors; at or above the limit the move fails (EINVAL). */
+    return top - below < 3 ? 3 : (long)(top - below);
 }
 
 /**

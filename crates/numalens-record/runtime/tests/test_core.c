@@ -266,6 +266,22 @@ static void test_owned_fsize(struct nl_owned *o, const char *path)
     CHECK(file_size(path) == 105);
 }
 
+/* Where a descriptor goes when there is no room above the soft limit: in the top quarter below it
+ * (at most 1024 numbers), never among 0-2; above it when there is room and it is not too far. */
+static void test_fd_floor(void)
+{
+    struct rlimit l = {64, 64};
+    CHECK(nl_fd_floor(&l, 0) == 48);
+    l.rlim_cur = 8;
+    CHECK(nl_fd_floor(&l, 0) == 6);
+    l.rlim_cur = 2;
+    CHECK(nl_fd_floor(&l, 0) == 3);
+    l.rlim_cur = 1u << 20;
+    CHECK(nl_fd_floor(&l, 0) == 16384 - 1024 && nl_fd_floor(&l, 1) == 16384 - 1024);
+    l.rlim_cur = 1024;
+    CHECK(nl_fd_floor(&l, 1) == 1024 && nl_fd_floor(&l, 0) == 768);
+}
+
 /* The limits lock: a thread may take it again inside itself (a signal handler), and a holder that
  * is no thread of this process (a word copied by a fork) holds nothing. */
 static void test_limits_lock(void)
@@ -312,6 +328,7 @@ static int owned(const char *dir)
     test_owned_taken(&o, path, victim);
     test_owned_note(noted);
     test_limits_lock();
+    test_fd_floor();
     test_owned_fsize(&o, path);
     if (failures)
         fprintf(stderr, "%d checks failed\n", failures);
