@@ -193,17 +193,18 @@ NL_EXPORT pid_t fork(void)
 
 static const char nl_exec_var[] = "NUMALENS_EXEC_COUNT=";
 
-/** A copy of @p envp with NUMALENS_EXEC_COUNT replaced by @p entry, in an mmap'd array. */
-static char **nl_env_with(char *const envp[], char *entry, size_t *bytes)
+static size_t nl_env_count(char *const envp[])
 {
     size_t n = 0;
     while (envp && envp[n])
         n++;
-    *bytes = (n + 2) * sizeof(char *);
-    char **env = (char **)syscall(SYS_mmap, NULL, *bytes, PROT_READ | PROT_WRITE,
-                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (env == MAP_FAILED)
-        return NULL;
+    return n;
+}
+
+/** @p envp (@p n entries) with NUMALENS_EXEC_COUNT replaced by @p entry, into @p env (room for
+ * n + 2). */
+static char **nl_env_fill(char **env, char *const envp[], size_t n, char *entry)
+{
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (strncmp(envp[i], nl_exec_var, sizeof nl_exec_var - 1) != 0)
@@ -212,6 +213,10 @@ static char **nl_env_with(char *const envp[], char *entry, size_t *bytes)
     env[k] = NULL;
     return env;
 }
+
+/* An environment up to this many entries is copied on the stack: in a vfork child, which shares
+ * its parent's memory, a mapping made before a successful exec would stay in the parent. */
+#define NL_ENV_ON_STACK 2048
 
 static void nl_exec_entry(char *out)
 {
@@ -274,14 +279,21 @@ static int nl_exec(const struct nl_exec_call *c, char *const envp[])
     if (!atomic_load(&nl_g.on))
         return nl_exec_real(c, envp);
     char entry[sizeof nl_exec_var + 24];
-    size_t bytes = 0;
     nl_exec_entry(entry);
-    char **env = nl_env_with(envp, entry, &bytes);
+    size_t n = nl_env_count(envp);
     nl_before_exec(c->path);
-    int rc = nl_exec_real(c, env ? env : envp);
+    if (n <= NL_ENV_ON_STACK) {
+        char *env[n + 2];
+        return nl_exec_real(c, nl_env_fill(env, envp, n, entry));
+    }
+    size_t bytes = (n + 2) * sizeof(char *);
+    char **env = (char **)syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (env == MAP_FAILED)
+        return nl_exec_real(c, envp);
+    int rc = nl_exec_real(c, nl_env_fill(env, envp, n, entry));
     int e = errno;
-    if (env)
-        syscall(SYS_munmap, env, bytes);
+    syscall(SYS_munmap, env, bytes);
     errno = e;
     return rc;
 }

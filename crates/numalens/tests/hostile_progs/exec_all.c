@@ -1,5 +1,7 @@
 /* Replaces itself by `exec_all leaf VARIANT` through one exec variant (or starts it with
- * posix_spawn or vfork and waits); the leaf writes a file naming the variant. */
+ * posix_spawn or vfork and waits); the leaf writes a file naming the variant. `vfork-many`
+ * starts /bin/true 300 times through vfork and execv and writes how much its own address space
+ * grew meanwhile. */
 #define _GNU_SOURCE
 #include <spawn.h>
 #include <stdio.h>
@@ -19,6 +21,39 @@ static int leaf(const char *variant)
     return 0;
 }
 
+/* The process's VmSize in kB. */
+static long vm_size(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %ld", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static int vfork_many(void)
+{
+    char *args[] = {"true", NULL};
+    long before = vm_size();
+    for (int i = 0; i < 300; i++) {
+        pid_t pid = vfork();
+        if (pid == 0) {
+            execv("/bin/true", args);
+            _exit(127);
+        }
+        if (pid < 0 || waitpid(pid, NULL, 0) != pid)
+            return 3;
+    }
+    char line[64];
+    snprintf(line, sizeof line, "grew by %ld kB\n", vm_size() - before);
+    put("grew.out", line);
+    return 0;
+}
+
 static int spawned(int rc, pid_t pid)
 {
     int status = 0;
@@ -34,6 +69,8 @@ int main(int argc, char **argv)
     const char *v = argv[1];
     if (!strcmp(v, "leaf"))
         return leaf(argc > 2 ? argv[2] : "?");
+    if (!strcmp(v, "vfork-many"))
+        return vfork_many();
     const char *self = "/proc/self/exe";
     char *args[] = {argv[0], "leaf", (char *)v, NULL};
     unsigned sum = churn(); /* something to record before the exec */
