@@ -25,7 +25,8 @@ fn core_unit_checks_pass() {
 
 /// The event file's descriptor against a program that takes it: out of reach of the soft limit,
 /// taken by a raw close and dup2 (the write still goes to the event file), stepped aside, in place
-/// notes, and RLIMIT_FSIZE (no SIGXFSZ for the program). Fails if any check fails or a signal
+/// notes, closed once removed, the limits lock, where it goes without room above the soft limit,
+/// and RLIMIT_FSIZE (no SIGXFSZ for the program). Fails if any check fails or a signal
 /// kills the test program.
 #[test]
 fn the_event_files_descriptor_survives_a_program_that_takes_it() {

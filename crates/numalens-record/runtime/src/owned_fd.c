@@ -61,12 +61,26 @@ int nl_owned_create(struct nl_owned *o, const char *path, int flags, int mode)
     return 0;
 }
 
-/** The descriptor, checked (and reopened if it was taken); -1 if the file is gone. Locked. */
+/** The descriptor, checked (and reopened if it was taken); -1 if the file is gone. Locked.
+ * A file of ours that has no name any more was removed by the recorder at the end of its
+ * recording (a process of the program can outlive a recording the user stopped): nothing would
+ * read it, and it would hold its disk space, so it is closed for good. */
 static int nl_owned_checked(struct nl_owned *o)
 {
     int fd = atomic_load(&o->fd);
-    if (fd >= 0 && nl_fd_still(fd, o->dev, o->ino))
-        return fd;
+    struct stat st;
+    if (fd >= 0 && nl_fd_sys(SYS_fstat, fd, (long)&st, 0, 0) != 0) {
+        if (errno != EBADF)
+            return fd; /* fstat refused (a seccomp filter): cannot tell, trusted (numalens_fd.h) */
+    } else if (fd >= 0 && (uint64_t)st.st_dev == o->dev && (uint64_t)st.st_ino == o->ino) {
+        if (st.st_nlink > 0)
+            return fd;
+        atomic_store(&o->fd, -1);
+        o->path[0] = '\0';
+        nl_fd_sys(SYS_close, fd, 0, 0, 0);
+        errno = ENOENT;
+        return -1;
+    }
     /* The number is not ours any more: whatever it names now is the program's. */
     atomic_store(&o->fd, -1);
     if (!o->path[0])

@@ -266,6 +266,21 @@ static void test_owned_fsize(struct nl_owned *o, const char *path)
     CHECK(file_size(path) == 105);
 }
 
+/* A file removed (the recorder's end) is closed at the next write, for good. */
+static void test_owned_removed(const char *path)
+{
+    struct nl_owned o;
+    memset(&o, 0, sizeof o);
+    CHECK(nl_owned_create(&o, path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644) == 0);
+    CHECK(nl_owned_write(&o, "abc", 3) == 0);
+    int fd = o.fd;
+    CHECK(unlink(path) == 0);
+    errno = 0;
+    CHECK(nl_owned_write(&o, "def", 3) == -1 && errno == ENOENT);
+    CHECK(o.fd == -1 && fcntl(fd, F_GETFD) == -1);
+    CHECK(nl_owned_write(&o, "ghi", 3) == -1 && access(path, F_OK) != 0);
+}
+
 /* Where a descriptor goes when there is no room above the soft limit: in the top quarter below it
  * (at most 1024 numbers), never among 0-2; above it when there is room and it is not too far. */
 static void test_fd_floor(void)
@@ -318,15 +333,17 @@ static void test_owned_note(const char *path)
 
 static int owned(const char *dir)
 {
-    char path[600], victim[600], noted[600];
+    char path[600], victim[600], noted[600], removed[600];
     path_in(path, sizeof path, dir, "owned");
     path_in(victim, sizeof victim, dir, "victim");
     path_in(noted, sizeof noted, dir, "noted");
+    path_in(removed, sizeof removed, dir, "removed");
     struct nl_owned o;
     memset(&o, 0, sizeof o);
     test_owned_out_of_reach(&o, path);
     test_owned_taken(&o, path, victim);
     test_owned_note(noted);
+    test_owned_removed(removed);
     test_limits_lock();
     test_fd_floor();
     test_owned_fsize(&o, path);
