@@ -92,6 +92,18 @@ fn logical_ids(threads: &[Thread]) -> HashMap<ThreadKey, u32> {
         .collect()
 }
 
+/// The samples that came from the sampling rings: the `inst` backend's sampled accesses did not.
+fn ring_samples(m: &Meta) -> u64 {
+    let all = m.tables.get("samples").map_or(0, |t| t.rows);
+    let inst = m
+        .backend
+        .settings
+        .get("inst_samples")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    all.saturating_sub(inst)
+}
+
 fn profile_summary(profile: &Profile) -> ProfileSummary {
     let m: &Meta = profile.meta();
     ProfileSummary {
@@ -116,7 +128,7 @@ fn profile_summary(profile: &Profile) -> ProfileSummary {
         lost_samples: m.lost_samples,
         lost_samples_note: crate::model::lost_samples_note(
             m.lost_samples,
-            m.tables.get("samples").map_or(0, |t| t.rows),
+            ring_samples(m),
             m.backend
                 .settings
                 .get("ring_pages_per_cpu")
@@ -327,5 +339,38 @@ fn node_totals(pages: &PageMap, tally: &SampleTally) -> NodeTotals {
         untouched_pages: page_totals.untouched,
         unknown_pages: page_totals.unknown,
         unknown_node_samples,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numalens_format::{Backend, Clock, Host};
+
+    #[test]
+    fn the_lost_share_leaves_out_the_inst_backends_samples() {
+        let mut m = Meta::new(
+            vec!["app".into()],
+            Backend {
+                name: "inst".into(),
+                settings: Default::default(),
+            },
+            Host {
+                hostname: "h".into(),
+                kernel: "k".into(),
+                arch: "x86_64".into(),
+            },
+            Clock {
+                name: "CLOCK_MONOTONIC".into(),
+                origin_ns: 0,
+            },
+        );
+        m.tables
+            .insert("samples".into(), numalens_format::TableInfo { rows: 1000 });
+        assert_eq!(ring_samples(&m), 1000);
+        m.backend
+            .settings
+            .insert("inst_samples".into(), 900u64.into());
+        assert_eq!(ring_samples(&m), 100);
     }
 }

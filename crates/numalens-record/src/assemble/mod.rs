@@ -146,6 +146,14 @@ pub fn write_profile(
         summary.inst_samples = inst_counts.samples;
         summary.exact_accesses = inst_counts.accesses;
         summary.samples += inst_counts.samples;
+        if inst_counts.samples > 0 {
+            // Not from a ring: a share of lost ring records is taken over the others.
+            writer
+                .meta_mut()
+                .backend
+                .settings
+                .insert("inst_samples".into(), inst_counts.samples.into());
+        }
         for (id, o) in objects.iter().enumerate() {
             writer.push_object(object_row(id as u64, o, origin))?;
         }

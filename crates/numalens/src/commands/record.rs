@@ -176,7 +176,8 @@ fn print_summary(r: &Recorded) {
             );
         }
     }
-    if let Some(note) = lost_samples_note(s.lost, s.samples, s.ring_pages) {
+    let ring_samples = s.samples.saturating_sub(s.inst_samples);
+    if let Some(note) = lost_samples_note(s.lost, ring_samples, s.ring_pages) {
         eprintln!("numalens: {note}");
     }
     if s.exact_pages > 0 || s.inst_samples > 0 {
