@@ -309,6 +309,12 @@ fn tiny_resource_limits_change_nothing_for_the_program() {
     // The hooks' files stop growing at the program's RLIMIT_FSIZE instead of killing it with
     // SIGXFSZ, and the profile says what that cost.
     let inst = build(d.path(), "rlimits", true);
+    // Each new thread's files are opened under a raised RLIMIT_NOFILE: the program setting and
+    // reading its own limit meanwhile sees only its own values.
+    assert_complete(
+        "inst watch-nofile",
+        &same_behaviour(&inst, &["watch-nofile"], None),
+    );
     let runs = tempfile::tempdir().unwrap();
     let (c, _) = same_behaviour_in(runs.path(), &inst, &["fsize"], None);
     assert!(

@@ -43,18 +43,21 @@ static inline long nl_fd_sys(long nr, long a, long b, long c, long d)
  * back. The program's own getrlimit/setrlimit/prlimit calls (interposed by the preload runtime,
  * shims_limits.c) take this lock too, so they neither see the raised value nor have a limit they
  * set undone by the put-back. The word is the holder's tid; a holder that is no thread of this
- * process (the word was copied by a fork) holds nothing. Each runtime has its own word.
+ * process (the word was copied by a fork) holds nothing. The preload runtime exports its word as
+ * numalens_limits_holder, and the inst runtime uses that one when it is there, so that both
+ * runtimes and the program take one lock.
  */
-extern _Atomic int nl_fd_limits_holder;
+_Atomic int *nl_fd_limits_word(void);
 
 /** Takes the limits lock; 0 when the calling thread holds it already (a signal handler). */
 static inline int nl_fd_limits_lock(void)
 {
     int e = errno;
+    _Atomic int *word = nl_fd_limits_word();
     int me = (int)nl_fd_sys(SYS_gettid, 0, 0, 0, 0);
     for (;;) {
         int held = 0;
-        if (atomic_compare_exchange_weak(&nl_fd_limits_holder, &held, me))
+        if (atomic_compare_exchange_weak(word, &held, me))
             break;
         if (held == me) {
             errno = e;
@@ -62,7 +65,7 @@ static inline int nl_fd_limits_lock(void)
         }
         if (held && nl_fd_sys(SYS_tgkill, nl_fd_sys(SYS_getpid, 0, 0, 0, 0), held, 0, 0) != 0 &&
             errno == ESRCH)
-            atomic_compare_exchange_strong(&nl_fd_limits_holder, &held, 0);
+            atomic_compare_exchange_strong(word, &held, 0);
         else
             nl_fd_sys(SYS_sched_yield, 0, 0, 0, 0);
     }
@@ -73,7 +76,7 @@ static inline int nl_fd_limits_lock(void)
 static inline void nl_fd_limits_unlock(int taken)
 {
     if (taken)
-        atomic_store(&nl_fd_limits_holder, 0);
+        atomic_store(nl_fd_limits_word(), 0);
 }
 
 /**

@@ -29,8 +29,15 @@
  * statics beside them would be counted to them). */
 #define NL_INST_STATE __attribute__((section("numalens_inst_state")))
 NL_INST_STATE struct nl_iglobal nl_ig;
-/* The limits lock of numalens_fd.h: this runtime's own, beside the preload runtime's. */
-NL_INST_STATE __attribute__((visibility("hidden"))) _Atomic int nl_fd_limits_holder;
+/* The limits lock of numalens_fd.h: the preload runtime's when it is loaded (a weak reference, so
+ * that the program runs without it), else this runtime's own. */
+extern _Atomic int numalens_limits_holder __attribute__((weak, visibility("default")));
+NL_INST_STATE static _Atomic int nl_limits_holder_alone;
+
+_Atomic int *nl_fd_limits_word(void)
+{
+    return &numalens_limits_holder ? &numalens_limits_holder : &nl_limits_holder_alone;
+}
 /* With the countdown spent, a thread's first access takes the slow path and gets its own state. */
 NL_INST_STATE struct nl_ithread nl_inactive = {.shared = 1};
 __thread struct nl_ithread *nl_ith __attribute__((tls_model("initial-exec"))) = &nl_inactive;

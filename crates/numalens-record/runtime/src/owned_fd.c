@@ -18,7 +18,13 @@
 #include "nl_internal.h"
 #include "numalens_fd.h"
 
-_Atomic int nl_fd_limits_holder;
+/* Exported: the inst runtime, linked into the program, takes this same lock (numalens_fd.h). */
+NL_EXPORT _Atomic int numalens_limits_holder;
+
+_Atomic int *nl_fd_limits_word(void)
+{
+    return &numalens_limits_holder;
+}
 
 /** Takes @p o's lock; 0 if the calling thread already holds it (a signal handler inside a write).
  * The lock word is the holder's tid, so there is no moment when it is held by nobody known. */

@@ -304,13 +304,13 @@ static void test_limits_lock(void)
     CHECK(nl_fd_limits_lock() == 1);
     CHECK(nl_fd_limits_lock() == 0);
     nl_fd_limits_unlock(0);
-    CHECK(atomic_load(&nl_fd_limits_holder) == (int)syscall(SYS_gettid));
+    CHECK(atomic_load(nl_fd_limits_word()) == (int)syscall(SYS_gettid));
     nl_fd_limits_unlock(1);
     pid_t gone = fork();
     if (gone == 0)
         _exit(0);
     waitpid(gone, NULL, 0);
-    atomic_store(&nl_fd_limits_holder, (int)gone);
+    atomic_store(nl_fd_limits_word(), (int)gone);
     CHECK(nl_fd_limits_lock() == 1); /* returns: does not wait for the gone holder */
     nl_fd_limits_unlock(1);
 }

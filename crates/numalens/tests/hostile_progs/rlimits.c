@@ -2,7 +2,7 @@
  * (then asks for more than it allows), or a small largest file (then writes up to it). Or
  * "watch": one thread sets its largest file size, to one of two values in turn, and reads it back
  * while the other works until it is done; it writes how often the value read was not the one just
- * set. */
+ * set. "watch-nofile": the same with its descriptor limit while the other starts threads. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,19 +20,37 @@ static void lower(int which, rlim_t to)
 }
 
 static atomic_int watching = 1;
+static int watched = RLIMIT_FSIZE;
 
 static void *set_and_read_back(void *arg)
 {
     long *mismatches = arg;
     for (rlim_t i = 0; i < 100000; i++) {
-        rlim_t want = i % 2 ? 300000 : 200000;
-        lower(RLIMIT_FSIZE, want);
+        rlim_t want = watched == RLIMIT_FSIZE ? (i % 2 ? 300000 : 200000) : (i % 2 ? 900 : 1000);
+        lower(watched, want);
         struct rlimit lim;
-        getrlimit(RLIMIT_FSIZE, &lim);
+        getrlimit(watched, &lim);
         *mismatches += lim.rlim_cur != want;
     }
     atomic_store(&watching, 0);
     return NULL;
+}
+
+/* A short-lived thread that writes a little memory: under the inst backend each makes its files. */
+static void *touch(void *arg)
+{
+    volatile char *p = arg;
+    for (int i = 0; i < 4096; i += 64)
+        p[i] = (char)i;
+    return NULL;
+}
+
+static void start_threads(void)
+{
+    static char block[4096];
+    pthread_t t;
+    if (pthread_create(&t, NULL, touch, block) == 0)
+        pthread_join(t, NULL);
 }
 
 int main(int argc, char **argv)
@@ -40,12 +58,13 @@ int main(int argc, char **argv)
     const char *what = argc > 1 ? argv[1] : "nofile";
     unsigned sum = churn();
     char line[128];
-    if (!strcmp(what, "watch")) {
+    if (!strcmp(what, "watch") || !strcmp(what, "watch-nofile")) {
         long mismatches = 0;
         pthread_t t;
+        watched = strcmp(what, "watch") ? RLIMIT_NOFILE : RLIMIT_FSIZE;
         pthread_create(&t, NULL, set_and_read_back, &mismatches);
         while (atomic_load(&watching))
-            churn();
+            watched == RLIMIT_FSIZE ? (void)churn() : start_threads();
         pthread_join(t, NULL);
         snprintf(line, sizeof line, "read back another limit %ld times\n", mismatches);
     } else if (!strcmp(what, "nofile")) {
