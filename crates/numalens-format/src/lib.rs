@@ -14,6 +14,7 @@ mod doc;
 pub mod error;
 pub mod meta;
 mod migrations;
+mod page_headers;
 mod reader;
 pub mod synth;
 pub mod table;

@@ -189,7 +189,13 @@ impl Profile {
             ParquetRecordBatchReaderBuilder::try_new(file)
         }));
         match opened {
-            Ok(Ok(builder)) => Ok((path, builder)),
+            Ok(Ok(builder)) => match crate::page_headers::check(&path, builder.metadata()) {
+                Ok(()) => Ok((path, builder)),
+                Err(problem) => Err(FormatError::table(
+                    &path,
+                    format!("is corrupted: {problem}"),
+                )),
+            },
             Ok(Err(e)) => Err(self.diagnose_unreadable(&path, &e.to_string())),
             Err(_) => Err(self.diagnose_unreadable(&path, "the footer could not be decoded")),
         }
