@@ -69,6 +69,9 @@ fn the_work_of_a_child_that_outlives_the_program_is_recorded() {
     assert!(block.free_ns.is_some(), "the child freed its block");
     let thread = view.thread(child);
     assert!(thread.exit_ns.is_some(), "the child's thread exited");
+    // Forked without exec: named as the process that forked it, which is its parent.
+    assert_eq!(thread.name.as_deref(), Some("daemon"));
+    assert_eq!(thread.parent_tid, Some(p.num("parent") as u32));
     // Nothing is missing: the child ran its exit path, and no sample was lost.
     let meta = profile.meta();
     assert!(

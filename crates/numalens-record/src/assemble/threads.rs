@@ -16,6 +16,8 @@ pub fn write_threads(
     origin: u64,
 ) -> numalens_format::Result<u64> {
     let mut names: HashMap<u32, String> = HashMap::new();
+    // tid → the thread that created it (forked it, for a process's first thread).
+    let mut creator: HashMap<u32, u32> = HashMap::new();
     // (pid, tid) → (start, exit, parent tid), from the kernel's records.
     type KernelThread = (u64, Option<u64>, Option<u32>);
     let mut kernel: BTreeMap<(u32, u32), KernelThread> = BTreeMap::new();
@@ -32,6 +34,9 @@ pub fn write_threads(
                 ..
             } => {
                 kernel.insert((*pid, *tid), (*time_ns, None, Some(*ptid)));
+                if ptid != tid {
+                    creator.insert(*tid, *ptid);
+                }
             }
             PerfEvent::Exit { pid, tid, time_ns } => {
                 kernel.entry((*pid, *tid)).or_insert((0, None, None)).1 = Some(*time_ns);
@@ -39,8 +44,24 @@ pub fn write_threads(
             _ => {}
         }
     }
-    // A thread keeps its creator's name until it sets its own, and the kernel reports only changes.
-    let name_of = |pid: u32, tid: u32| names.get(&tid).or_else(|| names.get(&pid)).cloned();
+    // A thread keeps its creator's name until it sets its own, and the kernel reports only changes:
+    // a process that forked without exec is named after the thread that forked it.
+    let name_of = |pid: u32, tid: u32| {
+        let mut at = pid;
+        let mut name = names.get(&tid).or_else(|| names.get(&pid));
+        // Bounded: a damaged record set may make a cycle.
+        for _ in 0..64 {
+            if name.is_some() {
+                break;
+            }
+            let Some(parent) = creator.get(&at) else {
+                break;
+            };
+            at = *parent;
+            name = names.get(&at);
+        }
+        name.cloned()
+    };
     let mut rows = Vec::new();
     for view in views {
         for t in &view.threads {
@@ -56,7 +77,7 @@ pub fn write_threads(
                 start_routine: (t.start_routine != 0).then_some(t.start_routine),
                 create_ns: t.start_ns.saturating_sub(origin),
                 exit_ns: exit.map(|e| e.saturating_sub(origin)),
-                parent_tid: t.parent_tid,
+                parent_tid: t.parent_tid.or_else(|| creator.get(&t.tid).copied()),
             });
         }
     }

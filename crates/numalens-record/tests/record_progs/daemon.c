@@ -66,6 +66,7 @@ int main(int argc, char **argv)
     take_output(&argc, &argv);
     if (argc < 4)
         return 2;
+    printf("parent %d\n", getpid());
     fflush(stdout);
     pid_t child = fork();
     if (child < 0)
