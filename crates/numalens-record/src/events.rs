@@ -181,6 +181,9 @@ pub struct FileHeader {
     /// 0, or the errno of the write after which the runtime could write no more of the log (a
     /// seccomp filter, a full disk): the log stops there although the process went on.
     pub write_errno: u32,
+    /// Threads of the `inst` runtime in this process that could not make their count files (no
+    /// descriptor left, no space): their accesses are not counted.
+    pub inst_uncounted: u32,
 }
 
 /// One raw record (`struct nl_record`) with the payload records that belong to it.
@@ -500,6 +503,7 @@ pub fn parse_event_log(bytes: &[u8], path: &Path) -> Result<EventLog, EventsErro
         min_object: u32_at(bytes, 36),
         exec_count: u64_at(bytes, 40),
         write_errno: u32_at(bytes, 48),
+        inst_uncounted: u32_at(bytes, 52),
     };
     let body = &bytes[RECORD_SIZE..];
     let mut chunks = body.chunks_exact(RECORD_SIZE);

@@ -302,7 +302,7 @@ fn a_program_that_takes_over_every_signal_behaves_the_same() {
 fn tiny_resource_limits_change_nothing_for_the_program() {
     let d = tempfile::tempdir().unwrap();
     let exe = build(d.path(), "rlimits", false);
-    for what in ["nofile", "as", "fsize", "watch"] {
+    for what in ["nofile", "as", "fsize", "watch", "full"] {
         let c = same_behaviour(&exe, &[what], None);
         assert_complete(what, &c);
     }
@@ -314,6 +314,16 @@ fn tiny_resource_limits_change_nothing_for_the_program() {
     assert_complete(
         "inst watch-nofile",
         &same_behaviour(&inst, &["watch-nofile"], None),
+    );
+    // With every descriptor used up to the hard limit, a new thread cannot make its count files:
+    // the program behaves the same, and the profile says that thread counted nothing.
+    let c = same_behaviour(&inst, &["full"], None);
+    assert!(
+        c.reasons
+            .iter()
+            .any(|r| r.contains("1 thread could not create the inst backend's count files")),
+        "inst full: {:?}",
+        c.reasons
     );
     let runs = tempfile::tempdir().unwrap();
     let (c, _) = same_behaviour_in(runs.path(), &inst, &["fsize"], None);

@@ -35,7 +35,9 @@ struct nl_file_header {
     uint64_t exec_count;     /* how many exec()s led to this image (0 for the first program) */
     uint32_t write_errno;    /* 0, or the errno of the write after which the runtime could write
                                 no more of this log (set in place when that happens) */
-    uint8_t reserved[12];
+    uint32_t inst_uncounted; /* threads of the inst runtime (linked into the program) that could
+                                not make their count files, so counted nothing (set in place) */
+    uint8_t reserved[8];
 };
 
 /** Record kinds. New kinds may be added within a version; readers skip kinds they do not know. */

@@ -32,6 +32,8 @@ NL_INST_STATE struct nl_iglobal nl_ig;
 /* The limits lock of numalens_fd.h: the preload runtime's when it is loaded (a weak reference, so
  * that the program runs without it), else this runtime's own. */
 extern _Atomic int numalens_limits_holder __attribute__((weak, visibility("default")));
+/* Threads that could not make their files, counted where the preload runtime reads it. */
+extern uint32_t numalens_inst_uncounted __attribute__((weak, visibility("default")));
 NL_INST_STATE static _Atomic int nl_limits_holder_alone;
 
 _Atomic int *nl_fd_limits_word(void)
@@ -439,6 +441,9 @@ static void nl_thread_files(struct nl_ithread *t)
     if (!ok) {
         nl_grow_close(&t->pages);
         nl_grow_close(&t->samples);
+        /* The profile says so: the preload runtime puts the count in its log's header. */
+        if (&numalens_inst_uncounted)
+            __atomic_fetch_add(&numalens_inst_uncounted, 1, __ATOMIC_RELAXED);
         return;
     }
     if (nl_grow_on(&t->samples)) {

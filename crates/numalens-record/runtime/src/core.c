@@ -35,6 +35,20 @@ struct nl_global nl_g = {.log = {.fd = -1}, .min_object = UINT64_MAX};
 static _Atomic uint32_t *nl_fork_mark;
 static void (*nl_fork_child)(void);
 
+/* The inst runtime, linked into the program, counts here (a weak reference) its threads that
+ * could not make their count files; the count goes into the header, in place, when it changes. */
+NL_EXPORT _Atomic uint32_t numalens_inst_uncounted;
+static uint32_t nl_inst_uncounted_noted;
+
+static void nl_note_inst_uncounted(void)
+{
+    uint32_t n = atomic_load_explicit(&numalens_inst_uncounted, memory_order_relaxed);
+    if (nl_likely(n == nl_inst_uncounted_noted) || !atomic_load(&nl_g.on))
+        return;
+    nl_inst_uncounted_noted = n;
+    nl_owned_note(&nl_g.log, &n, sizeof n, offsetof(struct nl_file_header, inst_uncounted));
+}
+
 uint64_t nl_now(void)
 {
     struct timespec ts;
@@ -237,6 +251,7 @@ static void nl_buf_write(struct nl_tbuf *b)
 /** The owner writes its buffer out and starts it over. */
 static void nl_buf_drain(struct nl_tbuf *b)
 {
+    nl_note_inst_uncounted();
     nl_buf_lock(b, 1);
     nl_buf_write(b);
     b->flushed = 0;
@@ -401,6 +416,7 @@ void nl_flush_self(void)
 void nl_flush_all(void)
 {
     nl_fork_check();
+    nl_note_inst_uncounted();
     for (struct nl_tbuf *b = atomic_load(&nl_g.head); b; b = b->next) {
         if (!nl_buf_lock(b, 0))
             continue; /* its owner is writing it (or we interrupted ourselves doing so) */
@@ -435,6 +451,8 @@ int nl_core_after_fork(void)
     nl_self.small_n_out = nl_self.small_n;
     nl_self.small_bytes_out = nl_self.small_bytes;
     atomic_store(&nl_g.next_logical, 1);
+    atomic_store(&numalens_inst_uncounted, 0); /* the parent's threads */
+    nl_inst_uncounted_noted = 0;
     int opened = nl_open_and_header(ppid);
     atomic_store(&parents.lock, 0);
     nl_owned_close(&parents);

@@ -487,6 +487,18 @@ fn completeness(
                 log.header.pid
             ));
         }
+        if let n @ 1.. = log.header.inst_uncounted {
+            let (threads, their) = if n == 1 {
+                ("1 thread".to_string(), "its")
+            } else {
+                (format!("{n} threads"), "their")
+            };
+            reasons.push(format!(
+                "process {}: {threads} could not create the inst backend's count files (no \
+                 descriptor or no space left): {their} accesses are not counted",
+                log.header.pid
+            ));
+        }
         if log.truncated {
             reasons.push(format!(
                 "{}: the last record was cut off",

@@ -2,7 +2,8 @@
  * (then asks for more than it allows), or a small largest file (then writes up to it). Or
  * "watch": one thread sets its largest file size, to one of two values in turn, and reads it back
  * while the other works until it is done; it writes how often the value read was not the one just
- * set. "watch-nofile": the same with its descriptor limit while the other starts threads. */
+ * set. "watch-nofile": the same with its descriptor limit while the other starts threads. "full":
+ * 64 descriptors, hard limit too, all used, then a thread. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -67,6 +68,15 @@ int main(int argc, char **argv)
             watched == RLIMIT_FSIZE ? (void)churn() : start_threads();
         pthread_join(t, NULL);
         snprintf(line, sizeof line, "read back another limit %ld times\n", mismatches);
+    } else if (!strcmp(what, "full")) {
+        /* No room left at all, not even above the soft limit: then a new thread works. */
+        struct rlimit lim = {64, 64};
+        setrlimit(RLIMIT_NOFILE, &lim);
+        int n = 0;
+        while (open("/dev/null", O_RDONLY) >= 0)
+            n++;
+        start_threads();
+        snprintf(line, sizeof line, "opened %d before a thread, %u\n", n, sum);
     } else if (!strcmp(what, "nofile")) {
         lower(RLIMIT_NOFILE, 8);
         int n = 0;
