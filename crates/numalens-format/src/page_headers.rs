@@ -10,7 +10,6 @@
 
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
-use std::path::Path;
 
 use parquet::basic::Compression;
 use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
@@ -24,10 +23,10 @@ const LZ4_RATIO: u64 = 256;
 /// header); deeper is corruption, and recursion must stay bounded.
 const MAX_DEPTH: u32 = 16;
 
-/// Checks every page header of `meta`'s column chunks in the file at `path`; the error says which
-/// page of which column is wrong and why.
-pub fn check(path: &Path, meta: &ParquetMetaData) -> Result<(), String> {
-    let file = File::open(path).map_err(|e| e.to_string())?;
+/// Checks every page header of `meta`'s column chunks in `file` (the very file the decoder reads,
+/// not one found again by its path); the error says which page of which column is wrong and why.
+pub fn check(file: &File, meta: &ParquetMetaData) -> Result<(), String> {
+    let file = file.try_clone().map_err(|e| e.to_string())?;
     let len = file.metadata().map_err(|e| e.to_string())?.len();
     let mut reader = BufReader::with_capacity(8 << 10, file);
     for group in meta.row_groups() {
@@ -54,11 +53,10 @@ fn check_chunk(
              zstd, LZ4_RAW or uncompressed columns): this file was not written by numalens"
         ));
     }
+    // Where the decoder starts reading the chunk (`ColumnChunkMetaData::byte_range`).
     let start = column
         .dictionary_page_offset()
-        .map_or(column.data_page_offset(), |d| {
-            d.min(column.data_page_offset())
-        });
+        .unwrap_or(column.data_page_offset());
     let (Ok(start), Ok(size)) = (
         u64::try_from(start),
         u64::try_from(column.compressed_size()),
@@ -169,35 +167,96 @@ const SET: u8 = 10;
 const MAP: u8 = 11;
 const STRUCT: u8 = 12;
 
+/// The structures of a page header (parquet.thrift). The decoder reads a known field by its id
+/// whatever type the bytes declare, so a known field declared with another type would be read
+/// differently here and there: that makes the header damaged.
+#[derive(Clone, Copy, PartialEq)]
+enum Schema {
+    PageHeader,
+    DataPage,
+    IndexPage,
+    DictionaryPage,
+    DataPageV2,
+    Statistics,
+}
+
+/// What a known field of `schema` is: its type, and its schema when it is a structure.
+fn field(schema: Schema, id: i16) -> Option<(u8, Option<Schema>)> {
+    use Schema::*;
+    match (schema, id) {
+        (PageHeader | DataPage, 1..=4) | (DictionaryPage, 1..=2) | (DataPageV2, 1..=6) => {
+            Some((I32, None))
+        }
+        (PageHeader, 5) => Some((STRUCT, Some(DataPage))),
+        (PageHeader, 6) => Some((STRUCT, Some(IndexPage))),
+        (PageHeader, 7) => Some((STRUCT, Some(DictionaryPage))),
+        (PageHeader, 8) => Some((STRUCT, Some(DataPageV2))),
+        (DataPage, 5) | (DataPageV2, 8) => Some((STRUCT, Some(Statistics))),
+        (DictionaryPage, 3) | (DataPageV2, 7) | (Statistics, 7..=8) => Some((TRUE, None)),
+        (Statistics, 1 | 2 | 5 | 6) => Some((BINARY, None)),
+        (Statistics, 3 | 4) => Some((I64, None)),
+        _ => None,
+    }
+}
+
 impl PageSizes {
     /// Reads one page header whole; `None` if it is not a well-formed one.
     fn read(input: &mut Limited<'_>) -> Option<PageSizes> {
-        let (mut uncompressed, mut compressed) = (None, None);
-        let mut field: i64 = 0;
-        loop {
-            let head = input.byte()?;
-            let kind = head & 0x0f;
-            if kind == STOP {
-                break;
-            }
-            field = match head >> 4 {
-                0 => input.zigzag()?,
-                delta => field + i64::from(delta),
-            };
-            match (field, kind) {
-                (2, I32) => uncompressed = u64::try_from(input.zigzag32()?).ok(),
-                (3, I32) => compressed = u64::try_from(input.zigzag32()?).ok(),
-                _ => skip_value(input, kind, 0)?,
-            }
-        }
+        let mut sizes = (None, None);
+        read_struct(input, Schema::PageHeader, 0, &mut sizes)?;
         Some(PageSizes {
-            uncompressed: uncompressed?,
-            compressed: compressed?,
+            uncompressed: u64::try_from(sizes.0?).ok()?,
+            compressed: u64::try_from(sizes.1?).ok()?,
         })
     }
 }
 
-/// Skips one value of compact-protocol type `kind`.
+/// Reads a structure of `schema`, keeping the page header's two sizes in `sizes` (the last of
+/// each, as the decoder does). Field ids are i16 as the decoder reads them.
+fn read_struct(
+    input: &mut Limited<'_>,
+    schema: Schema,
+    depth: u32,
+    sizes: &mut (Option<i32>, Option<i32>),
+) -> Option<()> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let mut id: i16 = 0;
+    loop {
+        let head = input.byte()?;
+        let kind = head & 0x0f;
+        if kind == STOP {
+            return Some(());
+        }
+        id = match head >> 4 {
+            0 => input.zigzag()? as i16,
+            delta => id.checked_add(i16::from(delta))?,
+        };
+        let Some((expected, inner)) = field(schema, id) else {
+            skip_value(input, kind, depth)?;
+            continue;
+        };
+        let declared = if kind == FALSE { TRUE } else { kind };
+        if declared != expected {
+            return None;
+        }
+        match (inner, expected) {
+            (Some(inner), _) => read_struct(input, inner, depth + 1, sizes)?,
+            (None, I32) => {
+                let value = input.zigzag32()?;
+                match (schema, id) {
+                    (Schema::PageHeader, 2) => sizes.0 = Some(value),
+                    (Schema::PageHeader, 3) => sizes.1 = Some(value),
+                    _ => {}
+                }
+            }
+            (None, _) => skip_value(input, kind, depth)?,
+        }
+    }
+}
+
+/// Skips one value of compact-protocol type `kind` of a field this check does not know.
 fn skip_value(input: &mut Limited<'_>, kind: u8, depth: u32) -> Option<()> {
     if depth > MAX_DEPTH {
         return None;
@@ -225,11 +284,10 @@ fn skip_value(input: &mut Limited<'_>, kind: u8, depth: u32) -> Option<()> {
                 return Some(());
             }
             let types = input.byte()?;
-            for _ in 0..n {
+            (0..n).try_for_each(|_| {
                 skip_element(input, types >> 4, depth)?;
-                skip_element(input, types & 0x0f, depth)?;
-            }
-            Some(())
+                skip_element(input, types & 0x0f, depth)
+            })
         }
         STRUCT => loop {
             let head = input.byte()?;
@@ -254,10 +312,11 @@ fn skip_elements(input: &mut Limited<'_>, kind: u8, n: u64, depth: u32) -> Optio
     (0..n).try_for_each(|_| skip_element(input, kind, depth))
 }
 
-/// One element of a collection: a boolean there takes a byte of its own.
+/// One element of a collection. Booleans there are refused: the decoder skips them without
+/// reading a byte each, so where the header ends would differ, and no page header has them.
 fn skip_element(input: &mut Limited<'_>, kind: u8, depth: u32) -> Option<()> {
     match kind {
-        TRUE | FALSE => input.skip(1),
+        TRUE | FALSE => None,
         _ => skip_value(input, kind, depth + 1),
     }
 }
@@ -271,7 +330,54 @@ mod tests {
     use parquet::file::properties::WriterProperties;
     use parquet::file::reader::{FileReader, SerializedFileReader};
 
+    use std::path::Path;
+
     use super::*;
+
+    /// The sizes a header made of `bytes` gives, if it is well-formed.
+    fn parse(bytes: &[u8]) -> Option<(u64, u64)> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h");
+        std::fs::write(&path, bytes).unwrap();
+        let mut reader = BufReader::new(File::open(&path).unwrap());
+        let mut input = Limited {
+            inner: &mut reader,
+            left: bytes.len() as u64,
+        };
+        PageSizes::read(&mut input).map(|p| (p.uncompressed, p.compressed))
+    }
+
+    /// Headers read as the decoder reads them: ids as i16 (a long id of 65538 is field 2), the
+    /// last of a repeated field, and a known field declared with another type is damaged.
+    #[test]
+    fn headers_are_read_as_the_decoder_reads_them() {
+        // type 0, uncompressed 100, compressed 10, stop.
+        let sound = [0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x14, 0x00];
+        assert_eq!(parse(&sound), Some((100, 10)));
+        // Then field 65538 (long form: i16 zigzag varint of 65538 = 0x20004), i32 1 GiB.
+        let mut long_id = sound[..7].to_vec();
+        long_id.extend([0x05, 0x84, 0x80, 0x08, 0x80, 0x80, 0x80, 0x80, 0x08, 0x00]);
+        assert_eq!(parse(&long_id), Some((1 << 30, 10)));
+        // Field 2 declared as an i64: damaged.
+        assert_eq!(
+            parse(&[0x15, 0x00, 0x16, 0xc8, 0x01, 0x15, 0x14, 0x00]),
+            None
+        );
+        // An unknown field holding a list of booleans: damaged.
+        assert_eq!(
+            parse(&[
+                0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x14, 0x69, 0x21, 0x01, 0x00
+            ]),
+            None
+        );
+        // Field ids that overflow an i16 by deltas: damaged, not a panic.
+        let mut overflow = vec![0x05, 0xfe, 0xff, 0x03, 0x00];
+        overflow.extend([0xf5, 0x00, 0x00]);
+        assert_eq!(parse(&overflow), None);
+        // A required size missing or negative: damaged.
+        assert_eq!(parse(&[0x15, 0x00, 0x15, 0xc8, 0x01, 0x00]), None);
+        assert_eq!(parse(&[0x15, 0x00, 0x15, 0x01, 0x15, 0x14, 0x00]), None);
+    }
 
     /// A one-column table of repeated values under `codec`, and where its data page starts.
     fn table(path: &Path, codec: Compression) -> u64 {
@@ -299,7 +405,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.parquet");
         let page = table(&path, Compression::LZ4_RAW) as usize;
-        assert_eq!(check(&path, &metadata(&path)), Ok(()));
+        assert_eq!(check(&File::open(&path).unwrap(), &metadata(&path)), Ok(()));
         // Field 1 (the page type, 0), then field 2: the uncompressed size, a varint; made the
         // largest positive value of the same length.
         let mut bytes = std::fs::read(&path).unwrap();
@@ -312,7 +418,7 @@ mod tests {
         bytes[at] = 0x7f;
         bytes[page + 3] &= !1; // even: a positive zigzag value
         std::fs::write(&path, &bytes).unwrap();
-        let e = check(&path, &metadata(&path)).unwrap_err();
+        let e = check(&File::open(&path).unwrap(), &metadata(&path)).unwrap_err();
         assert!(
             e.contains("column `v`") && e.contains("bytes uncompressed"),
             "{e}"
@@ -324,13 +430,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.parquet");
         table(&path, Compression::SNAPPY);
-        let e = check(&path, &metadata(&path)).unwrap_err();
+        let e = check(&File::open(&path).unwrap(), &metadata(&path)).unwrap_err();
         assert!(
             e.contains("SNAPPY") && e.contains("not written by numalens"),
             "{e}"
         );
         table(&path, Compression::UNCOMPRESSED);
-        assert_eq!(check(&path, &metadata(&path)), Ok(()));
+        assert_eq!(check(&File::open(&path).unwrap(), &metadata(&path)), Ok(()));
     }
 
     /// Bytes that are no page header end the check with an error, never a panic or a long loop.
@@ -349,7 +455,10 @@ mod tests {
             let mut bytes = original.clone();
             bytes[page..page + garbage.len()].copy_from_slice(garbage);
             std::fs::write(&path, &bytes).unwrap();
-            assert!(check(&path, &meta).is_err(), "{garbage:?}");
+            assert!(
+                check(&File::open(&path).unwrap(), &meta).is_err(),
+                "{garbage:?}"
+            );
         }
     }
 }

@@ -185,11 +185,12 @@ impl Profile {
             },
             _ => FormatError::io(&path, e),
         })?;
+        let checked = file.try_clone().map_err(|e| FormatError::io(&path, e))?;
         let opened = catch_unwind(AssertUnwindSafe(|| {
             ParquetRecordBatchReaderBuilder::try_new(file)
         }));
         match opened {
-            Ok(Ok(builder)) => match crate::page_headers::check(&path, builder.metadata()) {
+            Ok(Ok(builder)) => match crate::page_headers::check(&checked, builder.metadata()) {
                 Ok(()) => Ok((path, builder)),
                 Err(problem) => Err(FormatError::table(
                     &path,
