@@ -53,7 +53,8 @@ enum nl_record_kind {
                                 c=parent tid (0 for the main thread) d=stack low e=stack size
                                 f=parent logical thread id */
     NL_REC_THREAD_EXIT = 8,  /* a=logical thread id */
-    NL_REC_FORK = 9,         /* a=child pid (written by the parent) */
+    NL_REC_FORK = 9,         /* a=child pid (written by the parent); 0 after a DAEMON whose fork
+                                failed */
     NL_REC_EXEC = 10,        /* a=exec count of the new image; payload: the path being exec'd,
                                 NUL-padded. Records after it in the same file mean exec failed. */
     NL_REC_MODULE = 11,      /* a=load bias b=lowest vaddr c=highest vaddr d=build-id length

@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -49,19 +50,34 @@ static inline long nl_fd_sys(long nr, long a, long b, long c, long d)
  */
 _Atomic int *nl_fd_limits_word(void);
 
-/** Takes the limits lock; 0 when the calling thread holds it already (a signal handler). */
-static inline int nl_fd_limits_lock(void)
+/** A hold of the limits lock: whether it was taken (not when the thread held it already), and
+ * the signal mask to put back. */
+struct nl_limits_hold {
+    int taken;
+    uint64_t mask;
+};
+
+/**
+ * Takes the limits lock with every signal blocked until nl_fd_limits_unlock: a signal handler
+ * that wants the event log's lock (the runtime's fatal-signal flush) must never run in a thread
+ * holding this one while another thread holds the log's lock and waits for this one.
+ */
+static inline void nl_fd_limits_lock(struct nl_limits_hold *h)
 {
     int e = errno;
+    uint64_t all = ~(uint64_t)0;
+    h->mask = 0;
+    nl_fd_sys(SYS_rt_sigprocmask, SIG_BLOCK, (long)&all, (long)&h->mask, sizeof all);
     _Atomic int *word = nl_fd_limits_word();
     int me = (int)nl_fd_sys(SYS_gettid, 0, 0, 0, 0);
+    h->taken = 1;
     for (;;) {
         int held = 0;
         if (atomic_compare_exchange_weak(word, &held, me))
             break;
         if (held == me) {
-            errno = e;
-            return 0;
+            h->taken = 0;
+            break;
         }
         if (held && nl_fd_sys(SYS_tgkill, nl_fd_sys(SYS_getpid, 0, 0, 0, 0), held, 0, 0) != 0 &&
             errno == ESRCH)
@@ -70,22 +86,24 @@ static inline int nl_fd_limits_lock(void)
             nl_fd_sys(SYS_sched_yield, 0, 0, 0, 0);
     }
     errno = e;
-    return 1;
 }
 
-static inline void nl_fd_limits_unlock(int taken)
+static inline void nl_fd_limits_unlock(const struct nl_limits_hold *h)
 {
-    if (taken)
+    int e = errno;
+    if (h->taken)
         atomic_store(nl_fd_limits_word(), 0);
+    nl_fd_sys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&h->mask, 0, sizeof h->mask);
+    errno = e;
 }
 
 /**
  * The soft limit raised to make room above @p old (read here); 1 if it was raised. Takes the
- * limits lock (*@p locked says whether to give it back), which nl_fd_limit_restore gives back.
+ * limits lock (@p hold), which nl_fd_limit_restore gives back.
  */
-static inline int nl_fd_limit_raise(struct rlimit *old, int *locked)
+static inline int nl_fd_limit_raise(struct rlimit *old, struct nl_limits_hold *hold)
 {
-    *locked = nl_fd_limits_lock();
+    nl_fd_limits_lock(hold);
     if (nl_fd_sys(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, (long)old) != 0)
         return 0;
     if (old->rlim_cur >= old->rlim_max)
@@ -96,12 +114,13 @@ static inline int nl_fd_limit_raise(struct rlimit *old, int *locked)
     return nl_fd_sys(SYS_prlimit64, 0, RLIMIT_NOFILE, (long)&wide, 0) == 0;
 }
 
-static inline void nl_fd_limit_restore(const struct rlimit *old, int raised, int locked)
+static inline void nl_fd_limit_restore(const struct rlimit *old, int raised,
+                                       const struct nl_limits_hold *hold)
 {
     int e = errno;
     if (raised)
         nl_fd_sys(SYS_prlimit64, 0, RLIMIT_NOFILE, (long)old, 0);
-    nl_fd_limits_unlock(locked);
+    nl_fd_limits_unlock(hold);
     errno = e;
 }
 
@@ -132,8 +151,8 @@ static inline long nl_fd_floor(const struct rlimit *old, int raised)
 static inline int nl_fd_open_high(const char *path, int flags, int mode, int transient)
 {
     struct rlimit old = {0, 0};
-    int locked;
-    int raised = nl_fd_limit_raise(&old, &locked);
+    struct nl_limits_hold hold;
+    int raised = nl_fd_limit_raise(&old, &hold);
     int fd = (int)nl_fd_sys(SYS_openat, AT_FDCWD, (long)path, flags | O_CLOEXEC, mode);
     if (fd >= 0) {
         long high = fd >= nl_fd_floor(&old, raised)
@@ -149,7 +168,7 @@ static inline int nl_fd_open_high(const char *path, int flags, int mode, int tra
             }
         }
     }
-    nl_fd_limit_restore(&old, raised, locked);
+    nl_fd_limit_restore(&old, raised, &hold);
     return fd;
 }
 
@@ -160,13 +179,13 @@ static inline int nl_fd_open_high(const char *path, int flags, int mode, int tra
 static inline int nl_fd_move_high(int fd)
 {
     struct rlimit old = {0, 0};
-    int locked;
-    int raised = nl_fd_limit_raise(&old, &locked);
+    struct nl_limits_hold hold;
+    int raised = nl_fd_limit_raise(&old, &hold);
     /* Nowhere up there: fail rather than take a low number the program would get. */
     long high = nl_fd_sys(SYS_fcntl, fd, F_DUPFD_CLOEXEC, nl_fd_floor(&old, raised), 0);
     if (high >= 0)
         nl_fd_sys(SYS_close, fd, 0, 0, 0);
-    nl_fd_limit_restore(&old, raised, locked);
+    nl_fd_limit_restore(&old, raised, &hold);
     return (int)high;
 }
 

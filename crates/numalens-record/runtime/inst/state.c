@@ -22,6 +22,13 @@
 #include <unistd.h>
 
 #include "inst.h"
+
+#ifndef MADV_WIPEONFORK /* Linux 4.14; older headers */
+#define MADV_WIPEONFORK 18
+#endif
+#ifndef MADV_KEEPONFORK
+#define MADV_KEEPONFORK 19
+#endif
 #include "numalens_fd.h"
 
 /* The runtime's globals live in a section of their own, outside .data and .bss: numalens lists
@@ -118,6 +125,8 @@ static uint32_t nl_parse_every(const char *s)
 }
 
 static void nl_thread_exit(void *arg);
+static void nl_before_fork(void);
+static void nl_after_fork_parent(void);
 static void nl_after_fork_child(void);
 
 NL_INST_STATE static pthread_once_t nl_once = PTHREAD_ONCE_INIT;
@@ -131,7 +140,7 @@ static void nl_inst_init_once(void)
     nl_ig.copy_id = ((uint64_t)(uintptr_t)&nl_ig >> 4) & 0xffffffu;
     if (pthread_key_create(&nl_exit_key, nl_thread_exit) != 0)
         return;
-    pthread_atfork(NULL, NULL, nl_after_fork_child);
+    pthread_atfork(nl_before_fork, nl_after_fork_parent, nl_after_fork_child);
     nl_ig.keyed = 1;
     /* The recorder names a directory in memory for these files when it can (see
      * src/inst/staging.rs): the stores into them stay plain memory writes. */
@@ -496,6 +505,26 @@ static void nl_thread_exit(void *arg)
     nl_ith_done = 1;
     nl_fast_reset();
     nl_thread_release(arg);
+}
+
+/* A thread's state is emptied in a fork child (MADV_WIPEONFORK) so that a fork no handler sees is
+ * caught; across a fork that runs these handlers the forking thread's state is kept, for the
+ * child to release what it holds (its mappings of the parent's files, their descriptors). */
+static void nl_fork_keep(int advice)
+{
+    struct nl_ithread *t = nl_ith;
+    if (!t->shared)
+        syscall(SYS_madvise, t, sizeof *t, advice);
+}
+
+static void nl_before_fork(void)
+{
+    nl_fork_keep(MADV_KEEPONFORK);
+}
+
+static void nl_after_fork_parent(void)
+{
+    nl_fork_keep(MADV_WIPEONFORK);
 }
 
 static void nl_after_fork_child(void)

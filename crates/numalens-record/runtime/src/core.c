@@ -22,6 +22,13 @@
 #include <unistd.h>
 
 #include "nl_internal.h"
+
+#ifndef MADV_WIPEONFORK /* Linux 4.14; older headers */
+#define MADV_WIPEONFORK 18
+#endif
+#ifndef MADV_KEEPONFORK
+#define MADV_KEEPONFORK 19
+#endif
 #include "numalens_fd.h"
 
 NL_TLS struct nl_thread nl_self = {.logical = -1};

@@ -84,6 +84,8 @@ struct nl_owned {
     uint64_t dev, ino;   /* what the descriptor must name */
     uint64_t reopens;    /* times the file was reopened after the program took the number */
     uint64_t size;       /* bytes written: the file's size, checked against RLIMIT_FSIZE */
+    int named;           /* its link count was above 0 at creation (some FUSE file systems
+                            report 0 for every file): only then does 0 later mean removed */
     char path[640];
 };
 

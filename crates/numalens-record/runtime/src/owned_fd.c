@@ -56,8 +56,15 @@ int nl_owned_create(struct nl_owned *o, const char *path, int flags, int mode)
     int fd = nl_fd_open_high(path, flags, mode, 0);
     if (fd < 0)
         return -1;
-    if (nl_fd_identity(fd, &o->dev, &o->ino) != 0)
+    struct stat st;
+    if (nl_fd_sys(SYS_fstat, fd, (long)&st, 0, 0) == 0) {
+        o->dev = (uint64_t)st.st_dev;
+        o->ino = (uint64_t)st.st_ino;
+        o->named = st.st_nlink > 0;
+    } else {
         o->dev = o->ino = 0;
+        o->named = 0;
+    }
     memcpy(o->path, path, len + 1);
     o->size = 0; /* created empty (O_EXCL), and only we write it */
     /* A reopen finds the file there: it must not create another, nor truncate this one. */
@@ -79,7 +86,7 @@ static int nl_owned_checked(struct nl_owned *o)
         if (errno != EBADF)
             return fd; /* fstat refused (a seccomp filter): cannot tell, trusted (numalens_fd.h) */
     } else if (fd >= 0 && (uint64_t)st.st_dev == o->dev && (uint64_t)st.st_ino == o->ino) {
-        if (st.st_nlink > 0)
+        if (st.st_nlink > 0 || !o->named)
             return fd;
         atomic_store(&o->fd, -1);
         o->path[0] = '\0';
@@ -107,44 +114,21 @@ static int nl_owned_checked(struct nl_owned *o)
 /**
  * Makes room under the program's RLIMIT_FSIZE for @p len more bytes: past the soft limit a write
  * would raise SIGXFSZ, which kills the program by default. The soft limit is raised to the hard
- * one for the write, under the limits lock (1 returned, or 2 when a signal handler interrupted
- * this thread's own holding of the lock: put it back after); 0 when there is room; -1 if even
- * the hard one leaves none.
+ * one for the write (1 returned: put it back after); 0 when there is room; -1 if even the hard
+ * one leaves none. The caller holds the limits lock, so the program cannot lower the limit
+ * between this check and the write.
  */
 static int nl_owned_fsize_room(const struct nl_owned *o, size_t len, struct rlimit *old)
 {
     if (nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, 0, (long)old) != 0 ||
         old->rlim_cur == RLIM_INFINITY || o->size + len <= old->rlim_cur)
         return 0;
-    /* Read again under the lock: the program may be setting it. */
-    int locked = nl_fd_limits_lock();
-    int rc = -1;
-    if (nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, 0, (long)old) != 0)
+    if (old->rlim_max != RLIM_INFINITY && o->size + len > old->rlim_max) {
         errno = EFBIG;
-    else if (old->rlim_cur == RLIM_INFINITY || o->size + len <= old->rlim_cur)
-        rc = 0;
-    else if (old->rlim_max != RLIM_INFINITY && o->size + len > old->rlim_max)
-        errno = EFBIG;
-    else {
-        struct rlimit wide = {old->rlim_max, old->rlim_max};
-        rc = nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)&wide, 0) == 0 ? 1 : -1;
+        return -1;
     }
-    /* Held until the limit is put back (nl_owned_fsize_restore). */
-    if (rc != 1)
-        nl_fd_limits_unlock(locked);
-    else if (!locked)
-        rc = 2;
-    return rc;
-}
-
-static void nl_owned_fsize_restore(int widened, const struct rlimit *old)
-{
-    if (widened <= 0)
-        return;
-    int e = errno;
-    nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)old, 0);
-    nl_fd_limits_unlock(widened == 1);
-    errno = e;
+    struct rlimit wide = {old->rlim_max, old->rlim_max};
+    return nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)&wide, 0) == 0 ? 1 : -1;
 }
 
 int nl_owned_write(struct nl_owned *o, const void *p, size_t len)
@@ -153,6 +137,9 @@ int nl_owned_write(struct nl_owned *o, const void *p, size_t len)
      * the descriptor was checked by the interrupted write and cannot move while this thread holds
      * the lock, so it is written directly rather than the records lost. */
     int nested = !nl_owned_lock(o);
+    struct nl_limits_hold hold = {0, 0};
+    if (!nested)
+        nl_fd_limits_lock(&hold);
     struct rlimit fsize;
     int fd = nested ? atomic_load(&o->fd) : nl_owned_checked(o);
     int widened = fd < 0 ? -1 : nested ? 0 : nl_owned_fsize_room(o, len, &fsize);
@@ -170,9 +157,15 @@ int nl_owned_write(struct nl_owned *o, const void *p, size_t len)
         len -= (size_t)w;
         o->size += (uint64_t)w;
     }
-    nl_owned_fsize_restore(widened, &fsize);
-    if (!nested)
+    if (widened > 0) {
+        int e = errno;
+        nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)&fsize, 0);
+        errno = e;
+    }
+    if (!nested) {
+        nl_fd_limits_unlock(&hold);
         nl_owned_unlock(o);
+    }
     return rc;
 }
 

@@ -22,11 +22,10 @@ typedef __rlimit_resource_t nl_resource;
 
 static int nl_prlimit(pid_t pid, int resource, const void *new, void *old)
 {
-    int locked = nl_fd_limits_lock();
+    struct nl_limits_hold hold;
+    nl_fd_limits_lock(&hold);
     int rc = (int)syscall(SYS_prlimit64, pid, resource, new, old);
-    int e = errno;
-    nl_fd_limits_unlock(locked);
-    errno = e;
+    nl_fd_limits_unlock(&hold);
     return rc;
 }
 

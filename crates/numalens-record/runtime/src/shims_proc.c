@@ -126,9 +126,15 @@ static void nl_flush_before_fork(void)
     if (!atomic_load(&nl_g.on))
         return;
     int e = errno;
+    /* Inside the runtime (a signal handler that interrupted it, and forks or execs) this thread's
+     * own buffer may be locked by the code it interrupted: only the flush that skips a locked
+     * buffer is safe then. */
+    int inside = nl_self.guard > 0;
     nl_self.guard++;
-    nl_small_emit();
-    nl_flush_self();
+    if (!inside) {
+        nl_small_emit();
+        nl_flush_self();
+    }
     nl_flush_all();
     nl_self.guard--;
     errno = e;
@@ -168,7 +174,17 @@ NL_EXPORT int daemon(int nochdir, int noclose)
         nl_write_direct(&r);
         errno = e;
     }
-    return nl_real.daemon(nochdir, noclose);
+    uint32_t pid = nl_g.pid;
+    int rc = nl_real.daemon(nochdir, noclose);
+    if (rc != 0 && atomic_load(&nl_g.on) && (uint32_t)getpid() == pid) {
+        /* The fork failed and this process goes on: DAEMON is not its last record. */
+        int e = errno;
+        nl_self.guard++;
+        nl_emit(NL_REC_FORK, 0, 0, 0, 0, 0, 0);
+        nl_self.guard--;
+        errno = e;
+    }
+    return rc;
 }
 
 /* The child's side is the pthread_atfork handler's; the parent writes which child it made. */
@@ -216,7 +232,7 @@ static char **nl_env_fill(char **env, char *const envp[], size_t n, char *entry)
 
 /* An environment up to this many entries is copied on the stack: in a vfork child, which shares
  * its parent's memory, a mapping made before a successful exec would stay in the parent. */
-#define NL_ENV_ON_STACK 2048
+#define NL_ENV_ON_STACK 512 /* 4 KiB: threads with small stacks exec too */
 
 static void nl_exec_entry(char *out)
 {
@@ -238,6 +254,10 @@ static void nl_before_exec(const char *path)
 {
     if (nl_foreign_process())
         return;
+    if (nl_self.guard > 0) {
+        nl_flush_before_fork(); /* inside the runtime: what can be written safely */
+        return;
+    }
     nl_self.guard++;
     nl_emit_bytes(NL_REC_EXEC, nl_g.cfg.exec_count + 1, 0, 0, 0, 0, 0, path,
                   path ? strnlen(path, NL_MAX_PATH_PAYLOAD) + 1 : 0);

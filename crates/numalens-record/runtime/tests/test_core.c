@@ -13,9 +13,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -297,22 +299,34 @@ static void test_fd_floor(void)
     CHECK(nl_fd_floor(&l, 1) == 1024 && nl_fd_floor(&l, 0) == 768);
 }
 
-/* The limits lock: a thread may take it again inside itself (a signal handler), and a holder that
- * is no thread of this process (a word copied by a fork) holds nothing. */
+/* The limits lock: a thread may take it again inside itself, signals are blocked while it is held
+ * and their mask put back after, and a holder that is no thread of this process (a word copied by
+ * a fork) holds nothing. */
 static void test_limits_lock(void)
 {
-    CHECK(nl_fd_limits_lock() == 1);
-    CHECK(nl_fd_limits_lock() == 0);
-    nl_fd_limits_unlock(0);
+    struct nl_limits_hold outer, inner;
+    sigset_t before, during;
+    sigprocmask(SIG_SETMASK, NULL, &before);
+    nl_fd_limits_lock(&outer);
+    CHECK(outer.taken == 1);
+    sigprocmask(SIG_SETMASK, NULL, &during);
+    CHECK(sigismember(&during, SIGTERM) && sigismember(&during, SIGINT));
+    nl_fd_limits_lock(&inner);
+    CHECK(inner.taken == 0);
+    nl_fd_limits_unlock(&inner);
     CHECK(atomic_load(nl_fd_limits_word()) == (int)syscall(SYS_gettid));
-    nl_fd_limits_unlock(1);
+    nl_fd_limits_unlock(&outer);
+    CHECK(atomic_load(nl_fd_limits_word()) == 0);
+    sigprocmask(SIG_SETMASK, NULL, &during);
+    CHECK(sigismember(&during, SIGTERM) == sigismember(&before, SIGTERM));
     pid_t gone = fork();
     if (gone == 0)
         _exit(0);
     waitpid(gone, NULL, 0);
     atomic_store(nl_fd_limits_word(), (int)gone);
-    CHECK(nl_fd_limits_lock() == 1); /* returns: does not wait for the gone holder */
-    nl_fd_limits_unlock(1);
+    nl_fd_limits_lock(&outer); /* returns: does not wait for the gone holder */
+    CHECK(outer.taken == 1);
+    nl_fd_limits_unlock(&outer);
 }
 
 /* A note goes in place, though the file is O_APPEND. */
@@ -369,6 +383,13 @@ static void on_fork(void)
  * into the parent's log. The child is killed by SIGALRM if it hangs. Prints the child's pid. */
 static int raw_fork(const char *dir)
 {
+    long page = sysconf(_SC_PAGESIZE);
+    void *probe = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (probe == MAP_FAILED || madvise(probe, page, MADV_WIPEONFORK) != 0) {
+        printf("skip: no MADV_WIPEONFORK here\n");
+        return 0;
+    }
+    munmap(probe, page);
     if (start(dir, 0) != 0)
         return 2;
     nl_core_on_fork(on_fork);

@@ -3,7 +3,9 @@
  *   raw      syscall(SYS_fork) while a second thread allocates without pause, so that the forked
  *   _Fork    child often inherits locks that thread held; each child allocates (enough to make the
  *            runtime write) and exits. A child still running after 10 s counts as hung.
- * The program writes "forks.out" with the number of forks and of hung children. */
+ * The program writes "forks.out" with the number of forks and of hung children.
+ *   kept     a plain fork() after work: the child writes "kept.out", how many mappings of
+ *            files named after its parent's pid it holds (the inst runtime's, if it kept them). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -87,8 +89,39 @@ static int forks_behind(const char *how)
     return 0;
 }
 
+/* Lines of /proc/self/maps naming a file "inst-PID-…" of process @p pid. */
+static int mappings_of(pid_t pid)
+{
+    char needle[32], line[512];
+    snprintf(needle, sizeof needle, "/inst-%d-", (int)pid);
+    FILE *f = fopen("/proc/self/maps", "r");
+    int n = 0;
+    while (f && fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static int kept(void)
+{
+    unsigned sum = churn();
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        char line[64];
+        snprintf(line, sizeof line, "parent's files mapped here: %d\n", mappings_of(parent));
+        put("kept.out", line);
+        _exit(0);
+    }
+    waitpid(pid, NULL, 0);
+    return sum == 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "kept"))
+        return kept();
     if (argc > 1 && strcmp(argv[1], "daemon") != 0)
         return forks_behind(argv[1]);
     if (daemon(1, 0) != 0)
