@@ -467,6 +467,18 @@ fn forks_behind_libcs_back_neither_hang_nor_write_into_the_parents_log() {
         let pids = processes_with_objects_of(&profile, 100_000);
         let children = pids.values().filter(|n| (2000..=2001).contains(*n)).count();
         assert_eq!(children, 20, "{what}: blocks per process {pids:?}");
+        // Named by their allocation site: a child that could not list its modules (that could
+        // hang it) is given its parent's.
+        let unnamed: Vec<String> = Profile::open(&profile)
+            .unwrap()
+            .read_all::<Object>()
+            .unwrap()
+            .into_iter()
+            .filter(|o| o.size == 100_000 && !o.name.contains("fork_behind.c:"))
+            .map(|o| o.name)
+            .take(3)
+            .collect();
+        assert!(unnamed.is_empty(), "{what}: {unnamed:?}");
         if inst {
             let p = Profile::open(&profile).unwrap();
             let counted: std::collections::BTreeSet<u32> = p

@@ -40,7 +40,7 @@ struct nl_global nl_g = {.log = {.fd = -1}, .min_object = UINT64_MAX};
  * 1 once the state is this process's own, 2 while it is being made so. NULL when the kernel has
  * no MADV_WIPEONFORK (before 4.14): then only forks that run pthread_atfork handlers are seen. */
 static _Atomic uint32_t *nl_fork_mark;
-static void (*nl_fork_child)(void);
+static void (*nl_fork_child)(int known);
 
 /* The inst runtime, linked into the program, counts here (a weak reference) its threads that
  * could not make their count files; the count goes into the header, in place, when it changes. */
@@ -197,7 +197,7 @@ static void nl_fork_mark_map(void)
     atomic_store(nl_fork_mark, 1);
 }
 
-void nl_core_on_fork(void (*child)(void))
+void nl_core_on_fork(void (*child)(int known))
 {
     nl_fork_child = child;
 }
@@ -208,7 +208,7 @@ void nl_core_fork_seen(int known)
         return;
     uint32_t forked = 0;
     if (nl_fork_mark ? atomic_compare_exchange_strong(nl_fork_mark, &forked, 2) : known)
-        nl_fork_child();
+        nl_fork_child(known);
 }
 
 int nl_core_start(const struct nl_config *cfg, uint32_t ppid)

@@ -100,13 +100,19 @@ void nl_resolve(void)
     __atomic_store_n(&nl_real.free, f, __ATOMIC_RELEASE);
 }
 
-static void nl_emit_main_thread(void)
+/** The main thread's start and stack, without its TLS blocks (which take the loader's lock). */
+void nl_emit_main_thread_start(void)
 {
     uint64_t lo = 0, size = 0;
     nl_main_stack(&lo, &size);
     nl_emit(NL_REC_THREAD_START, 0, 0, 0, lo, size, 0);
     if (size)
         nl_emit(NL_REC_STACK, lo, size, 0, 0, 0, 0);
+}
+
+static void nl_emit_main_thread(void)
+{
+    nl_emit_main_thread_start();
     nl_tls_emit(0);
 }
 

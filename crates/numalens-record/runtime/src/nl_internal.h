@@ -149,8 +149,8 @@ void nl_thread_detach(void);
 /** In a fork child: new file, empty buffers, logical ids restart at 0 for the calling thread. */
 int nl_core_after_fork(void);
 /** Sets what a fork child runs to make the runtime's state its own (nl_core_after_fork and the
- * records every process starts with). */
-void nl_core_on_fork(void (*child)(void));
+ * records every process starts with); @p known is 0 for a fork no handler saw. */
+void nl_core_on_fork(void (*child)(int known));
 /** In a fork child (@p known: a pthread_atfork handler says so; otherwise the wiped fork mark
  * tells), runs the handler of nl_core_on_fork once. Every record, flush and direct write checks
  * the mark first, so a child of a fork no handler saw writes neither into its parent's log nor

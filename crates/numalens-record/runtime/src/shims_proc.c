@@ -20,6 +20,7 @@
 #include "nl_shims.h"
 
 void nl_emit_process_start(void);
+void nl_emit_main_thread_start(void);
 void nl_finish(void);
 
 struct nl_start {
@@ -107,14 +108,22 @@ NL_EXPORT void pthread_exit(void *ret)
 /** A fork child makes the runtime's state its own: its log, empty buffers, its sites and modules
  * written anew. Run by the pthread_atfork handler below, or on the child's first record when the
  * fork ran no handler (nl_core_fork_seen). */
-static void nl_fork_child(void)
+static void nl_fork_child(int known)
 {
     int e = errno;
     nl_self.guard++;
     nl_sites_reset();
-    nl_modules_reset();
-    if (nl_core_after_fork() == 0)
-        nl_emit_process_start();
+    /* After a fork no handler saw, a thread of the parent may have held the loader's lock, which
+     * listing the modules (dl_iterate_phdr) takes: the child would hang where natively it does
+     * not. Its modules are then its parent's, which the recorder gives it. */
+    if (known)
+        nl_modules_reset();
+    if (nl_core_after_fork() == 0) {
+        if (known)
+            nl_emit_process_start();
+        else
+            nl_emit_main_thread_start();
+    }
     nl_self.guard--;
     errno = e;
 }

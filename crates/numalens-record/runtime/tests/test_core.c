@@ -372,9 +372,12 @@ static int owned(const char *dir)
 
 static int forked_children;
 
-static void on_fork(void)
+static int forked_known = -1;
+
+static void on_fork(int known)
 {
     forked_children++;
+    forked_known = known;
     nl_core_after_fork();
 }
 
@@ -401,7 +404,7 @@ static int raw_fork(const char *dir)
         alarm(10);
         nl_emit(NL_REC_FREE, 0xc41d, 0, 0, 0, 0, 0);
         nl_flush_self();
-        _exit(forked_children == 1 && nl_g.pid == (uint32_t)getpid() ? 0 : 3);
+        _exit(forked_children == 1 && forked_known == 0 && nl_g.pid == (uint32_t)getpid() ? 0 : 3);
     }
     atomic_store(&nl_g.log.lock, 0);
     int status = 0;

@@ -34,8 +34,37 @@ pub struct ProcessView {
     pub small_allocs: (u64, u64),
 }
 
-/// Reads one process's events in time order into objects, threads and sites.
-pub fn process_view(log: &EventLog, min_object: u64, symbols: &mut Symbolizer) -> ProcessView {
+/// The modules a log lists.
+pub fn logged_modules(log: &EventLog) -> Vec<LoadedModule> {
+    log.events()
+        .filter_map(|e| match e.event {
+            Event::Module {
+                load_bias,
+                low,
+                high,
+                build_id,
+                path,
+                ..
+            } => Some(LoadedModule {
+                path,
+                build_id,
+                load_bias,
+                low,
+                high,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Reads one process's events in time order into objects, threads and sites; `parent_modules`
+/// stand in for a log that lists none.
+pub fn process_view(
+    log: &EventLog,
+    min_object: u64,
+    symbols: &mut Symbolizer,
+    parent_modules: &[LoadedModule],
+) -> ProcessView {
     let pid = log.header.pid;
     let mut events: Vec<TimedEvent> = log.events().collect();
     events.sort_by_key(|e| e.time_ns);
@@ -54,23 +83,12 @@ pub fn process_view(log: &EventLog, min_object: u64, symbols: &mut Symbolizer) -
         if let Event::Site { site_id, frames } = &e.event {
             view.sites.add_raw(*site_id, frames.clone());
         }
-        if let Event::Module {
-            load_bias,
-            low,
-            high,
-            build_id,
-            path,
-            ..
-        } = &e.event
-        {
-            view.modules.push(LoadedModule {
-                path: path.clone(),
-                build_id: build_id.clone(),
-                load_bias: *load_bias,
-                low: *low,
-                high: *high,
-            });
-        }
+    }
+    view.modules = logged_modules(log);
+    if view.modules.is_empty() {
+        // A child of a fork no handler saw lists no modules (listing them could hang it): its
+        // address space is a copy of its parent's.
+        view.modules = parent_modules.to_vec();
     }
     let mut live: HashMap<u64, usize> = HashMap::new();
     let mut stacks: HashMap<i64, Vec<usize>> = HashMap::new();
