@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let _ = log.events().count();
-    let view = process_view(&log, 4096, &mut Symbolizer::new());
+    let view = process_view(&log, 4096, &mut Symbolizer::new(), &[]);
     let _ = view.sites.used().count();
     let views = [view];
     let faulted = [(views[0].pid, 0), (views[0].pid, 1 << 30)].into();

@@ -53,7 +53,7 @@ fn absurd_page_node_answers_give_rows_not_panics() {
         ));
     }
     let log = parse_event_log(&log, Path::new("events-42.bin")).unwrap();
-    let view = process_view(&log, 4096, &mut Symbolizer::new());
+    let view = process_view(&log, 4096, &mut Symbolizer::new(), &[]);
     let faulted = [(42, 0)].into();
     let residency = exit_residency(std::slice::from_ref(&view), &faulted);
     assert!(residency.len() <= 1);
@@ -133,6 +133,6 @@ fn small_allocation_counts_saturate() {
         ));
     }
     let log = parse_event_log(&log, Path::new("events-42.bin")).unwrap();
-    let view = process_view(&log, 4096, &mut Symbolizer::new());
+    let view = process_view(&log, 4096, &mut Symbolizer::new(), &[]);
     assert_eq!(view.small_allocs, (u64::MAX, u64::MAX));
 }

@@ -17,7 +17,7 @@ fn event_log_inputs_read_without_panicking() {
         let Ok(log) = parse_event_log(&bytes, &path) else {
             continue;
         };
-        let view = process_view(&log, 4096, &mut Symbolizer::new());
+        let view = process_view(&log, 4096, &mut Symbolizer::new(), &[]);
         let faulted = [(view.pid, 0), (view.pid, 1 << 30)].into();
         let _ = exit_residency(std::slice::from_ref(&view), &faulted);
         let _ = exit_page_nodes(&view, 0).count();
