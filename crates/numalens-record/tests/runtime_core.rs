@@ -31,22 +31,24 @@ fn core_unit_checks_pass() {
 #[test]
 fn the_event_files_descriptor_survives_a_program_that_takes_it() {
     let d = tempfile::tempdir().unwrap();
-    let exe = build_test_core(d.path());
     let files = d.path().join("files");
-    std::fs::create_dir(&files).unwrap();
-    let out = Command::new(&exe)
-        .arg("owned")
-        .arg(&files)
-        .output()
-        .unwrap();
+    assert_eq!(run_in(d.path(), "owned", &files).trim(), "ok");
+}
+
+/// Runs the core's test program in `MODE` on a new directory `dir`; its stdout, once it
+/// succeeded (a failed check or a signal fails the test with its output).
+fn run_in(work: &Path, mode: &str, dir: &Path) -> String {
+    let exe = build_test_core(work);
+    std::fs::create_dir(dir).unwrap();
+    let out = Command::new(&exe).arg(mode).arg(dir).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "{:?}: {}{}",
+        "{:?}: {stdout}{}",
         out.status,
-        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+    stdout
 }
 
 /// A child of a raw fork system call, whose parent's log lock was held at the fork, writes its
@@ -54,21 +56,8 @@ fn the_event_files_descriptor_survives_a_program_that_takes_it() {
 #[test]
 fn a_child_of_a_fork_no_handler_saw_writes_its_own_log() {
     let d = tempfile::tempdir().unwrap();
-    let exe = build_test_core(d.path());
     let logs = d.path().join("logs");
-    std::fs::create_dir(&logs).unwrap();
-    let out = Command::new(&exe)
-        .arg("raw-fork")
-        .arg(&logs)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{:?}: {stdout}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_in(d.path(), "raw-fork", &logs);
     if stdout.starts_with("skip") {
         eprintln!("{stdout}");
         return;

@@ -30,6 +30,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* Both runtimes tell a fork no handler of theirs saw by pages the kernel empties in a fork child
+ * (Linux 4.14); older C library headers lack the names. */
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18
+#endif
+#ifndef MADV_KEEPONFORK
+#define MADV_KEEPONFORK 19
+#endif
+
 /** Room above the soft limit asked for while moving a descriptor (one per runtime file). */
 #define NL_FD_ROOM 4096u
 

@@ -22,13 +22,6 @@
 #include <unistd.h>
 
 #include "inst.h"
-
-#ifndef MADV_WIPEONFORK /* Linux 4.14; older headers */
-#define MADV_WIPEONFORK 18
-#endif
-#ifndef MADV_KEEPONFORK
-#define MADV_KEEPONFORK 19
-#endif
 #include "numalens_fd.h"
 
 /* The runtime's globals live in a section of their own, outside .data and .bss: numalens lists

@@ -22,13 +22,6 @@
 #include <unistd.h>
 
 #include "nl_internal.h"
-
-#ifndef MADV_WIPEONFORK /* Linux 4.14; older headers */
-#define MADV_WIPEONFORK 18
-#endif
-#ifndef MADV_KEEPONFORK
-#define MADV_KEEPONFORK 19
-#endif
 #include "numalens_fd.h"
 
 NL_TLS struct nl_thread nl_self = {.logical = -1};
@@ -436,6 +429,21 @@ void nl_write_direct(const struct nl_record *r)
 {
     nl_fork_check();
     (void)nl_owned_write(&nl_g.log, r, sizeof *r);
+}
+
+void nl_write_now(uint16_t kind, uint64_t a, uint64_t b, uint64_t c)
+{
+    int e = errno;
+    struct nl_record r;
+    memset(&r, 0, sizeof r);
+    r.kind = kind;
+    r.tid = (uint32_t)nl_gettid();
+    r.time_ns = nl_now();
+    r.a = a;
+    r.b = b;
+    r.c = c;
+    nl_write_direct(&r);
+    errno = e;
 }
 
 int nl_core_after_fork(void)

@@ -158,6 +158,8 @@ void nl_core_on_fork(void (*child)(int known));
 void nl_core_fork_seen(int known);
 /** Writes one record straight to the file (signal handlers). */
 void nl_write_direct(const struct nl_record *r);
+/** Writes one record of @p kind, stamped now, straight to the file; errno is kept. */
+void nl_write_now(uint16_t kind, uint64_t a, uint64_t b, uint64_t c);
 /** Emits END and flushes everything: the normal-exit path. */
 void nl_core_finish(void);
 

@@ -174,14 +174,7 @@ NL_EXPORT int daemon(int nochdir, int noclose)
     }
     if (atomic_load(&nl_g.on)) {
         nl_flush_before_fork();
-        struct nl_record r;
-        memset(&r, 0, sizeof r);
-        r.kind = NL_REC_DAEMON;
-        r.tid = (uint32_t)nl_gettid();
-        r.time_ns = nl_now();
-        int e = errno;
-        nl_write_direct(&r);
-        errno = e;
+        nl_write_now(NL_REC_DAEMON, 0, 0, 0);
     }
     uint32_t pid = nl_g.pid;
     int rc = nl_real.daemon(nochdir, noclose);

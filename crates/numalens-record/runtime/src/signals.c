@@ -29,15 +29,8 @@ static void nl_on_fatal(int sig, siginfo_t *si, void *uc)
     int saved = errno;
     if (atomic_exchange(&nl_in_fatal, 1) == 0 && atomic_load(&nl_g.on)) {
         nl_flush_all();
-        struct nl_record r;
-        memset(&r, 0, sizeof r);
-        r.kind = NL_REC_SIGNAL;
-        r.tid = (uint32_t)nl_gettid();
-        r.time_ns = nl_now();
-        r.a = (uint64_t)sig;
-        r.b = si ? (uint64_t)si->si_addr : 0;
-        r.c = si ? (uint64_t)(int64_t)si->si_code : 0;
-        nl_write_direct(&r);
+        nl_write_now(NL_REC_SIGNAL, (uint64_t)sig, si ? (uint64_t)si->si_addr : 0,
+                     si ? (uint64_t)(int64_t)si->si_code : 0);
     }
     for (unsigned i = 0; i < NL_NFATAL; i++)
         if (nl_fatal[i] == sig)
