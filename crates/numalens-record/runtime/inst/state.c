@@ -226,8 +226,11 @@ static int nl_grow_open(struct nl_grow_file *f, struct nl_ithread *t, uint32_t s
     h.chunk_pages = NL_INST_CHUNK_PAGES;
     h.record_size = record_size;
     h.copy_id = nl_ig.copy_id;
-    if (nl_past_fsize(NL_INST_HEADER_SIZE) || ftruncate(fd, NL_INST_HEADER_SIZE) != 0 ||
-        pwrite(fd, &h, sizeof h, 0) != sizeof h) {
+    struct nl_limits_hold hold;
+    nl_fd_limits_lock(&hold);
+    int sized = !nl_past_fsize(NL_INST_HEADER_SIZE) && ftruncate(fd, NL_INST_HEADER_SIZE) == 0;
+    nl_fd_limits_unlock(&hold);
+    if (!sized || pwrite(fd, &h, sizeof h, 0) != sizeof h) {
         nl_fd_sys(SYS_close, fd, 0, 0, 0);
         return -1;
     }
@@ -301,9 +304,15 @@ static int nl_grow_more(struct nl_grow_file *f)
      * would kill the program with SIGBUS. A file system without fallocate gets the old way. A
      * raw system call, as for mmap: an import from libc adds a PLT entry, which moves all of
      * the program's code by 16 bytes (docs/INST.md says what that alone can do to a loop). */
-    if (nl_past_fsize((uint64_t)off + bytes) ||
-        (syscall(SYS_fallocate, fd, 0, off, (off_t)bytes) != 0 &&
-         (errno != EOPNOTSUPP || ftruncate(fd, off + (off_t)bytes) != 0))) {
+    /* Under the limits lock: the program cannot lower its limit between the check and the
+     * growth, which past the limit would send it SIGXFSZ. */
+    struct nl_limits_hold hold;
+    nl_fd_limits_lock(&hold);
+    int grown = !nl_past_fsize((uint64_t)off + bytes) &&
+                (syscall(SYS_fallocate, fd, 0, off, (off_t)bytes) == 0 ||
+                 (errno == EOPNOTSUPP && ftruncate(fd, off + (off_t)bytes) == 0));
+    nl_fd_limits_unlock(&hold);
+    if (!grown) {
         nl_grow_mark_full(f);
         return -1;
     }
