@@ -90,6 +90,14 @@ fn check_chunk(
                 header.uncompressed, header.compressed
             ));
         }
+        // The decoder makes room for every value of a dictionary before it decodes one: each
+        // takes at least its plain width in the page.
+        if header.dictionary_values.saturating_mul(plain_width(column)) > header.uncompressed {
+            return Err(format!(
+                "column `{name}`: the dictionary page at byte {at} declares {} values in {} bytes",
+                header.dictionary_values, header.uncompressed
+            ));
+        }
         at = at
             .checked_add(header_len + header.compressed)
             .filter(|next| *next <= end)
@@ -98,6 +106,18 @@ fn check_chunk(
             })?;
     }
     Ok(())
+}
+
+/// The fewest bytes a value of `column` takes plain-encoded (a byte array's length prefix).
+fn plain_width(column: &ColumnChunkMetaData) -> u64 {
+    use parquet::basic::Type;
+    match column.column_type() {
+        Type::BOOLEAN => 1,
+        Type::INT32 | Type::FLOAT | Type::BYTE_ARRAY => 4,
+        Type::INT64 | Type::DOUBLE => 8,
+        Type::INT96 => 12,
+        Type::FIXED_LEN_BYTE_ARRAY => column.column_descr().type_length().max(1) as u64,
+    }
 }
 
 /// A reader that ends after `left` bytes: a header never reads past its column chunk.
@@ -146,10 +166,20 @@ impl Limited<'_> {
     }
 }
 
-/// The two sizes of a `PageHeader` (fields 2 and 3, both required).
+/// The two sizes of a `PageHeader` (fields 2 and 3, both required), and the number of values of
+/// a dictionary page (0 for other pages), which the decoder sizes its dictionary by.
 struct PageSizes {
     uncompressed: u64,
     compressed: u64,
+    dictionary_values: u64,
+}
+
+/// What a header's fields gave, as the decoder keeps them (the last of a repeated one).
+#[derive(Default)]
+struct Found {
+    uncompressed: Option<i32>,
+    compressed: Option<i32>,
+    dictionary_values: Option<i32>,
 }
 
 /// Compact-protocol type codes.
@@ -202,22 +232,23 @@ fn field(schema: Schema, id: i16) -> Option<(u8, Option<Schema>)> {
 impl PageSizes {
     /// Reads one page header whole; `None` if it is not a well-formed one.
     fn read(input: &mut Limited<'_>) -> Option<PageSizes> {
-        let mut sizes = (None, None);
-        read_struct(input, Schema::PageHeader, 0, &mut sizes)?;
+        let mut found = Found::default();
+        read_struct(input, Schema::PageHeader, 0, &mut found)?;
         Some(PageSizes {
-            uncompressed: u64::try_from(sizes.0?).ok()?,
-            compressed: u64::try_from(sizes.1?).ok()?,
+            uncompressed: u64::try_from(found.uncompressed?).ok()?,
+            compressed: u64::try_from(found.compressed?).ok()?,
+            dictionary_values: u64::try_from(found.dictionary_values.unwrap_or(0)).ok()?,
         })
     }
 }
 
-/// Reads a structure of `schema`, keeping the page header's two sizes in `sizes` (the last of
-/// each, as the decoder does). Field ids are i16 as the decoder reads them.
+/// Reads a structure of `schema`, keeping what the check needs in `found`. Field ids are i16 as
+/// the decoder reads them.
 fn read_struct(
     input: &mut Limited<'_>,
     schema: Schema,
     depth: u32,
-    sizes: &mut (Option<i32>, Option<i32>),
+    found: &mut Found,
 ) -> Option<()> {
     if depth > MAX_DEPTH {
         return None;
@@ -242,12 +273,13 @@ fn read_struct(
             return None;
         }
         match (inner, expected) {
-            (Some(inner), _) => read_struct(input, inner, depth + 1, sizes)?,
+            (Some(inner), _) => read_struct(input, inner, depth + 1, found)?,
             (None, I32) => {
                 let value = input.zigzag32()?;
                 match (schema, id) {
-                    (Schema::PageHeader, 2) => sizes.0 = Some(value),
-                    (Schema::PageHeader, 3) => sizes.1 = Some(value),
+                    (Schema::PageHeader, 2) => found.uncompressed = Some(value),
+                    (Schema::PageHeader, 3) => found.compressed = Some(value),
+                    (Schema::DictionaryPage, 1) => found.dictionary_values = Some(value),
                     _ => {}
                 }
             }
@@ -423,6 +455,41 @@ mod tests {
             e.contains("column `v`") && e.contains("bytes uncompressed"),
             "{e}"
         );
+    }
+
+    /// A dictionary page that declares more values than its bytes hold: the decoder would make
+    /// room for all of them first.
+    #[test]
+    fn a_dictionary_of_more_values_than_its_page_holds_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.parquet");
+        let column = Int64Array::from(vec![7i64; 4096]);
+        let batch = RecordBatch::try_from_iter([("v", Arc::new(column) as _)]).unwrap();
+        let props = WriterProperties::builder()
+            .set_compression(Compression::UNCOMPRESSED)
+            .set_dictionary_enabled(true)
+            .build();
+        let mut w = ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(props))
+            .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        assert_eq!(check(&File::open(&path).unwrap(), &metadata(&path)), Ok(()));
+        let meta = metadata(&path);
+        let at = meta
+            .row_group(0)
+            .column(0)
+            .dictionary_page_offset()
+            .unwrap() as usize;
+        // Field 7 (the dictionary page header, delta 4 from field 3), then its field 1: one
+        // value, the zigzag varint 0x02; made 63 (0x7e) in the same byte.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let field = (at..at + 32)
+            .find(|&i| bytes[i] == 0x4c && bytes[i + 1] == 0x15 && bytes[i + 2] == 0x02)
+            .expect("the dictionary page header");
+        bytes[field + 2] = 0x7e;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = check(&File::open(&path).unwrap(), &meta).unwrap_err();
+        assert!(e.contains("declares 63 values in 8 bytes"), "{e}");
     }
 
     #[test]
