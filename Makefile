@@ -35,8 +35,9 @@ python-test: python-deps
 ## Every reader under libFuzzer for FUZZ_SECONDS each (installs nightly and cargo-fuzz when missing),
 ## built without optimisations: the optimised build alone took ten minutes.
 FUZZ_SECONDS ?= 40
+FUZZ_BUILD ?= dev
 fuzz-test:
-	FUZZ_BUILD=dev fuzz/run-all $(FUZZ_SECONDS)
+	FUZZ_BUILD=$(FUZZ_BUILD) fuzz/run-all $(FUZZ_SECONDS)
 
 ## Multi-node tests in QEMU guests (installs qemu, a Debian kernel, busybox when missing).
 vm-test:

@@ -228,9 +228,10 @@ static int nl_grow_open(struct nl_grow_file *f, struct nl_ithread *t, uint32_t s
     h.copy_id = nl_ig.copy_id;
     struct nl_limits_hold hold;
     nl_fd_limits_lock(&hold);
-    int sized = !nl_past_fsize(NL_INST_HEADER_SIZE) && ftruncate(fd, NL_INST_HEADER_SIZE) == 0;
+    int sized = !nl_past_fsize(NL_INST_HEADER_SIZE) && ftruncate(fd, NL_INST_HEADER_SIZE) == 0 &&
+                pwrite(fd, &h, sizeof h, 0) == sizeof h;
     nl_fd_limits_unlock(&hold);
-    if (!sized || pwrite(fd, &h, sizeof h, 0) != sizeof h) {
+    if (!sized) {
         nl_fd_sys(SYS_close, fd, 0, 0, 0);
         return -1;
     }
@@ -275,8 +276,16 @@ static void nl_grow_mark_full(struct nl_grow_file *f)
     f->full = 1;
     uint32_t one = 1;
     int fd = nl_grow_fd(f);
-    ssize_t w = fd < 0 ? -1 : pwrite(fd, &one, sizeof one, offsetof(struct nl_inst_header, full));
-    (void)w;
+    uint64_t at = offsetof(struct nl_inst_header, full);
+    /* A write past RLIMIT_FSIZE raises SIGXFSZ even inside the file: under the lock, and only
+     * below the limit (a limit that low leaves the file unmarked; its size tells). */
+    struct nl_limits_hold hold;
+    nl_fd_limits_lock(&hold);
+    if (fd >= 0 && !nl_past_fsize(at + sizeof one)) {
+        ssize_t w = pwrite(fd, &one, sizeof one, (off_t)at);
+        (void)w;
+    }
+    nl_fd_limits_unlock(&hold);
 }
 
 /* Maps one more segment: a quarter of what is mapped, in steps of f->step records, so that every

@@ -112,18 +112,18 @@ static int nl_owned_checked(struct nl_owned *o)
 }
 
 /**
- * Makes room under the program's RLIMIT_FSIZE for @p len more bytes: past the soft limit a write
- * would raise SIGXFSZ, which kills the program by default. The soft limit is raised to the hard
- * one for the write (1 returned: put it back after); 0 when there is room; -1 if even the hard
- * one leaves none. The caller holds the limits lock, so the program cannot lower the limit
- * between this check and the write.
+ * Makes room under the program's RLIMIT_FSIZE for a write that ends at byte @p end: past the
+ * soft limit a write would raise SIGXFSZ, which kills the program by default. The soft limit is
+ * raised to the hard one for the write (1 returned: put it back after); 0 when there is room; -1
+ * if even the hard one leaves none. The caller holds the limits lock, so the program cannot
+ * lower the limit between this check and the write.
  */
-static int nl_owned_fsize_room(const struct nl_owned *o, size_t len, struct rlimit *old)
+static int nl_fsize_room(uint64_t end, struct rlimit *old)
 {
     if (nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, 0, (long)old) != 0 ||
-        old->rlim_cur == RLIM_INFINITY || o->size + len <= old->rlim_cur)
+        old->rlim_cur == RLIM_INFINITY || end <= old->rlim_cur)
         return 0;
-    if (old->rlim_max != RLIM_INFINITY && o->size + len > old->rlim_max) {
+    if (old->rlim_max != RLIM_INFINITY && end > old->rlim_max) {
         errno = EFBIG;
         return -1;
     }
@@ -131,18 +131,27 @@ static int nl_owned_fsize_room(const struct nl_owned *o, size_t len, struct rlim
     return nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)&wide, 0) == 0 ? 1 : -1;
 }
 
+static void nl_fsize_restore(int widened, const struct rlimit *old)
+{
+    if (widened > 0) {
+        int e = errno;
+        nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)old, 0);
+        errno = e;
+    }
+}
+
 int nl_owned_write(struct nl_owned *o, const void *p, size_t len)
 {
     /* A signal handler that interrupted this thread's own write (a fatal signal's last records):
      * the descriptor was checked by the interrupted write and cannot move while this thread holds
-     * the lock, so it is written directly rather than the records lost. */
+     * the lock, so it is written directly rather than the records lost. The limits lock is free
+     * then (signals are blocked while it is held), so the size check is made either way. */
     int nested = !nl_owned_lock(o);
-    struct nl_limits_hold hold = {0, 0};
-    if (!nested)
-        nl_fd_limits_lock(&hold);
+    struct nl_limits_hold hold;
+    nl_fd_limits_lock(&hold);
     struct rlimit fsize;
     int fd = nested ? atomic_load(&o->fd) : nl_owned_checked(o);
-    int widened = fd < 0 ? -1 : nested ? 0 : nl_owned_fsize_room(o, len, &fsize);
+    int widened = fd < 0 ? -1 : nl_fsize_room(o->size + len, &fsize);
     int rc = widened < 0 ? -1 : 0;
     const char *c = p;
     while (rc == 0 && len > 0) {
@@ -157,15 +166,10 @@ int nl_owned_write(struct nl_owned *o, const void *p, size_t len)
         len -= (size_t)w;
         o->size += (uint64_t)w;
     }
-    if (widened > 0) {
-        int e = errno;
-        nl_fd_sys(SYS_prlimit64, 0, RLIMIT_FSIZE, (long)&fsize, 0);
-        errno = e;
-    }
-    if (!nested) {
-        nl_fd_limits_unlock(&hold);
+    nl_fsize_restore(widened, &fsize);
+    nl_fd_limits_unlock(&hold);
+    if (!nested)
         nl_owned_unlock(o);
-    }
     return rc;
 }
 
@@ -173,14 +177,22 @@ void nl_owned_note(struct nl_owned *o, const void *p, size_t len, uint64_t at)
 {
     if (!nl_owned_lock(o))
         return;
+    struct nl_limits_hold hold;
+    nl_fd_limits_lock(&hold);
     int fd = atomic_load(&o->fd);
     /* pwrite on an O_APPEND file appends whatever the offset: the flag is dropped for it. A
-     * filter that refused write(2) may still let these through; if not, nothing is lost. */
-    long flags = fd < 0 ? -1 : nl_fd_sys(SYS_fcntl, fd, F_GETFL, 0, 0);
+     * filter that refused write(2) may still let these through; if not, nothing is lost. Past
+     * RLIMIT_FSIZE (the reason writing may have stopped) it would raise SIGXFSZ: room is made
+     * as for a write, or the note is not written. */
+    struct rlimit fsize;
+    int widened = fd < 0 ? -1 : nl_fsize_room(at + len, &fsize);
+    long flags = widened < 0 ? -1 : nl_fd_sys(SYS_fcntl, fd, F_GETFL, 0, 0);
     if (flags >= 0 && nl_fd_sys(SYS_fcntl, fd, F_SETFL, flags & ~O_APPEND, 0) == 0) {
         nl_fd_sys(SYS_pwrite64, fd, (long)p, (long)len, (long)at);
         nl_fd_sys(SYS_fcntl, fd, F_SETFL, flags, 0);
     }
+    nl_fsize_restore(widened, &fsize);
+    nl_fd_limits_unlock(&hold);
     nl_owned_unlock(o);
 }
 

@@ -113,11 +113,10 @@ static void nl_fork_child(int known)
     int e = errno;
     nl_self.guard++;
     nl_sites_reset();
+    nl_modules_reset();
     /* After a fork no handler saw, a thread of the parent may have held the loader's lock, which
      * listing the modules (dl_iterate_phdr) takes: the child would hang where natively it does
-     * not. Its modules are then its parent's, which the recorder gives it. */
-    if (known)
-        nl_modules_reset();
+     * not. It lists none then, and the recorder gives it its parent's. */
     if (nl_core_after_fork() == 0) {
         if (known)
             nl_emit_process_start();
@@ -257,7 +256,9 @@ static void nl_before_exec(const char *path)
     if (nl_foreign_process())
         return;
     if (nl_self.guard > 0) {
-        nl_flush_before_fork(); /* inside the runtime: what can be written safely */
+        /* Inside the runtime: what can be written safely, and EXEC straight to the file. */
+        nl_flush_before_fork();
+        nl_write_now(NL_REC_EXEC, nl_g.cfg.exec_count + 1, 0, 0);
         return;
     }
     nl_self.guard++;

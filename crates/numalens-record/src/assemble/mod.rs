@@ -94,20 +94,11 @@ pub fn write_profile(
     let inst_data = crate::inst::files::read_inst_dir(inst_dir.unwrap_or(&raw.events_dir));
     reasons.extend(inst_data.problems.iter().cloned());
     let mut symbols = Symbolizer::new();
-    // Each process's modules, from the log of its latest image.
-    let mut modules_of: HashMap<u32, (u64, Vec<sites::LoadedModule>)> = HashMap::new();
-    for log in &logs {
-        let entry = modules_of.entry(log.header.pid).or_default();
-        if entry.1.is_empty() || log.header.exec_count >= entry.0 {
-            *entry = (log.header.exec_count, objects::logged_modules(log));
-        }
-    }
+    let modules = objects::modules_per_log(&logs);
     let views: Vec<ProcessView> = logs
         .iter()
-        .map(|log| {
-            let parent = modules_of.get(&log.header.ppid).map_or(&[][..], |m| &m.1);
-            objects::process_view(log, opts.min_object, &mut symbols, parent)
-        })
+        .zip(&modules)
+        .map(|(log, modules)| objects::process_view(log, opts.min_object, &mut symbols, modules))
         .collect();
     let mut objects: Vec<ObjectSpec> = views
         .iter()

@@ -57,8 +57,51 @@ pub fn logged_modules(log: &EventLog) -> Vec<LoadedModule> {
         .collect()
 }
 
+/// Adds to `modules` those of `more` that overlap none of them.
+fn add_modules(modules: &mut Vec<LoadedModule>, more: &[LoadedModule]) {
+    for m in more {
+        if !modules.iter().any(|o| o.low < m.high && m.low < o.high) {
+            modules.push(m.clone());
+        }
+    }
+}
+
+/// The modules each log's sites are named with: its own, and for a fork child (its parent's
+/// image: the same exec count) its parent's too, which a child of a fork no handler saw never
+/// lists (listing them could hang it). The parent is the latest log of its pid started before
+/// the child, resolved first (logs in start order), so chains of such forks inherit through.
+pub fn modules_per_log(logs: &[EventLog]) -> Vec<Vec<LoadedModule>> {
+    let mut order: Vec<usize> = (0..logs.len()).collect();
+    order.sort_by_key(|&i| logs[i].header.start_ns);
+    let mut resolved: Vec<Vec<LoadedModule>> = vec![Vec::new(); logs.len()];
+    let mut by_pid: HashMap<u32, Vec<(u64, usize)>> = HashMap::new();
+    for i in order {
+        let header = &logs[i].header;
+        let mut modules = logged_modules(&logs[i]);
+        let parent = by_pid.get(&header.ppid).and_then(|started| {
+            started
+                .iter()
+                .filter(|(start, _)| *start <= header.start_ns)
+                .max_by_key(|(start, _)| *start)
+                .map(|(_, j)| *j)
+        });
+        if let Some(j) = parent
+            && logs[j].header.exec_count == header.exec_count
+        {
+            let inherited = resolved[j].clone();
+            add_modules(&mut modules, &inherited);
+        }
+        resolved[i] = modules;
+        by_pid
+            .entry(header.pid)
+            .or_default()
+            .push((header.start_ns, i));
+    }
+    resolved
+}
+
 /// Reads one process's events in time order into objects, threads and sites; `parent_modules`
-/// stand in for a log that lists none.
+/// (what `modules_per_log` gives) complete the modules the log lists.
 pub fn process_view(
     log: &EventLog,
     min_object: u64,
@@ -85,11 +128,7 @@ pub fn process_view(
         }
     }
     view.modules = logged_modules(log);
-    if view.modules.is_empty() {
-        // A child of a fork no handler saw lists no modules (listing them could hang it): its
-        // address space is a copy of its parent's.
-        view.modules = parent_modules.to_vec();
-    }
+    add_modules(&mut view.modules, parent_modules);
     let mut live: HashMap<u64, usize> = HashMap::new();
     let mut stacks: HashMap<i64, Vec<usize>> = HashMap::new();
     for e in events {
