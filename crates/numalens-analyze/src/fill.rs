@@ -295,7 +295,7 @@ fn threads(model: &mut ReportModel, i: &Inputs, times: &build::Times, pos: &[usi
             continue;
         };
         let agg = &i.agg.threads[dense as usize];
-        let known = agg.local + agg.remote;
+        let known = agg.local.saturating_add(agg.remote);
         let mut objects: Vec<ObjectTimeline> = per_thread
             .remove(&dense)
             .unwrap_or_default()

@@ -212,3 +212,53 @@ fn page_runs_whose_bytes_add_up_past_u64() {
     .unwrap();
     analyze(&Profile::open(&path).unwrap(), &Options::default()).unwrap();
 }
+
+/// Found by the `profile_analyze` fuzz target: a thread whose local and remote accesses are each
+/// near u64::MAX (exact counts of two pages, one first touched by another thread on another node
+/// of the what-if machine).
+#[test]
+fn a_threads_local_and_remote_counts_add_up_past_u64() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.numalens");
+    let mut w = ProfileWriter::create(&path, meta()).unwrap();
+    for (tid, logical_id) in [(1, 0), (2, 1)] {
+        w.push_thread(Thread {
+            pid: PID,
+            tid,
+            logical_id,
+            name: None,
+            start_routine: None,
+            create_ns: 0,
+            exit_ns: None,
+            parent_tid: None,
+        })
+        .unwrap();
+    }
+    // Page 0 first touched by thread 1, page 1 by thread 2; thread 1 reads both without end.
+    for (tid, page, first_access_ns) in [(1, 0, 10), (2, 4096, 1), (1, 4096, 20)] {
+        w.push_page_stat(PageStat {
+            pid: PID,
+            tid,
+            page,
+            reads: u64::MAX,
+            writes: 0,
+            first_access_ns,
+            object_id: None,
+        })
+        .unwrap();
+    }
+    w.finish(Completeness {
+        complete: true,
+        exit: None,
+        reasons: vec![],
+    })
+    .unwrap();
+    let options = Options {
+        what_if: Some(WhatIf {
+            name: "machine-a".into(),
+            topology: numalens_topology::presets::preset("machine-a").unwrap(),
+        }),
+        ..Options::default()
+    };
+    analyze(&Profile::open(&path).unwrap(), &options).unwrap();
+}
