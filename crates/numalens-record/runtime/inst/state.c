@@ -520,32 +520,56 @@ static void nl_thread_exit(void *arg)
 
 /* A thread's state is emptied in a fork child (MADV_WIPEONFORK) so that a fork no handler sees is
  * caught; across a fork that runs these handlers the forking thread's state is kept, for the
- * child to release what it holds (its mappings of the parent's files, their descriptors). */
-static void nl_fork_keep(int advice)
-{
-    struct nl_ithread *t = nl_ith;
-    if (!t->shared)
-        syscall(SYS_madvise, t, sizeof *t, advice);
-}
+ * child to release what it holds (its mappings of the parent's files, their descriptors). From
+ * the prepare handler to the parent's or child's handler the thread counts nothing (its state is
+ * put aside, and a first access there makes none): the child's instrumented code that runs
+ * before its handler (other fork handlers) must not count into the parent's files. */
+static __thread struct {
+    struct nl_ithread *t;
+    unsigned fast;
+    int64_t read, write;
+    int done;
+} nl_fork_aside __attribute__((tls_model("initial-exec")));
 
 static void nl_before_fork(void)
 {
-    nl_fork_keep(MADV_KEEPONFORK);
+    struct nl_ithread *t = nl_ith;
+    nl_fork_aside.t = NULL;
+    if (t->shared)
+        return;
+    syscall(SYS_madvise, t, sizeof *t, MADV_KEEPONFORK);
+    nl_fork_aside.t = t;
+    nl_fork_aside.fast = nl_fast;
+    nl_fork_aside.read = nl_countdown_read;
+    nl_fork_aside.write = nl_countdown_write;
+    nl_fork_aside.done = nl_ith_done;
+    nl_fast_reset();
+    nl_ith_done = 1;
 }
 
 static void nl_after_fork_parent(void)
 {
-    nl_fork_keep(MADV_WIPEONFORK);
+    struct nl_ithread *t = nl_fork_aside.t;
+    if (!t)
+        return;
+    nl_ith_done = nl_fork_aside.done;
+    nl_countdown_read = nl_fork_aside.read;
+    nl_countdown_write = nl_fork_aside.write;
+    nl_fast = nl_fork_aside.fast;
+    nl_ith = t;
+    syscall(SYS_madvise, t, sizeof *t, MADV_WIPEONFORK);
 }
 
 static void nl_after_fork_child(void)
 {
     /* The parent's files are shared mappings: the child must not count into them. Its own
      * state and files are made at its next access. */
-    struct nl_ithread *t = nl_ith;
+    struct nl_ithread *t = nl_fork_aside.t;
     nl_fast_reset();
-    if (!t->shared)
+    if (t) {
+        nl_ith_done = nl_fork_aside.done;
         nl_thread_release(t);
+    }
 }
 
 /* ---- slow paths ---- */
