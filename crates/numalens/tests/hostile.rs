@@ -529,4 +529,28 @@ fn a_fork_child_under_inst_keeps_nothing_of_its_parents_count_files() {
     // kept.out says how many of the parent's files the child has mapped: none natively.
     let (c, _) = same_behaviour_in(runs.path(), &exe, &["kept"], None);
     assert_complete("kept", &c);
+    // A fork handler of the program's that runs in the child before the runtime's own writes
+    // handler_page again: counted nowhere, not into the parent's counts.
+    let profile = d.path().join("handler.numalens");
+    let out = Command::new(env!("CARGO_BIN_EXE_numalens"))
+        .args(["record", "--backend", "inst", "-o"])
+        .arg(&profile)
+        .arg(&exe)
+        .arg("handler")
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let p = Profile::open(&profile).unwrap();
+    let objects = p.read_all::<Object>().unwrap();
+    let page = objects.iter().find(|o| o.name == "handler_page").unwrap();
+    // The parent's 512 writes, and none of the child's (nor any of the child's counted at all).
+    let writes: Vec<u64> = p
+        .read_all::<PageStat>()
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.page == page.start)
+        .map(|s| s.writes)
+        .collect();
+    assert_eq!(writes, [512]);
 }

@@ -5,7 +5,10 @@
  *            runtime write) and exits. A child still running after 10 s counts as hung.
  * The program writes "forks.out" with the number of forks and of hung children.
  *   kept     a plain fork() after work: the child writes "kept.out", how many mappings of
- *            files named after its parent's pid it holds (the inst runtime's, if it kept them). */
+ *            files named after its parent's pid it holds (the inst runtime's, if it kept them).
+ *   handler  the parent writes every word of handler_page once, then forks; a fork handler the
+ *            program registered first (before any instrumented access) writes them all again in
+ *            the child, which then exits. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -89,6 +92,30 @@ static int forks_behind(const char *how)
     return 0;
 }
 
+static volatile long handler_page[512] __attribute__((aligned(4096)));
+
+static void write_handler_page(void)
+{
+    for (int i = 0; i < 512; i++)
+        handler_page[i] = i;
+}
+
+/* Registered before main, ahead of the inst runtime's own handlers (made at its first access). */
+__attribute__((constructor(101))) static void register_early(void)
+{
+    pthread_atfork(NULL, NULL, write_handler_page);
+}
+
+static int handler(void)
+{
+    write_handler_page();
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    waitpid(pid, NULL, 0);
+    return 0;
+}
+
 /* Lines of /proc/self/maps naming a file "inst-PID-…" of process @p pid. */
 static int mappings_of(pid_t pid)
 {
@@ -122,6 +149,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "kept"))
         return kept();
+    if (argc > 1 && !strcmp(argv[1], "handler"))
+        return handler();
     if (argc > 1 && strcmp(argv[1], "daemon") != 0)
         return forks_behind(argv[1]);
     if (daemon(1, 0) != 0)
