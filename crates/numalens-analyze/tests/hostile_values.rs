@@ -52,6 +52,24 @@ fn sample(tid: u32, address: u64, kind: SampleKind, object_id: Option<u64>) -> S
     }
 }
 
+/// Finishes the profile as a complete recording.
+fn finish(w: ProfileWriter) {
+    w.finish(Completeness {
+        complete: true,
+        exit: None,
+        reasons: vec![],
+    })
+    .unwrap();
+}
+
+/// The what-if machine the analysis places threads and pages on: four nodes.
+fn machine_a() -> WhatIf {
+    WhatIf {
+        name: "machine-a".into(),
+        topology: numalens_topology::presets::preset("machine-a").unwrap(),
+    }
+}
+
 fn write(dir: &Path) {
     let mut w = ProfileWriter::create(dir, meta()).unwrap();
     for (tid, logical_id) in [(1, 0), (2, u32::MAX)] {
@@ -117,12 +135,7 @@ fn write(dir: &Path) {
         })
         .unwrap();
     }
-    w.finish(Completeness {
-        complete: true,
-        exit: None,
-        reasons: vec![],
-    })
-    .unwrap();
+    finish(w);
 }
 
 #[test]
@@ -131,7 +144,6 @@ fn extreme_values_are_analysed_without_panicking() {
     let path = dir.path().join("h.numalens");
     write(&path);
     let profile = Profile::open(&path).unwrap();
-    let what_if = numalens_topology::presets::preset("machine-a").unwrap();
     for options in [
         Options::default(),
         Options {
@@ -140,10 +152,7 @@ fn extreme_values_are_analysed_without_panicking() {
             ..Options::default()
         },
         Options {
-            what_if: Some(WhatIf {
-                name: "machine-a".into(),
-                topology: what_if,
-            }),
+            what_if: Some(machine_a()),
             ..Options::default()
         },
     ] {
@@ -168,12 +177,7 @@ fn zero_counts_of_an_unknown_thread_and_no_threads() {
         object_id: None,
     })
     .unwrap();
-    w.finish(Completeness {
-        complete: true,
-        exit: None,
-        reasons: vec![],
-    })
-    .unwrap();
+    finish(w);
     let profile = Profile::open(&path).unwrap();
     for block_size in [None, Some(2_546_034_989_334_855_680)] {
         let options = Options {
@@ -204,12 +208,7 @@ fn page_runs_whose_bytes_add_up_past_u64() {
         })
         .unwrap();
     }
-    w.finish(Completeness {
-        complete: true,
-        exit: None,
-        reasons: vec![],
-    })
-    .unwrap();
+    finish(w);
     analyze(&Profile::open(&path).unwrap(), &Options::default()).unwrap();
 }
 
@@ -247,17 +246,9 @@ fn a_threads_local_and_remote_counts_add_up_past_u64() {
         })
         .unwrap();
     }
-    w.finish(Completeness {
-        complete: true,
-        exit: None,
-        reasons: vec![],
-    })
-    .unwrap();
+    finish(w);
     let options = Options {
-        what_if: Some(WhatIf {
-            name: "machine-a".into(),
-            topology: numalens_topology::presets::preset("machine-a").unwrap(),
-        }),
+        what_if: Some(machine_a()),
         ..Options::default()
     };
     analyze(&Profile::open(&path).unwrap(), &options).unwrap();
