@@ -1,0 +1,7 @@
+//! placeholder, being written
+use serde::Serialize;
+use crate::layout::Schedule;
+use super::Input;
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct TieringParams {}
+pub(super) fn schedule(input: &Input) -> Schedule { super::first_touch::schedule(input) }

@@ -1,0 +1,430 @@
+//! The what-if simulator: replays a run's accesses, window by window, against a schedule on a
+//! machine, and models the memory time it would take (docs/SIMULATOR.md).
+//!
+//! Per window, each thread's accesses cost their loaded latency divided by the memory-level
+//! parallelism a core sustains; each controller and link moves 64-byte lines at its bandwidth.
+//! The window takes the longest of: the slowest node's threads (CPUs shared when there are more
+//! threads than CPUs), the busiest controller, the busiest link. Loaded latency grows with a
+//! controller's or link's utilisation (an M/D/1 queue, capped at 4× as measured on Opteron
+//! machines under congestion), and utilisation depends on the window's time: the fixed point is
+//! found by bisection. Page moves cost a fixed stall per page plus their bytes on both
+//! controllers and the links between.
+
+use serde::Serialize;
+
+use crate::accesses::{Accesses, Cell};
+use crate::layout::{Move, Schedule};
+use crate::machine::Machine;
+
+/// The model's parameters, with the values the seeds' measurements give.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Model {
+    /// Misses a core keeps in flight: about 10 lets one core saturate a local controller of
+    /// the thesis' machine B, as it measured.
+    pub memory_parallelism: f64,
+    /// Bytes a read moves (one cache line).
+    pub line_bytes: f64,
+    /// Bytes a write moves: the line read for ownership and written back.
+    pub write_bytes: f64,
+    /// Loaded latency at most this many times the unloaded one (~300 → ~1200 cycles on the
+    /// thesis' Opteron machines under congestion).
+    pub max_queueing_factor: f64,
+    /// Stall per migrated page in ns (Carrefour's ~5200 cycles at 2.5 GHz).
+    pub migration_stall_ns: f64,
+}
+
+impl Default for Model {
+    fn default() -> Self {
+        Model {
+            memory_parallelism: 10.0,
+            line_bytes: 64.0,
+            write_bytes: 128.0,
+            max_queueing_factor: 4.0,
+            migration_stall_ns: 2080.0,
+        }
+    }
+}
+
+/// What a schedule gives on a machine.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    /// Accesses served by the accessing thread's own node, over all accesses.
+    pub local_access_ratio: Option<f64>,
+    /// Standard deviation of the controllers' loads over their mean (nodes with memory).
+    pub imbalance: Option<f64>,
+    /// Busiest link's utilisation, at the window where it peaks (0–1).
+    pub max_link_utilisation: f64,
+    /// Mean loaded latency of an access, ns.
+    pub mean_latency_ns: Option<f64>,
+    /// Modelled memory time of the run, seconds.
+    pub modelled_time_s: f64,
+    pub pages_migrated: u64,
+    /// Of `modelled_time_s`, what migrating cost.
+    pub migration_time_s: f64,
+    /// Accesses per memory node (by node position).
+    pub node_accesses: Vec<u64>,
+    /// `traffic[c][m]`: accesses from CPU node `c` to memory node `m`.
+    pub traffic: Vec<Vec<u64>>,
+    /// What limited the run most: `latency`, `controller N` or `link A-B`, by modelled time.
+    pub bound_by: String,
+}
+
+/// Replays `accesses` under `schedule` on `machine`.
+pub fn simulate(
+    accesses: &Accesses,
+    machine: &Machine,
+    schedule: &Schedule,
+    model: &Model,
+) -> Outcome {
+    let mut state = State::new(accesses, machine, schedule);
+    let windows = accesses.windows.cells.len().max(1);
+    let mut totals = Totals::new(machine);
+    for w in 0..windows {
+        let cells = accesses.windows.cells.get(w).map_or(&[][..], |c| &c[..]);
+        let moves = if w == 0 {
+            &[][..]
+        } else {
+            schedule.moves.get(w - 1).map_or(&[][..], |m| &m[..])
+        };
+        let demand = state.window_demand(cells, moves, model);
+        let solved = solve(&demand, machine, model);
+        totals.add(&demand, &solved);
+    }
+    totals.outcome(machine)
+}
+
+/// The placement as it evolves.
+struct State<'a> {
+    accesses: &'a Accesses,
+    machine: &'a Machine,
+    threads: Vec<usize>,
+    pages: Vec<usize>,
+    replicated: Vec<bool>,
+}
+
+/// One window's demand, before time is known.
+struct Demand {
+    /// `counts[t][m]`: accesses of thread `t` to memory node `m`.
+    counts: Vec<Vec<f64>>,
+    controller_bytes: Vec<f64>,
+    link_bytes: Vec<f64>,
+    migrated: u64,
+    threads_active: usize,
+    /// Node position of each thread in this window.
+    thread_node: Vec<usize>,
+}
+
+impl<'a> State<'a> {
+    fn new(accesses: &'a Accesses, machine: &'a Machine, schedule: &Schedule) -> Self {
+        let mut replicated = schedule.initial.replicated.clone();
+        replicated.resize(accesses.pages.len(), false);
+        State {
+            accesses,
+            machine,
+            threads: schedule.initial.thread_node.clone(),
+            pages: schedule.initial.page_node.clone(),
+            replicated,
+        }
+    }
+
+    /// Where an access of thread node `c` to page `p` goes.
+    fn target(&self, page: usize, c: usize, write: bool) -> usize {
+        if self.replicated[page] && !write && self.machine.memory_bytes[c] != Some(0) {
+            return c;
+        }
+        self.pages[page]
+    }
+
+    /// The window's demand: the moves decided at the end of the previous window first (their
+    /// copies), then the window's accesses under the placement they give.
+    fn window_demand(&mut self, cells: &[Cell], moves: &[Move], model: &Model) -> Demand {
+        let n = self.machine.node_count();
+        let threads = self.accesses.threads.len();
+        let mut d = Demand {
+            counts: vec![vec![0.0; n]; threads],
+            controller_bytes: vec![0.0; n],
+            link_bytes: vec![0.0; self.machine.links.len()],
+            migrated: 0,
+            threads_active: 0,
+            thread_node: self.threads.clone(),
+        };
+        let page_bytes = self.accesses.page_size as f64;
+        for m in moves {
+            let from = self.pages[m.page as usize];
+            if from == m.to {
+                continue;
+            }
+            d.migrated += 1;
+            self.pages[m.page as usize] = m.to;
+            d.controller_bytes[from] += page_bytes;
+            d.controller_bytes[m.to] += page_bytes;
+            for &l in &self.machine.routes[from][m.to] {
+                d.link_bytes[l] += page_bytes;
+            }
+        }
+        for cell in cells {
+            let t = cell.thread as usize;
+            let Some(&c) = self.threads.get(t) else {
+                continue;
+            };
+            let page = cell.page as usize;
+            let reads = (cell.reads.saturating_add(cell.other)) as f64;
+            let writes = cell.writes as f64;
+            let read_to = self.target(page, c, false);
+            let write_to = self.target(page, c, true);
+            d.add(self.machine, t, c, read_to, reads, reads * model.line_bytes);
+            d.add(self.machine, t, c, write_to, writes, writes * model.write_bytes);
+        }
+        d.threads_active = d
+            .counts
+            .iter()
+            .filter(|row| row.iter().any(|v| *v > 0.0))
+            .count();
+        d
+    }
+}
+
+impl Demand {
+    fn add(&mut self, machine: &Machine, t: usize, c: usize, m: usize, count: f64, bytes: f64) {
+        if count <= 0.0 {
+            return;
+        }
+        self.counts[t][m] += count;
+        self.controller_bytes[m] += bytes;
+        for &l in &machine.routes[c][m] {
+            self.link_bytes[l] += bytes;
+        }
+    }
+}
+
+/// One window, solved.
+struct Solved {
+    time_ns: f64,
+    /// Σ accesses × loaded latency.
+    latency_sum: f64,
+    link_utilisation: f64,
+    bound: Bound,
+    migration_ns: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Bound {
+    Latency,
+    Controller(usize),
+    Link(usize),
+}
+
+/// M/D/1 waiting time in service times, capped.
+fn queueing(utilisation: f64, cap: f64) -> f64 {
+    let u = utilisation.clamp(0.0, 0.999);
+    (1.0 + u / (2.0 * (1.0 - u))).min(cap)
+}
+
+/// The window's time: the fixed point of time → utilisations → loaded latencies → time.
+fn solve(d: &Demand, machine: &Machine, model: &Model) -> Solved {
+    let n = machine.node_count();
+    let mut bw_time = 0.0f64;
+    let mut bound = Bound::Latency;
+    for m in 0..n {
+        let t = d.controller_bytes[m] / machine.controller_bytes_per_ns[m];
+        if t > bw_time {
+            bw_time = t;
+            bound = Bound::Controller(m);
+        }
+    }
+    for (l, link) in machine.links.iter().enumerate() {
+        let t = d.link_bytes[l] / link.bytes_per_ns;
+        if t > bw_time {
+            bw_time = t;
+            bound = Bound::Link(l);
+        }
+    }
+    let migration_ns = d.migrated as f64 * model.migration_stall_ns / d.threads_active.max(1) as f64;
+    let latency_at = |time: f64| latency_time(d, machine, model, time);
+    // g(T) = max(latency-bound time at T, bandwidth time) falls as T grows (lower utilisation,
+    // shorter queues), so its fixed point lies between these two and bisection finds it.
+    let mut low = bw_time.max(latency_at(f64::INFINITY).0);
+    let mut high = low.max(latency_at(low).0);
+    for _ in 0..60 {
+        if high - low <= 1e-9 * high {
+            break;
+        }
+        let mid = 0.5 * (low + high);
+        if latency_at(mid).0.max(bw_time) > mid {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    let time = high;
+    let (lat, latency_sum) = latency_at(time);
+    if lat >= bw_time {
+        bound = Bound::Latency;
+    }
+    let link_utilisation = machine
+        .links
+        .iter()
+        .enumerate()
+        .map(|(l, link)| d.link_bytes[l] / (link.bytes_per_ns * time.max(f64::MIN_POSITIVE)))
+        .fold(0.0, f64::max)
+        .min(1.0);
+    Solved {
+        time_ns: time + migration_ns,
+        latency_sum,
+        link_utilisation,
+        bound,
+        migration_ns,
+    }
+}
+
+/// (Latency-bound time of the slowest node, Σ accesses × loaded latency) at window time `time`.
+fn latency_time(d: &Demand, machine: &Machine, model: &Model, time: f64) -> (f64, f64) {
+    let n = machine.node_count();
+    let cap = model.max_queueing_factor;
+    let utilisation = |bytes: f64, per_ns: f64| {
+        if time > 0.0 {
+            bytes / (per_ns * time)
+        } else {
+            0.0
+        }
+    };
+    let controller: Vec<f64> = (0..n)
+        .map(|m| {
+            let u = utilisation(d.controller_bytes[m], machine.controller_bytes_per_ns[m]);
+            queueing(u, cap)
+        })
+        .collect();
+    let link: Vec<f64> = machine
+        .links
+        .iter()
+        .enumerate()
+        .map(|(l, lm)| queueing(utilisation(d.link_bytes[l], lm.bytes_per_ns), cap))
+        .collect();
+    let factor = |c: usize, m: usize| {
+        machine.routes[c][m]
+            .iter()
+            .map(|&l| link[l])
+            .fold(controller[m], f64::max)
+    };
+    let mut per_node_sum = vec![0.0; n];
+    let mut per_node_max = vec![0.0f64; n];
+    let mut latency_sum = 0.0;
+    for (t, row) in d.counts.iter().enumerate() {
+        let c = d.thread_node[t];
+        let mut busy = 0.0;
+        for (m, &count) in row.iter().enumerate() {
+            if count > 0.0 {
+                let l = machine.latency_ns[c][m] * factor(c, m);
+                latency_sum += count * l;
+                busy += count * l;
+            }
+        }
+        let busy = busy / model.memory_parallelism;
+        per_node_sum[c] += busy;
+        per_node_max[c] = per_node_max[c].max(busy);
+    }
+    let slowest = (0..n)
+        .map(|c| per_node_max[c].max(per_node_sum[c] / machine.cpus[c].max(1) as f64))
+        .fold(0.0, f64::max);
+    (slowest, latency_sum)
+}
+
+/// Sums over windows.
+struct Totals {
+    local: f64,
+    all: f64,
+    latency_sum: f64,
+    time_ns: f64,
+    migration_ns: f64,
+    link_utilisation: f64,
+    node_accesses: Vec<f64>,
+    traffic: Vec<Vec<f64>>,
+    /// Modelled time per limit.
+    bound_time: Vec<(Bound, f64)>,
+    migrated: u64,
+}
+
+impl Totals {
+    fn new(machine: &Machine) -> Self {
+        let n = machine.node_count();
+        Totals {
+            local: 0.0,
+            all: 0.0,
+            latency_sum: 0.0,
+            time_ns: 0.0,
+            migration_ns: 0.0,
+            link_utilisation: 0.0,
+            node_accesses: vec![0.0; n],
+            traffic: vec![vec![0.0; n]; n],
+            bound_time: Vec::new(),
+            migrated: 0,
+        }
+    }
+
+    fn add(&mut self, d: &Demand, s: &Solved) {
+        for (t, row) in d.counts.iter().enumerate() {
+            let c = d.thread_node[t];
+            for (m, &count) in row.iter().enumerate() {
+                self.traffic[c][m] += count;
+                self.node_accesses[m] += count;
+                self.all += count;
+                if c == m {
+                    self.local += count;
+                }
+            }
+        }
+        self.latency_sum += s.latency_sum;
+        self.time_ns += s.time_ns;
+        self.migration_ns += s.migration_ns;
+        self.migrated += d.migrated;
+        self.link_utilisation = self.link_utilisation.max(s.link_utilisation);
+        match self.bound_time.iter_mut().find(|(b, _)| *b == s.bound) {
+            Some((_, t)) => *t += s.time_ns,
+            None => self.bound_time.push((s.bound, s.time_ns)),
+        }
+    }
+
+    fn outcome(self, machine: &Machine) -> Outcome {
+        let memory = machine.memory_nodes();
+        let loads: Vec<f64> = memory.iter().map(|&m| self.node_accesses[m]).collect();
+        let imbalance = relative_stddev(&loads);
+        let bound = self
+            .bound_time
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or(Bound::Latency, |b| b.0);
+        Outcome {
+            local_access_ratio: (self.all > 0.0).then(|| self.local / self.all),
+            imbalance,
+            max_link_utilisation: self.link_utilisation,
+            mean_latency_ns: (self.all > 0.0).then(|| self.latency_sum / self.all),
+            modelled_time_s: self.time_ns / 1e9,
+            pages_migrated: self.migrated,
+            migration_time_s: self.migration_ns / 1e9,
+            node_accesses: self.node_accesses.iter().map(|v| *v as u64).collect(),
+            traffic: self
+                .traffic
+                .iter()
+                .map(|r| r.iter().map(|v| *v as u64).collect())
+                .collect(),
+            bound_by: match bound {
+                Bound::Latency => "latency".to_string(),
+                Bound::Controller(m) => format!("controller {}", machine.nodes[m]),
+                Bound::Link(l) => format!("link {}-{}", machine.links[l].a, machine.links[l].b),
+            },
+        }
+    }
+}
+
+/// Standard deviation over the mean; `None` without load.
+pub fn relative_stddev(values: &[f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    if mean <= 0.0 {
+        return None;
+    }
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / values.len() as f64;
+    Some(var.sqrt() / mean)
+}
