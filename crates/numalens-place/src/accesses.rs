@@ -38,6 +38,11 @@ pub struct ObjectInfo {
     pub start: u64,
     pub size: u64,
     pub site_key: Option<u64>,
+    /// The allocation site's frames, innermost first, readable (`function (file:line)`, else
+    /// `module+0xoffset`).
+    pub frames: Vec<String>,
+    /// The module a static object belongs to.
+    pub module: Option<String>,
     /// Allocating thread (dense index), when known.
     pub alloc_thread: Option<u32>,
 }
@@ -126,6 +131,9 @@ pub struct Windows {
 pub struct Accesses {
     pub page_size: u64,
     pub source: CountSource,
+    /// Accesses one sample stands for (the samples' median weight; 1 for exact counts): how a
+    /// policy that counts samples (Carrefour's "≥ 2 samples") reads the counts.
+    pub sample_period: u64,
     pub threads: Vec<ThreadInfo>,
     pub objects: Vec<ObjectInfo>,
     /// Sorted by (pid, number).
@@ -175,6 +183,7 @@ impl Accesses {
         Accesses {
             page_size,
             source,
+            sample_period: 1,
             threads,
             objects,
             pages,

@@ -27,8 +27,28 @@ impl Layout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Move {
     pub page: u32,
-    /// Node position.
+    /// Node position (the home; for a replication, where writes keep going).
     pub to: usize,
+    pub kind: MoveKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoveKind {
+    /// The page moves to `to`.
+    Migrate,
+    /// Every node with memory gets a read-only copy; a write collapses the copies back into the
+    /// home (the simulator does that at the first window with a write to the page).
+    Replicate,
+}
+
+impl Move {
+    pub fn migrate(page: u32, to: usize) -> Move {
+        Move {
+            page,
+            to,
+            kind: MoveKind::Migrate,
+        }
+    }
 }
 
 /// What a policy gives: a layout at start, then moves.
@@ -60,9 +80,13 @@ impl Schedule {
     /// The placement after every move.
     pub fn final_layout(&self) -> Layout {
         let mut layout = self.initial.clone();
+        layout.replicated.resize(layout.page_node.len(), false);
         for window in &self.moves {
             for m in window {
                 layout.page_node[m.page as usize] = m.to;
+                if m.kind == MoveKind::Replicate {
+                    layout.replicated[m.page as usize] = true;
+                }
             }
         }
         layout

@@ -13,7 +13,7 @@
 use serde::Serialize;
 
 use crate::accesses::{Accesses, Cell};
-use crate::layout::{Move, Schedule};
+use crate::layout::{Move, MoveKind, Schedule};
 use crate::machine::Machine;
 
 /// The model's parameters, with the values the seeds' measurements give.
@@ -150,16 +150,29 @@ impl<'a> State<'a> {
         };
         let page_bytes = self.accesses.page_size as f64;
         for m in moves {
-            let from = self.pages[m.page as usize];
-            if from == m.to {
-                continue;
-            }
+            let page = m.page as usize;
+            let from = self.pages[page];
+            let copies: Vec<usize> = match m.kind {
+                MoveKind::Migrate if from == m.to => continue,
+                MoveKind::Migrate => vec![m.to],
+                MoveKind::Replicate if self.replicated[page] => continue,
+                MoveKind::Replicate => {
+                    self.replicated[page] = true;
+                    self.machine
+                        .memory_nodes()
+                        .into_iter()
+                        .filter(|&n| n != from)
+                        .collect()
+                }
+            };
             d.migrated += 1;
-            self.pages[m.page as usize] = m.to;
-            d.controller_bytes[from] += page_bytes;
-            d.controller_bytes[m.to] += page_bytes;
-            for &l in &self.machine.routes[from][m.to] {
-                d.link_bytes[l] += page_bytes;
+            self.pages[page] = if m.kind == MoveKind::Migrate { m.to } else { from };
+            for to in copies {
+                d.controller_bytes[from] += page_bytes;
+                d.controller_bytes[to] += page_bytes;
+                for &l in &self.machine.routes[from][to] {
+                    d.link_bytes[l] += page_bytes;
+                }
             }
         }
         for cell in cells {
@@ -170,6 +183,10 @@ impl<'a> State<'a> {
             let page = cell.page as usize;
             let reads = (cell.reads.saturating_add(cell.other)) as f64;
             let writes = cell.writes as f64;
+            if writes > 0.0 && self.replicated[page] {
+                // A write collapses the copies: the page is one page at its home again.
+                self.replicated[page] = false;
+            }
             let read_to = self.target(page, c, false);
             let write_to = self.target(page, c, true);
             d.add(self.machine, t, c, read_to, reads, reads * model.line_bytes);
