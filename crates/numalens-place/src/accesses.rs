@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 /// Where the access counts come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CountSource {
     /// Exact per-thread page counts (`page_stats`, the `inst` backend's exact mode).
@@ -134,6 +134,9 @@ pub struct Accesses {
     /// Accesses one sample stands for (the samples' median weight; 1 for exact counts): how a
     /// policy that counts samples (Carrefour's "≥ 2 samples") reads the counts.
     pub sample_period: u64,
+    /// The windows are per-thread time, not the recording's clock: the recording machine had
+    /// fewer CPUs than the program had threads (see `load.rs`).
+    pub retimed: bool,
     pub threads: Vec<ThreadInfo>,
     pub objects: Vec<ObjectInfo>,
     /// Sorted by (pid, number).
@@ -184,6 +187,7 @@ impl Accesses {
             page_size,
             source,
             sample_period: 1,
+            retimed: false,
             threads,
             objects,
             pages,

@@ -13,6 +13,7 @@ pub mod machine;
 pub mod plan;
 pub mod policies;
 pub mod sim;
+pub mod whatif;
 
 pub use accesses::{Accesses, CountSource};
 pub use error::{PlaceError, Result};
@@ -20,3 +21,4 @@ pub use layout::{Layout, Schedule, ThreadSpread};
 pub use machine::Machine;
 pub use policies::{Params, Policy};
 pub use sim::{Model, Outcome, simulate};
+pub use whatif::{Computed, PolicyResult, WhatIf, what_if};

@@ -88,6 +88,9 @@ pub fn simulate(
         };
         let demand = state.window_demand(cells, moves, model);
         let solved = solve(&demand, machine, model);
+        if std::env::var_os("NL_SIM_DEBUG").is_some() {
+            eprintln!("w{w} t={:.3}ms bound={:?} ctrl={:?} links={:?} counts={:?}", solved.time_ns/1e6, solved.bound, demand.controller_bytes.iter().map(|b| (b/1e6) as u64).collect::<Vec<_>>(), demand.link_bytes.iter().map(|b| (b/1e6) as u64).collect::<Vec<_>>(), demand.counts.iter().map(|r| r.iter().map(|c| (*c/1e3) as u64).collect::<Vec<_>>()).collect::<Vec<_>>());
+        }
         totals.add(&demand, &solved);
     }
     totals.outcome(machine)

@@ -7,5 +7,7 @@ pub mod html;
 mod layout;
 mod printable;
 mod text;
+mod whatif;
 
 pub use text::render_text;
+pub use whatif::render_what_if;

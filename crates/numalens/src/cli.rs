@@ -30,6 +30,10 @@ pub enum Command {
     Recover(RecoverArgs),
     /// Write the aggregated tables of a profile's analysis as CSV or JSON files.
     Export(ExportArgs),
+    /// Predict what each placement policy would give on a NUMA machine, side by side.
+    Simulate(SimulateArgs),
+    /// Write a placement plan (JSON, docs/PLAN.md) made by one policy, for a later run to apply.
+    Plan(PlanArgs),
     /// Run the main job on a bundled example and write a profile.
     Demo(DemoArgs),
     /// C compiler wrapper: builds for `record --backend inst` (e.g. `make CC="numalens cc"`).
@@ -242,6 +246,54 @@ pub struct PlacementArgs {
     /// page).
     #[arg(long, value_name = "BYTES")]
     pub block_size: Option<u64>,
+}
+
+/// What the policies are given: the machine, how threads spread, how time is cut.
+#[derive(Debug, Args)]
+pub struct WhatIfArgs {
+    /// The machine: a preset name (`numalens topology --preset list`) or a topology JSON file
+    /// (default: the recorded machine when it has several nodes, else machine-a).
+    #[arg(long, value_name = "PRESET|FILE")]
+    pub topology: Option<String>,
+    /// Put N threads on each node before the next one (default: spread each process's threads
+    /// evenly over the nodes with CPUs).
+    #[arg(long, value_name = "N")]
+    pub threads_per_node: Option<usize>,
+    /// Length of the windows online policies decide at the end of, in milliseconds (default:
+    /// the run's length / 32, between 1 ms and 1 s).
+    #[arg(long, value_name = "MS")]
+    pub window_ms: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// The profile directory that `numalens record` wrote.
+    #[arg(value_name = "PROFILE")]
+    pub profile: PathBuf,
+    /// Policies to simulate (repeat, or separate with commas; default: all). `first-touch`,
+    /// the reference, is always included. `--policy list` lists them.
+    #[arg(long = "policy", value_name = "POLICY", value_delimiter = ',')]
+    pub policies: Vec<String>,
+    #[command(flatten)]
+    pub what_if: WhatIfArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The profile directory that `numalens record` wrote.
+    #[arg(value_name = "PROFILE")]
+    pub profile: PathBuf,
+    /// The policy that makes the plan (`--policy list` lists them).
+    #[arg(long, value_name = "POLICY")]
+    pub policy: String,
+    #[command(flatten)]
+    pub what_if: WhatIfArgs,
+    /// Where to write the plan.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
 }
 
 /// Formats `numalens export` writes.

@@ -93,7 +93,7 @@ pub fn usage_or_error(e: AnalyzeError) -> anyhow::Error {
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
-fn print_out(text: &str) -> Result<()> {
+pub fn print_out(text: &str) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())

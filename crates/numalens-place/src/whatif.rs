@@ -1,0 +1,216 @@
+//! Every policy on one machine, side by side: what `numalens simulate` prints, the HTML
+//! report's what-if section shows and findings quote.
+
+use serde::{Deserialize, Serialize};
+
+use crate::accesses::{Accesses, CountSource};
+use crate::error::{PlaceError, Result};
+use crate::layout::{Schedule, spread_threads};
+use crate::machine::Machine;
+use crate::policies::{self, Input, OracleReport, Params, Policy};
+use crate::sim::simulate;
+
+/// One policy's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyResult {
+    pub policy: String,
+    pub online: bool,
+    pub local_access_ratio: Option<f64>,
+    pub imbalance: Option<f64>,
+    pub max_link_utilisation: f64,
+    pub mean_latency_ns: Option<f64>,
+    pub modelled_time_s: f64,
+    /// First touch's modelled time over this policy's.
+    pub speedup_vs_first_touch: Option<f64>,
+    pub pages_migrated: u64,
+    pub migration_time_s: f64,
+    pub spilled_pages: u64,
+    pub bound_by: String,
+    pub notes: Vec<String>,
+}
+
+/// The what-if table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WhatIf {
+    pub topology: String,
+    pub nodes: Vec<u32>,
+    pub count_source: CountSource,
+    pub threads: usize,
+    pub pages: usize,
+    pub windows: usize,
+    pub window_s: f64,
+    /// Best first; the oracle, a limit rather than a policy to deploy, last.
+    pub policies: Vec<PolicyResult>,
+    /// The best policy that is not the oracle.
+    pub recommended: Option<String>,
+    pub oracle: Option<OracleReport>,
+    /// What the machine model assumed, and how threads were mapped.
+    pub notes: Vec<String>,
+}
+
+impl WhatIf {
+    pub fn result(&self, policy: Policy) -> Option<&PolicyResult> {
+        self.policies.iter().find(|r| r.policy == policy.name())
+    }
+}
+
+/// The table and the schedules behind it (by policy name, in the table's order).
+#[derive(Debug, Clone)]
+pub struct Computed {
+    pub table: WhatIf,
+    pub schedules: Vec<(String, Schedule)>,
+}
+
+/// Runs `policies` (first-touch always, as the reference) on `machine`.
+pub fn what_if(
+    accesses: &Accesses,
+    machine: &Machine,
+    policies: &[Policy],
+    params: &Params,
+) -> Result<Computed> {
+    if accesses.total() == 0 {
+        let policy = policies
+            .iter()
+            .find(|p| p.needs_counts())
+            .map_or("simulate", |p| p.name());
+        return Err(if accesses.pages.is_empty() {
+            PlaceError::NoAccesses
+        } else {
+            PlaceError::NoCounts {
+                policy: policy.to_string(),
+            }
+        });
+    }
+    let (threads, mut notes) = spread_threads(accesses, machine, params.spread);
+    notes.extend(machine.assumptions.iter().cloned());
+    if accesses.retimed {
+        notes.push(
+            "the recording machine had fewer CPUs than the program had threads: windows are \
+             each thread's own time, as if every thread had had a CPU from the start"
+                .to_string(),
+        );
+    }
+    let input = Input {
+        accesses,
+        machine,
+        threads: &threads,
+        params,
+    };
+    let mut wanted: Vec<Policy> = vec![Policy::FirstTouch];
+    for &p in policies {
+        if !wanted.contains(&p) {
+            wanted.push(p);
+        }
+    }
+    let ask_oracle = wanted.contains(&Policy::Oracle);
+    wanted.retain(|p| *p != Policy::Oracle);
+    let mut schedules = run_all(&input, &wanted)?;
+    let mut oracle = None;
+    if ask_oracle {
+        // The oracle sees every policy, asked for or not, so it is never worse than any.
+        let mut candidates = schedules.clone();
+        let rest: Vec<Policy> = Policy::all()
+            .into_iter()
+            .filter(|p| *p != Policy::Oracle && !wanted.contains(p))
+            .collect();
+        candidates.extend(run_all(&input, &rest)?);
+        let named = candidates
+            .into_iter()
+            .map(|(p, s)| (p.name().to_string(), s))
+            .collect();
+        let (s, report) = policies::oracle_with_candidates(&input, named)?;
+        schedules.push((Policy::Oracle, s));
+        oracle = Some(report);
+    }
+    let mut results: Vec<(PolicyResult, Schedule)> = schedules
+        .into_iter()
+        .map(|(p, s)| (result(accesses, machine, params, p, &s), s))
+        .collect();
+    let first_touch = results[0].0.modelled_time_s;
+    for (r, _) in &mut results {
+        r.speedup_vs_first_touch = (r.modelled_time_s > 0.0).then(|| first_touch / r.modelled_time_s);
+    }
+    results.sort_by(|(a, _), (b, _)| {
+        (a.policy == "oracle")
+            .cmp(&(b.policy == "oracle"))
+            .then(a.modelled_time_s.total_cmp(&b.modelled_time_s))
+            .then(order(&a.policy).cmp(&order(&b.policy)))
+    });
+    let recommended = results
+        .iter()
+        .find(|r| r.0.policy != "oracle")
+        .map(|r| r.0.policy.clone());
+    let schedules = results
+        .iter()
+        .map(|(r, s)| (r.policy.clone(), s.clone()))
+        .collect();
+    let table = WhatIf {
+        topology: machine.name.clone(),
+        nodes: machine.nodes.clone(),
+        count_source: accesses.source,
+        threads: accesses.threads.len(),
+        pages: accesses.pages.len(),
+        windows: accesses.windows.cells.len(),
+        window_s: accesses.windows.length_ns as f64 / 1e9,
+        policies: results.into_iter().map(|r| r.0).collect(),
+        recommended,
+        oracle,
+        notes,
+    };
+    Ok(Computed { table, schedules })
+}
+
+/// Position in the documented list: ties in time go to the simpler policy.
+fn order(name: &str) -> usize {
+    policies::POLICIES
+        .iter()
+        .position(|(_, n, _)| *n == name)
+        .unwrap_or(usize::MAX)
+}
+
+/// Runs policies two at a time (the machine's cores), in order.
+fn run_all(input: &Input, list: &[Policy]) -> Result<Vec<(Policy, Schedule)>> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut out = Vec::new();
+    for chunk in list.chunks(workers.max(1)) {
+        let done: Vec<Result<Schedule>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|&p| scope.spawn(move || policies::run(p, input)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("policies do not panic"))
+                .collect()
+        });
+        for (&p, s) in chunk.iter().zip(done) {
+            out.push((p, s?));
+        }
+    }
+    Ok(out)
+}
+
+fn result(
+    accesses: &Accesses,
+    machine: &Machine,
+    params: &Params,
+    policy: Policy,
+    schedule: &Schedule,
+) -> PolicyResult {
+    let outcome = simulate(accesses, machine, schedule, &params.model);
+    PolicyResult {
+        policy: policy.name().to_string(),
+        online: policy.is_online(),
+        local_access_ratio: outcome.local_access_ratio,
+        imbalance: outcome.imbalance,
+        max_link_utilisation: outcome.max_link_utilisation,
+        mean_latency_ns: outcome.mean_latency_ns,
+        modelled_time_s: outcome.modelled_time_s,
+        speedup_vs_first_touch: None,
+        pages_migrated: outcome.pages_migrated,
+        migration_time_s: outcome.migration_time_s,
+        spilled_pages: schedule.spilled_pages,
+        bound_by: outcome.bound_by.clone(),
+        notes: schedule.notes.clone(),
+    }
+}
