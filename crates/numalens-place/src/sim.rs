@@ -88,9 +88,6 @@ pub fn simulate(
         };
         let demand = state.window_demand(cells, moves, model);
         let solved = solve(&demand, machine, model);
-        if std::env::var_os("NL_SIM_DEBUG").is_some() {
-            eprintln!("w{w} t={:.3}ms bound={:?} ctrl={:?} links={:?} counts={:?}", solved.time_ns/1e6, solved.bound, demand.controller_bytes.iter().map(|b| (b/1e6) as u64).collect::<Vec<_>>(), demand.link_bytes.iter().map(|b| (b/1e6) as u64).collect::<Vec<_>>(), demand.counts.iter().map(|r| r.iter().map(|c| (*c/1e3) as u64).collect::<Vec<_>>()).collect::<Vec<_>>());
-        }
         totals.add(&demand, &solved);
     }
     totals.outcome(machine)
@@ -447,4 +444,205 @@ pub fn relative_stddev(values: &[f64]) -> Option<f64> {
     }
     let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / values.len() as f64;
     Some(var.sqrt() / mean)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::accesses::{CountSource, Page, ThreadInfo, Windows};
+    use crate::layout::Layout;
+    use numalens_topology::presets::preset;
+
+    pub(crate) fn machine(name: &str) -> Machine {
+        Machine::from_topology(&preset(name).unwrap())
+    }
+
+    /// `threads` threads, each reading `per_thread` times each of its own `pages` pages.
+    pub(crate) fn private_pages(threads: u32, pages: u64, per_thread: u64) -> Accesses {
+        let mut cells = Vec::new();
+        let mut list = Vec::new();
+        for t in 0..threads {
+            for i in 0..pages {
+                let page = (t as u64 * pages + i) as u32;
+                list.push(Page {
+                    pid: 1,
+                    number: page as u64,
+                    first_toucher: Some(t),
+                    ..Page::default()
+                });
+                cells.push(Cell {
+                    page,
+                    thread: t,
+                    reads: per_thread,
+                    writes: 0,
+                    other: 0,
+                });
+            }
+        }
+        let threads = (0..threads)
+            .map(|t| ThreadInfo {
+                pid: 1,
+                tid: 100 + t,
+                logical_id: t,
+                name: None,
+            })
+            .collect();
+        let windows = Windows {
+            start_ns: 0,
+            length_ns: 1_000_000_000,
+            cells: vec![cells],
+        };
+        Accesses::from_cells(4096, CountSource::Exact, threads, Vec::new(), list, windows)
+    }
+
+    fn run(a: &Accesses, m: &Machine, threads: Vec<usize>, pages: Vec<usize>, model: &Model) -> Outcome {
+        let s = Schedule::fixed(Layout {
+            thread_node: threads,
+            page_node: pages,
+            replicated: Vec::new(),
+        });
+        simulate(a, m, &s, model)
+    }
+
+    #[test]
+    fn a_remote_access_costs_under_1_4_times_a_local_one_on_the_thesis_machines() {
+        // One thread, pointer chasing (one miss in flight): the latency alone.
+        let chase = Model {
+            memory_parallelism: 1.0,
+            ..Model::default()
+        };
+        for name in ["machine-a", "machine-b", "machine-c"] {
+            let m = machine(name);
+            let a = private_pages(1, 64, 1000);
+            let local = run(&a, &m, vec![0], vec![0; 64], &chase);
+            let near = (1..m.node_count())
+                .min_by(|&x, &y| m.latency_ns[0][x].total_cmp(&m.latency_ns[0][y]))
+                .unwrap();
+            let remote = run(&a, &m, vec![0], vec![near; 64], &chase);
+            let ratio = remote.modelled_time_s / local.modelled_time_s;
+            assert!(ratio > 1.05 && ratio < 1.6, "{name}: remote/local {ratio}");
+            assert_eq!(local.local_access_ratio, Some(1.0));
+            assert_eq!(remote.local_access_ratio, Some(0.0));
+        }
+    }
+
+    #[test]
+    fn machine_b_remote_access_costs_72_cycles_more_unloaded() {
+        let chase = Model {
+            memory_parallelism: 1.0,
+            ..Model::default()
+        };
+        let m = machine("machine-b");
+        let a = private_pages(1, 8, 10);
+        let local = run(&a, &m, vec![0], vec![0; 8], &chase);
+        let remote = run(&a, &m, vec![0], vec![1; 8], &chase);
+        let extra = remote.mean_latency_ns.unwrap() - local.mean_latency_ns.unwrap();
+        // 72 cycles at 1.7 GHz, plus a little queueing of one miss at a time.
+        let cycles = extra * 1.7;
+        assert!((72.0..80.0).contains(&cycles), "{cycles} cycles");
+    }
+
+    #[test]
+    fn one_core_saturates_a_machine_b_controller() {
+        // The thesis: on machine B one core saturates a local memory controller.
+        let m = machine("machine-b");
+        let a = private_pages(1, 64, 1000);
+        let local = run(&a, &m, vec![0], vec![0; 64], &Model::default());
+        let spread = run(&a, &m, vec![0], (0..64).map(|p| p % 4).collect(), &Model::default());
+        assert!(local.modelled_time_s > spread.modelled_time_s, "{local:?} vs {spread:?}");
+        assert_eq!(local.bound_by, "latency");
+    }
+
+    #[test]
+    fn contention_on_one_controller_costs_more_than_remote_latency() {
+        // All threads' memory on one node vs spread: the contention experiment of the thesis.
+        let m = machine("machine-b");
+        let a = private_pages(24, 16, 1000);
+        let threads: Vec<usize> = (0..24).map(|t| t / 6).collect();
+        let one_node = run(&a, &m, threads.clone(), vec![0; 24 * 16], &Model::default());
+        let spread: Vec<usize> = (0..24 * 16).map(|p| p % 4).collect();
+        let balanced = run(&a, &m, threads.clone(), spread, &Model::default());
+        let contention = one_node.modelled_time_s / balanced.modelled_time_s;
+        assert!(contention > 2.0, "contention penalty {contention}");
+        assert!(one_node.imbalance.unwrap() > 1.5);
+        assert!(balanced.imbalance.unwrap() < 0.01);
+        assert_eq!(one_node.bound_by, "controller 0");
+        let local: Vec<usize> = (0..24 * 16).map(|p| threads[p / 16]).collect();
+        let best = run(&a, &m, threads, local, &Model::default());
+        assert!(best.modelled_time_s < balanced.modelled_time_s);
+    }
+
+    #[test]
+    fn one_node_machine_gives_the_same_time_whatever_the_page_placement() {
+        let mut t = preset("machine-b").unwrap();
+        t.nodes.truncate(1);
+        t.cpus.retain(|c| c.node == 0);
+        t.links.clear();
+        t.routes.clear();
+        t.distances = None;
+        if let Some(l) = &mut t.latency {
+            l.values = vec![vec![l.values[0][0]]];
+            l.entry_provenance = None;
+        }
+        let m = Machine::from_topology(&t);
+        let a = private_pages(4, 8, 100);
+        let o = run(&a, &m, vec![0; 4], vec![0; 32], &Model::default());
+        assert_eq!(o.local_access_ratio, Some(1.0));
+        assert_eq!(o.node_accesses, vec![3200]);
+    }
+
+    #[test]
+    fn migrations_cost_time_and_land_in_later_windows() {
+        let m = machine("machine-b");
+        // Enough accesses after the move to pay for it.
+        let mut a = private_pages(1, 4, 100_000);
+        let cells = a.windows.cells[0].clone();
+        a.windows.cells = vec![cells.clone(), cells];
+        let stay = Schedule::fixed(Layout {
+            thread_node: vec![0],
+            page_node: vec![1; 4],
+            replicated: Vec::new(),
+        });
+        let mut moved = stay.clone();
+        moved.moves = vec![(0..4).map(|p| Move::migrate(p, 0)).collect(), Vec::new()];
+        let s = simulate(&a, &m, &stay, &Model::default());
+        let t = simulate(&a, &m, &moved, &Model::default());
+        assert_eq!(t.pages_migrated, 4);
+        assert!(t.migration_time_s > 0.0);
+        assert_eq!(t.local_access_ratio, Some(0.5));
+        assert!(t.modelled_time_s < s.modelled_time_s);
+    }
+
+    #[test]
+    fn replicas_serve_reads_locally_and_collapse_on_a_write() {
+        let m = machine("machine-b");
+        let mut a = private_pages(2, 1, 100);
+        // Both threads read page 0; page 1 unused.
+        for c in &mut a.windows.cells[0] {
+            c.page = 0;
+        }
+        let mut s = Schedule::fixed(Layout {
+            thread_node: vec![0, 1],
+            page_node: vec![0, 0],
+            replicated: vec![true, false],
+        });
+        let o = simulate(&a, &m, &s, &Model::default());
+        assert_eq!(o.local_access_ratio, Some(1.0));
+        a.windows.cells[0][0].writes = 1;
+        s.initial.replicated = vec![true, false];
+        let o = simulate(&a, &m, &s, &Model::default());
+        assert!(o.local_access_ratio.unwrap() < 0.6);
+    }
+
+    #[test]
+    fn results_are_the_same_run_after_run() {
+        let m = machine("machine-c");
+        let a = private_pages(8, 32, 50);
+        let pages: Vec<usize> = (0..256).map(|p| (p * 7) % 8).collect();
+        let threads: Vec<usize> = (0..8).collect();
+        let first = run(&a, &m, threads.clone(), pages.clone(), &Model::default());
+        for _ in 0..3 {
+            assert_eq!(run(&a, &m, threads.clone(), pages.clone(), &Model::default()), first);
+        }
+    }
 }
