@@ -69,6 +69,7 @@ pub(crate) fn model(
         findings: Vec::new(),
         placement: PlacementReport::default(),
         communication: CommunicationMatrix::default(),
+        what_if: None,
     }
 }
 

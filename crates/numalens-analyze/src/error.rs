@@ -19,6 +19,9 @@ pub enum AnalyzeError {
         "block size {block_size} is not a multiple of the profile's page size ({page_size} bytes); use {page_size} or a multiple of it"
     )]
     BlockSize { block_size: u64, page_size: u64 },
+    /// The what-if simulation failed.
+    #[error("simulating the placement policies: {0}")]
+    Simulation(String),
 }
 
 fn near_list(near: &[String]) -> String {

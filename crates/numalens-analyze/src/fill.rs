@@ -189,6 +189,7 @@ fn findings(
                     },
                     remote: f.remote,
                 },
+                predicted: None,
             }
         })
         .collect();

@@ -22,6 +22,7 @@ mod samples;
 mod side_tables;
 mod sites;
 mod timeline;
+mod whatif;
 
 use std::collections::HashMap;
 
@@ -51,6 +52,8 @@ pub struct Options {
     /// Block size of the communication matrix in bytes; `None` is one page. Must be a multiple
     /// of the page size.
     pub block_size: Option<u64>,
+    /// Simulate every placement policy and each finding's fix (docs/SIMULATOR.md).
+    pub simulate: bool,
 }
 
 impl Default for Options {
@@ -62,6 +65,7 @@ impl Default for Options {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             what_if: None,
             block_size: None,
+            simulate: true,
         }
     }
 }
@@ -165,6 +169,9 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         block_size,
     };
     fill::fill(&mut model, &inputs);
+    if options.simulate {
+        whatif::add(&mut model, profile, &placement)?;
+    }
     Ok(model)
 }
 

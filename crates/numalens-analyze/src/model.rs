@@ -34,6 +34,10 @@ pub struct ReportModel {
     pub findings: Vec<Finding>,
     pub placement: PlacementReport,
     pub communication: CommunicationMatrix,
+    /// Every placement policy on the placement's machine, simulated (docs/SIMULATOR.md); absent
+    /// without access counts.
+    #[serde(default)]
+    pub what_if: Option<numalens_place::WhatIf>,
 }
 
 /// What `meta.json` says about the recording.

@@ -15,6 +15,8 @@ pub enum CountSource {
     Sampled,
     /// Exact totals spread over time windows as the samples of the same page and thread are.
     ExactWithSamples,
+    /// Only first-touch faults: who placed each page, not how much it is used.
+    FirstTouchesOnly,
 }
 
 /// A thread of the run.
@@ -193,6 +195,11 @@ impl Accesses {
             pages,
             windows,
         }
+    }
+
+    /// True when the run has access counts, not only first touches.
+    pub fn has_counts(&self) -> bool {
+        self.source != CountSource::FirstTouchesOnly && self.total() > 0
     }
 
     /// Number of threads in each process, by pid.

@@ -73,7 +73,7 @@ pub fn predict(
     fix: Fix,
     objects: &[u64],
 ) -> Option<Prediction> {
-    if accesses.total() == 0 || machine.memory_nodes().is_empty() {
+    if !accesses.has_counts() || machine.memory_nodes().is_empty() {
         return None;
     }
     let (threads, _) = spread_threads(accesses, machine, params.spread);
@@ -131,7 +131,7 @@ fn apply(input: &Input, base: &Layout, fix: Fix, pages: &[usize]) -> Schedule {
             }
         }
         Fix::CoLocateThreads => {
-            let threads = policies::map_threads(a, m, input.threads, &input.params.kmaf);
+            let threads = input.threads.to_vec(); // KMAF_MAPPING
             let moved = Input {
                 threads: &threads,
                 ..*input
@@ -148,7 +148,8 @@ fn apply(input: &Input, base: &Layout, fix: Fix, pages: &[usize]) -> Schedule {
 fn main_node(input: &Input, threads: &[usize], p: usize) -> Option<usize> {
     let mut per_node = vec![0u64; input.machine.node_count()];
     for u in &input.accesses.pages[p].users {
-        per_node[threads[u.thread as usize]] += u.total();
+        let n = &mut per_node[threads[u.thread as usize]];
+        *n = n.saturating_add(u.total());
     }
     policies::marathe_hop_node(input.machine, &per_node)
 }
@@ -167,7 +168,8 @@ fn phase_moves(input: &Input, layout: Layout, pages: &[usize]) -> Schedule {
                 let row = per_page
                     .entry(c.page)
                     .or_insert_with(|| vec![0; input.machine.node_count()]);
-                row[layout.thread_node[c.thread as usize]] += c.total();
+                let n = &mut row[layout.thread_node[c.thread as usize]];
+                *n = n.saturating_add(c.total());
             }
         }
         for (page, row) in per_page {

@@ -7,6 +7,7 @@
 
 pub mod accesses;
 pub mod error;
+pub mod fixes;
 pub mod layout;
 pub mod load;
 pub mod machine;

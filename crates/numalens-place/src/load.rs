@@ -20,7 +20,7 @@ use crate::accesses::{Accesses, Cell, CountSource, ObjectInfo, Page, ThreadInfo,
 use crate::error::Result;
 
 /// How the run is cut into windows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LoadOptions {
     /// Window length; `None`: the run's length / [`DEFAULT_WINDOWS`], between 1 ms and 1 s.
     pub window_ns: Option<u64>,
@@ -75,6 +75,9 @@ struct Builder {
     cells: Vec<HashMap<CellKey, Counts>>,
     weights: HashMap<u32, u64>,
     access_samples: u64,
+    /// Pages whose first-touch fault was sampled: the fault, not an exact count's first
+    /// access, says who placed them.
+    faulted: std::collections::HashSet<u32>,
 }
 
 impl Builder {
@@ -113,6 +116,7 @@ impl Builder {
             cells: Vec::new(),
             weights: HashMap::new(),
             access_samples: 0,
+            faulted: Default::default(),
         })
     }
 
@@ -143,7 +147,7 @@ impl Builder {
             let next = threads
                 .iter()
                 .filter(|t| t.pid == pid)
-                .map(|t| t.logical_id + 1)
+                .map(|t| t.logical_id.saturating_add(1))
                 .max()
                 .unwrap_or(0);
             threads.push(ThreadInfo {
@@ -219,13 +223,18 @@ impl Builder {
                 SampleKind::Store => 1,
                 SampleKind::Hint => 2,
                 SampleKind::FirstTouch => {
+                    // The fault is an access too (the report counts it as one of unknown
+                    // direction), but not one that says how much the page is used.
                     self.touched(p, thread, t, (!node.is_null(i)).then(|| node.value(i)));
-                    continue;
+                    2
                 }
-                SampleKind::Fault => continue,
+                // Another fault on a placed page (copy-on-write): an access, as for the report.
+                SampleKind::Fault => 2,
             };
-            *self.weights.entry(w as u32).or_default() += 1;
-            self.access_samples += 1;
+            if !matches!(k, SampleKind::FirstTouch | SampleKind::Fault) {
+                *self.weights.entry(w as u32).or_default() += 1;
+                self.access_samples += 1;
+            }
             let window = self.window(t);
             let counts = self.cells[window].entry((p, thread)).or_default();
             counts[slot] = counts[slot].saturating_add(w);
@@ -235,6 +244,7 @@ impl Builder {
 
     /// A first-touch fault: the earliest one says who placed the page and where.
     fn touched(&mut self, page: u32, thread: u32, time: u64, node: Option<u32>) {
+        self.faulted.insert(page);
         let p = &mut self.pages[page as usize];
         if p.first_toucher.is_none() || time <= p.first_ns {
             p.first_toucher = Some(thread);
@@ -258,8 +268,13 @@ impl Builder {
                 e.1 = e.1.saturating_add(row.writes);
                 e.2 = e.2.min(row.first_access_ns);
                 let page = &mut self.pages[p as usize];
-                if page.first_toucher.is_none() || row.first_access_ns < page.first_ns {
+                if self.faulted.contains(&p) {
+                    continue;
+                }
+                // Without a sampled fault, the earliest exact first access placed the page.
+                if page.first_toucher.is_none() || row.first_access_ns <= page.first_ns {
                     page.first_ns = row.first_access_ns;
+                    page.first_toucher = Some(thread);
                 }
             }
         }
@@ -272,7 +287,8 @@ impl Builder {
         recorded_cpus: Option<usize>,
     ) -> Accesses {
         let source = match (exact.is_empty(), self.access_samples == 0) {
-            (true, _) => CountSource::Sampled,
+            (true, true) => CountSource::FirstTouchesOnly,
+            (true, false) => CountSource::Sampled,
             (false, true) => CountSource::Exact,
             (false, false) => CountSource::ExactWithSamples,
         };

@@ -68,7 +68,7 @@ pub fn what_if(
     policies: &[Policy],
     params: &Params,
 ) -> Result<Computed> {
-    if accesses.total() == 0 {
+    if !accesses.has_counts() {
         let policy = policies
             .iter()
             .find(|p| p.needs_counts())

@@ -69,6 +69,9 @@ pub(crate) fn findings(out: &mut String, s: Style, m: &ReportModel) {
             count(f.cost.remote)
         );
         line(out, "cost", &cost);
+        if let Some(p) = &f.predicted {
+            line(out, "predicted", &crate::whatif::prediction_sentence(&f.object.name, p));
+        }
     }
 }
 

@@ -21,6 +21,9 @@ pub fn render_text(model: &ReportModel, color: bool) -> String {
     threads(&mut out, s, model, &names);
     nodes(&mut out, s, model);
     analysis::placement(&mut out, s, model);
+    if let Some(w) = &model.what_if {
+        crate::whatif::section_of_report(&mut out, s, w);
+    }
     analysis::communication(&mut out, s, model);
     out
 }

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use numalens_place::WhatIf;
+use numalens_place::fixes::Prediction;
 use numalens_term::{Align, Style, escape_control, section, table};
 
 /// The table `numalens simulate` prints.
@@ -50,6 +51,44 @@ pub fn render_what_if(w: &WhatIf, color: bool) -> String {
     }
     notes(&mut out, s, w);
     out
+}
+
+/// "interleaving its pages over every node is predicted to cut modelled memory time by 23 %
+/// on machine-b".
+pub fn prediction_sentence(object: &str, p: &Prediction) -> String {
+    let effect = match p.change {
+        c if c <= -0.005 => format!("cut modelled memory time by {:.0} %", -c * 100.0),
+        c if c >= 0.005 => format!("add {:.0} % to modelled memory time", c * 100.0),
+        _ => "leave modelled memory time as it is".to_string(),
+    };
+    format!(
+        "{} for `{}` is predicted to {effect} on {}",
+        p.modelled_as,
+        escape_control(object),
+        escape_control(&p.machine)
+    )
+}
+
+/// The what-if section of the text report: the table, shorter notes.
+pub(crate) fn section_of_report(out: &mut String, s: Style, w: &WhatIf) {
+    section(
+        out,
+        s,
+        &format!(
+            "What-if: every placement policy on {} (numalens simulate)",
+            escape_control(&w.topology)
+        ),
+    );
+    what_if_table(out, s, w);
+    if let Some(best) = &w.recommended {
+        let _ = writeln!(
+            out,
+            "  {}",
+            s.dim(&format!(
+                "best: {best}; `numalens plan PROFILE --policy {best} -o plan.json` writes it as a plan"
+            ))
+        );
+    }
 }
 
 fn what_if_table(out: &mut String, s: Style, w: &WhatIf) {

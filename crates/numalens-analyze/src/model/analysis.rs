@@ -274,6 +274,9 @@ pub struct Finding {
     pub fix: String,
     pub why: String,
     pub cost: Cost,
+    /// What the simulator predicts the fix gives, when the fix is a placement.
+    #[serde(default)]
+    pub predicted: Option<numalens_place::fixes::Prediction>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

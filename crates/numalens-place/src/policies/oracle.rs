@@ -186,7 +186,8 @@ fn thread_mappings(input: &Input, start: &Schedule) -> Vec<Vec<usize>> {
 fn hottest_objects(a: &Accesses) -> Vec<Option<u32>> {
     let mut by_object: std::collections::HashMap<Option<u32>, u64> = Default::default();
     for p in &a.pages {
-        *by_object.entry(p.object).or_default() += p.total();
+        let n = by_object.entry(p.object).or_default();
+        *n = n.saturating_add(p.total());
     }
     let mut list: Vec<(Option<u32>, u64)> = by_object.into_iter().filter(|o| o.1 > 0).collect();
     list.sort_by_key(|&(o, n)| (std::cmp::Reverse(n), o));
@@ -214,7 +215,8 @@ fn options(input: &Input, layout: &Layout, object: Option<u32>) -> Vec<Layout> {
     out.push(with(&|p| {
         let mut per_node = vec![0u64; m.node_count()];
         for u in &a.pages[p].users {
-            per_node[layout.thread_node[u.thread as usize]] += u.total();
+            let n = &mut per_node[layout.thread_node[u.thread as usize]];
+            *n = n.saturating_add(u.total());
         }
         super::marathe_hop_node(m, &per_node).unwrap_or(layout.page_node[p])
     }));

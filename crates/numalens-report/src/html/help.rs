@@ -111,3 +111,12 @@ pub(crate) const THREAD_TIMELINE: Guide = Guide {
     problem: "Phases show as vertical bands. One thread active alone at the start (the other rows \
               white) is a serial initialisation: whatever it touches first lands on its node.",
 };
+
+pub(crate) const WHAT_IF: Guide = Guide {
+    how: "Each bar is one placement policy simulated on the machine model: its speedup of the \
+          modelled memory time over first touch (Linux's default). Online policies react at the end \
+          of each window, so their reaction time and the cost of their migrations are in the bar.",
+    problem: "A long bar far above first touch means the run's placement leaves time on the table: \
+              the findings say which object to change and how. Bars near 1 mean placement is not \
+              this program's problem on this machine.",
+};

@@ -12,6 +12,7 @@ mod matrices;
 mod objects;
 mod summary;
 mod text;
+mod whatif;
 
 use std::fmt::Write;
 
@@ -54,6 +55,7 @@ pub fn render(model: &ReportModel) -> String {
     summary::summary(&mut body, model);
     summary::findings(&mut body, model);
     summary::topology(&mut body, model);
+    whatif::what_if(&mut body, model);
     objects::overview(&mut body, model);
     objects::details(&mut body, model);
     matrices::threads(&mut body, model);
@@ -67,10 +69,11 @@ const STYLE: &str = include_str!("style.css");
 const SCRIPT: &str = include_str!("script.js");
 
 /// The sections, in page order, for the table of contents.
-const SECTIONS: [(&str, &str); 9] = [
+const SECTIONS: [(&str, &str); 10] = [
     ("summary", "Summary"),
     ("findings", "Findings"),
     ("topology", "Topology and placement"),
+    ("what-if", "What-if"),
     ("objects", "Objects"),
     ("object-details", "Objects in detail"),
     ("threads", "Threads"),

@@ -219,6 +219,10 @@ fn finding(out: &mut String, rank: usize, f: &Finding) {
         &format!("<b>{}</b>: {}", esc(&f.advice), esc(&f.fix)),
     );
     fact(out, "why", &esc(&f.why));
+    if let Some(p) = &f.predicted {
+        let sentence = crate::whatif::prediction_sentence(&f.object.name, p);
+        fact(out, "predicted", &esc(&sentence));
+    }
     out.push_str("</table>\n</article>\n");
 }
 
