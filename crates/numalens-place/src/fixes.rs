@@ -131,7 +131,7 @@ fn apply(input: &Input, base: &Layout, fix: Fix, pages: &[usize]) -> Schedule {
             }
         }
         Fix::CoLocateThreads => {
-            let threads = input.threads.to_vec(); // KMAF_MAPPING
+            let threads = policies::map_threads(a, m, input.threads, &input.params.kmaf);
             let moved = Input {
                 threads: &threads,
                 ..*input

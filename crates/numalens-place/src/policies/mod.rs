@@ -14,7 +14,7 @@ mod tiering;
 
 pub use carrefour::CarrefourParams;
 pub use interleave::{interleave_nodes, weighted_interleave_weights};
-pub use kmaf::{KmafDecision, KmafParams, kmaf_decide, map_threads};
+pub use kmaf::{KmafDecision, KmafParams, kmaf_decide, locality_move, map_threads};
 pub use marathe::{marathe_hop_node, marathe_uniform_node};
 pub use oracle::{OracleReport, lower_bound_s, with_candidates as oracle_with_candidates};
 pub use spm::SpmParams;

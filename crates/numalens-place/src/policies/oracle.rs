@@ -173,8 +173,13 @@ fn time_of(a: &Accesses, machine: &Machine, layout: &Layout, model: &Model) -> f
 
 fn thread_mappings(input: &Input, start: &Schedule) -> Vec<Vec<usize>> {
     let mut out = vec![start.initial.thread_node.clone()];
-    // KMAF_MAPPING
-    for m in [input.threads.to_vec()] {
+    let kmaf = super::kmaf::map_threads(
+        input.accesses,
+        input.machine,
+        input.threads,
+        &input.params.kmaf,
+    );
+    for m in [input.threads.to_vec(), kmaf] {
         if !out.contains(&m) {
             out.push(m);
         }
