@@ -29,7 +29,13 @@ pub(crate) fn add(model: &mut ReportModel, profile: &Profile, placement: &Placem
     if placement.mode == "what-if"
         && let Some((_, first_touch)) = computed.schedules.iter().find(|(p, _)| p == "first-touch")
     {
-        set_figures(&mut model.placement, &accesses, &machine, first_touch, &params);
+        set_figures(
+            &mut model.placement,
+            &accesses,
+            &machine,
+            first_touch,
+            &params,
+        );
     }
     for finding in &mut model.findings {
         if let Some(fix) = Fix::of_advice(&finding.advice) {
@@ -51,7 +57,11 @@ fn set_figures(
     let outcome = simulate(accesses, machine, first_touch, &params.model);
     let n = machine.node_count();
     let local = (0..n).fold(0u64, |s, i| s.saturating_add(outcome.traffic[i][i]));
-    let all = outcome.traffic.iter().flatten().fold(0u64, |s, v| s.saturating_add(*v));
+    let all = outcome
+        .traffic
+        .iter()
+        .flatten()
+        .fold(0u64, |s, v| s.saturating_add(*v));
     report.local = local;
     report.remote = all.saturating_sub(local);
     report.accesses = all.saturating_add(report.unknown);

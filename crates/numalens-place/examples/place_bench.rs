@@ -37,13 +37,19 @@ fn main() {
 }
 
 fn run_all(pages: u64) {
-    println!("numalens placement benchmark: {pages} pages, {THREADS} threads, {WINDOWS} windows, machine-c");
+    println!(
+        "numalens placement benchmark: {pages} pages, {THREADS} threads, {WINDOWS} windows, machine-c"
+    );
     println!(
         "{:<34} {:>10} {:>12} {:>16} {:>12}",
         "policy", "plan s", "simulate s", "cells/s", "peak RSS MiB"
     );
     for policy in Policy::all() {
-        let pages = if policy == Policy::Oracle { pages / 10 } else { pages };
+        let pages = if policy == Policy::Oracle {
+            pages / 10
+        } else {
+            pages
+        };
         let out = child("plan", &[pages.to_string(), policy.name().to_string()]);
         let f: Vec<f64> = out.split_whitespace().map(|v| v.parse().unwrap()).collect();
         let name = if policy == Policy::Oracle {
@@ -59,13 +65,22 @@ fn run_all(pages: u64) {
     let dir = std::env::temp_dir().join(format!("numalens-place-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     println!("\nload (same pages, more samples: memory must not follow the samples)");
-    println!("{:<34} {:>10} {:>16} {:>12}", "samples", "load s", "samples/s", "peak RSS MiB");
+    println!(
+        "{:<34} {:>10} {:>16} {:>12}",
+        "samples", "load s", "samples/s", "peak RSS MiB"
+    );
     for n in [2_000_000u64, 20_000_000] {
         let path = dir.join(format!("p{n}.numalens"));
         child("write", &[n.to_string(), path.display().to_string()]);
         let out = child("load", &[path.display().to_string()]);
         let f: Vec<f64> = out.split_whitespace().map(|v| v.parse().unwrap()).collect();
-        println!("{:<34} {:>10.2} {:>16.3e} {:>12.0}", n, f[0], n as f64 / f[0], f[1]);
+        println!(
+            "{:<34} {:>10.2} {:>16.3e} {:>12.0}",
+            n,
+            f[0],
+            n as f64 / f[0],
+            f[1]
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -101,16 +116,37 @@ fn synthetic(pages: u64) -> Accesses {
             ..Page::default()
         });
         let w = window.min(WINDOWS - 1);
-        cells[w].push(Cell { page: p as u32, thread: owner, reads: 40, writes: 10, other: 0 });
+        cells[w].push(Cell {
+            page: p as u32,
+            thread: owner,
+            reads: 40,
+            writes: 10,
+            other: 0,
+        });
         if p % 8 == 0 {
             let other = (owner + 1) % THREADS;
-            cells[w].push(Cell { page: p as u32, thread: other, reads: 20, writes: 0, other: 0 });
+            cells[w].push(Cell {
+                page: p as u32,
+                thread: other,
+                reads: 20,
+                writes: 0,
+                other: 0,
+            });
         }
     }
     let threads = (0..THREADS)
-        .map(|t| ThreadInfo { pid: 1, tid: 1000 + t, logical_id: t, name: None })
+        .map(|t| ThreadInfo {
+            pid: 1,
+            tid: 1000 + t,
+            logical_id: t,
+            name: None,
+        })
         .collect();
-    let windows = Windows { start_ns: 0, length_ns: 100_000_000, cells };
+    let windows = Windows {
+        start_ns: 0,
+        length_ns: 100_000_000,
+        cells,
+    };
     Accesses::from_cells(4096, CountSource::Exact, threads, Vec::new(), list, windows)
 }
 
@@ -119,7 +155,12 @@ fn child_plan(pages: u64, policy: &str) {
     let machine = Machine::from_topology(&numalens_topology::presets::preset("machine-c").unwrap());
     let params = Params::default();
     let (threads, _) = spread_threads(&accesses, &machine, params.spread);
-    let input = Input { accesses: &accesses, machine: &machine, threads: &threads, params: &params };
+    let input = Input {
+        accesses: &accesses,
+        machine: &machine,
+        threads: &threads,
+        params: &params,
+    };
     let policy = Policy::from_name(policy).unwrap();
     let start = Instant::now();
     let schedule = policies::run(policy, &input).unwrap();
@@ -129,22 +170,46 @@ fn child_plan(pages: u64, policy: &str) {
     let outcome = simulate(&accesses, &machine, &schedule, &params.model);
     let sim_s = start.elapsed().as_secs_f64();
     std::hint::black_box(outcome);
-    println!("{plan_s} {sim_s} {} {}", cells as f64 / sim_s, peak_rss_mib());
+    println!(
+        "{plan_s} {sim_s} {} {}",
+        cells as f64 / sim_s,
+        peak_rss_mib()
+    );
 }
 
 fn child_write(n: u64, dir: &Path) {
     let meta = Meta::new(
         vec!["place_bench".into()],
-        Backend { name: "synthetic".into(), settings: Default::default() },
-        Host { hostname: "bench".into(), kernel: String::new(), arch: std::env::consts::ARCH.into() },
-        Clock { name: "synthetic".into(), origin_ns: 0 },
+        Backend {
+            name: "synthetic".into(),
+            settings: Default::default(),
+        },
+        Host {
+            hostname: "bench".into(),
+            kernel: String::new(),
+            arch: std::env::consts::ARCH.into(),
+        },
+        Clock {
+            name: "synthetic".into(),
+            origin_ns: 0,
+        },
     );
     let mut writer = ProfileWriter::create(dir, meta).unwrap();
-    let config = SynthConfig { block_bytes: 8 << 20, shared_bytes: 2 << 20, ..SynthConfig::default() };
+    let config = SynthConfig {
+        block_bytes: 8 << 20,
+        shared_bytes: 2 << 20,
+        ..SynthConfig::default()
+    };
     for s in SynthSamples::new(config).take(n as usize) {
         writer.push_sample(s).unwrap();
     }
-    writer.finish(Completeness { complete: true, exit: None, reasons: vec![] }).unwrap();
+    writer
+        .finish(Completeness {
+            complete: true,
+            exit: None,
+            reasons: vec![],
+        })
+        .unwrap();
 }
 
 fn child_load(dir: &Path) {

@@ -33,7 +33,16 @@ pub const DEFAULT_WINDOWS: u64 = 32;
 /// At most this many windows, whatever the window length asked for: memory grows with them.
 pub const MAX_WINDOWS: u64 = 4096;
 
-const COLUMNS: &[&str] = &["time_ns", "pid", "tid", "address", "kind", "weight", "object_id", "node"];
+const COLUMNS: &[&str] = &[
+    "time_ns",
+    "pid",
+    "tid",
+    "address",
+    "kind",
+    "weight",
+    "object_id",
+    "node",
+];
 
 /// Reads the accesses of `profile`.
 pub fn load(profile: &Profile, options: &LoadOptions) -> Result<Accesses> {
@@ -331,8 +340,14 @@ impl Builder {
             cells,
             ..self.windows
         };
-        let mut accesses =
-            Accesses::from_cells(self.page_size, source, self.threads, self.objects, pages, windows);
+        let mut accesses = Accesses::from_cells(
+            self.page_size,
+            source,
+            self.threads,
+            self.objects,
+            pages,
+            windows,
+        );
         accesses.sample_period = sample_period;
         accesses.retimed = oversubscribed;
         accesses

@@ -76,7 +76,11 @@ impl Machine {
                 "memory-controller bandwidth unknown for some nodes: {ASSUMED_CONTROLLER_GBPS} GB/s assumed"
             ));
         }
-        let memory_bytes = topology.nodes.iter().map(|node| node.memory_bytes).collect();
+        let memory_bytes = topology
+            .nodes
+            .iter()
+            .map(|node| node.memory_bytes)
+            .collect();
         let links: Vec<LinkModel> = topology
             .links
             .iter()
@@ -122,7 +126,9 @@ impl Machine {
 
     /// Positions of the nodes with CPUs.
     pub fn cpu_nodes(&self) -> Vec<usize> {
-        (0..self.nodes.len()).filter(|&i| self.cpus[i] > 0).collect()
+        (0..self.nodes.len())
+            .filter(|&i| self.cpus[i] > 0)
+            .collect()
     }
 
     /// Position of node `id`.

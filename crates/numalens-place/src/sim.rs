@@ -166,7 +166,11 @@ impl<'a> State<'a> {
                 }
             };
             d.migrated += 1;
-            self.pages[page] = if m.kind == MoveKind::Migrate { m.to } else { from };
+            self.pages[page] = if m.kind == MoveKind::Migrate {
+                m.to
+            } else {
+                from
+            };
             for to in copies {
                 d.controller_bytes[from] += page_bytes;
                 d.controller_bytes[to] += page_bytes;
@@ -190,7 +194,14 @@ impl<'a> State<'a> {
             let read_to = self.target(page, c, false);
             let write_to = self.target(page, c, true);
             d.add(self.machine, t, c, read_to, reads, reads * model.line_bytes);
-            d.add(self.machine, t, c, write_to, writes, writes * model.write_bytes);
+            d.add(
+                self.machine,
+                t,
+                c,
+                write_to,
+                writes,
+                writes * model.write_bytes,
+            );
         }
         d.threads_active = d
             .counts
@@ -256,7 +267,8 @@ fn solve(d: &Demand, machine: &Machine, model: &Model) -> Solved {
             bound = Bound::Link(l);
         }
     }
-    let migration_ns = d.migrated as f64 * model.migration_stall_ns / d.threads_active.max(1) as f64;
+    let migration_ns =
+        d.migrated as f64 * model.migration_stall_ns / d.threads_active.max(1) as f64;
     let latency_at = |time: f64| latency_time(d, machine, model, time);
     // g(T) = max(latency-bound time at T, bandwidth time) falls as T grows (lower utilisation,
     // shorter queues), so its fixed point lies between these two and bisection finds it.
@@ -495,7 +507,13 @@ pub(crate) mod tests {
         Accesses::from_cells(4096, CountSource::Exact, threads, Vec::new(), list, windows)
     }
 
-    fn run(a: &Accesses, m: &Machine, threads: Vec<usize>, pages: Vec<usize>, model: &Model) -> Outcome {
+    fn run(
+        a: &Accesses,
+        m: &Machine,
+        threads: Vec<usize>,
+        pages: Vec<usize>,
+        model: &Model,
+    ) -> Outcome {
         let s = Schedule::fixed(Layout {
             thread_node: threads,
             page_node: pages,
@@ -548,8 +566,17 @@ pub(crate) mod tests {
         let m = machine("machine-b");
         let a = private_pages(1, 64, 1000);
         let local = run(&a, &m, vec![0], vec![0; 64], &Model::default());
-        let spread = run(&a, &m, vec![0], (0..64).map(|p| p % 4).collect(), &Model::default());
-        assert!(local.modelled_time_s > spread.modelled_time_s, "{local:?} vs {spread:?}");
+        let spread = run(
+            &a,
+            &m,
+            vec![0],
+            (0..64).map(|p| p % 4).collect(),
+            &Model::default(),
+        );
+        assert!(
+            local.modelled_time_s > spread.modelled_time_s,
+            "{local:?} vs {spread:?}"
+        );
         assert_eq!(local.bound_by, "latency");
     }
 
@@ -642,7 +669,10 @@ pub(crate) mod tests {
         let threads: Vec<usize> = (0..8).collect();
         let first = run(&a, &m, threads.clone(), pages.clone(), &Model::default());
         for _ in 0..3 {
-            assert_eq!(run(&a, &m, threads.clone(), pages.clone(), &Model::default()), first);
+            assert_eq!(
+                run(&a, &m, threads.clone(), pages.clone(), &Model::default()),
+                first
+            );
         }
     }
 }

@@ -128,7 +128,8 @@ pub fn what_if(
         .collect();
     let first_touch = results[0].0.modelled_time_s;
     for (r, _) in &mut results {
-        r.speedup_vs_first_touch = (r.modelled_time_s > 0.0).then(|| first_touch / r.modelled_time_s);
+        r.speedup_vs_first_touch =
+            (r.modelled_time_s > 0.0).then(|| first_touch / r.modelled_time_s);
     }
     results.sort_by(|(a, _), (b, _)| {
         (a.policy == "oracle")

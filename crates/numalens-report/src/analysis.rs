@@ -70,7 +70,11 @@ pub(crate) fn findings(out: &mut String, s: Style, m: &ReportModel) {
         );
         line(out, "cost", &cost);
         if let Some(p) = &f.predicted {
-            line(out, "predicted", &crate::whatif::prediction_sentence(&f.object.name, p));
+            line(
+                out,
+                "predicted",
+                &crate::whatif::prediction_sentence(&f.object.name, p),
+            );
         }
     }
 }

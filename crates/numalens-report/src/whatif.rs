@@ -122,7 +122,8 @@ fn what_if_table(out: &mut String, s: Style, w: &WhatIf) {
                 percent(r.local_access_ratio),
                 percent(r.imbalance),
                 format!("{:.0} %", r.max_link_utilisation * 100.0),
-                r.mean_latency_ns.map_or("-".into(), |v| format!("{v:.0} ns")),
+                r.mean_latency_ns
+                    .map_or("-".into(), |v| format!("{v:.0} ns")),
                 r.pages_migrated.to_string(),
                 r.bound_by.clone(),
             ]

@@ -140,7 +140,10 @@ pub(super) fn schedule(input: &Input) -> Schedule {
     for cells in &a.windows.cells {
         let metrics = metrics(input, cells, &st.current);
         let g = gates(&metrics, p, input.machine);
-        for (i, on) in [g.enabled, g.replicate, g.interleave, g.migrate].iter().enumerate() {
+        for (i, on) in [g.enabled, g.replicate, g.interleave, g.migrate]
+            .iter()
+            .enumerate()
+        {
             counts[i] += usize::from(*on);
         }
         moves.push(if g.enabled {
@@ -185,8 +188,16 @@ fn metrics(input: &Input, cells: &[Cell], current: &[usize]) -> Metrics {
         maptu: all / (a.windows.length_ns.max(1) as f64 / 1000.0),
         lar: if all > 0.0 { local / all } else { 1.0 },
         imbalance: crate::sim::relative_stddev(&memory).unwrap_or(0.0),
-        read_ratio: if reads + writes > 0.0 { reads / (reads + writes) } else { 0.0 },
-        memory_use: if total_memory > 0 { used / total_memory as f64 } else { 0.0 },
+        read_ratio: if reads + writes > 0.0 {
+            reads / (reads + writes)
+        } else {
+            0.0
+        },
+        memory_use: if total_memory > 0 {
+            used / total_memory as f64
+        } else {
+            0.0
+        },
     }
 }
 
@@ -227,7 +238,11 @@ fn round(input: &Input, cells: &[Cell], g: &Gates, st: &mut State) -> Vec<Move> 
         let here = st.current[page as usize];
         if g.replicate && seen.len() > 1 && r.writes == 0 && !st.never_replicate.contains(&page) {
             if st.replicated.insert(page) {
-                out.push(Move { page, to: here, kind: MoveKind::Replicate });
+                out.push(Move {
+                    page,
+                    to: here,
+                    kind: MoveKind::Replicate,
+                });
             }
             continue;
         }
@@ -271,7 +286,13 @@ mod tests {
     }
 
     fn metrics(maptu: f64, lar: f64, imbalance: f64, rr: f64, use_: f64) -> Metrics {
-        Metrics { maptu, lar, imbalance, read_ratio: rr, memory_use: use_ }
+        Metrics {
+            maptu,
+            lar,
+            imbalance,
+            read_ratio: rr,
+            memory_use: use_,
+        }
     }
 
     #[test]
@@ -294,29 +315,56 @@ mod tests {
         assert!(!on(0.9, 0.0, 0.5, 0.5).enabled);
         // Twice machine A's bandwidth: twice the threshold.
         let mut big = m.clone();
-        big.controller_bytes_per_ns.iter_mut().for_each(|b| *b *= 2.0);
+        big.controller_bytes_per_ns
+            .iter_mut()
+            .for_each(|b| *b *= 2.0);
         assert!(!gates(&metrics(99.0, 0.5, 0.5, 0.5, 0.5), &p, &big).enabled);
     }
 
     /// 4 threads on machine-a's 4 nodes; pages touched by thread 0 (node 0).
     fn run(cells: Vec<Vec<Cell>>, pages: u32, length_ns: u64) -> (Accesses, Schedule) {
         let list = (0..pages)
-            .map(|p| Page { pid: 1, number: p as u64, first_toucher: Some(0), ..Page::default() })
+            .map(|p| Page {
+                pid: 1,
+                number: p as u64,
+                first_toucher: Some(0),
+                ..Page::default()
+            })
             .collect();
         let threads = (0..4)
-            .map(|t| ThreadInfo { pid: 1, tid: 10 + t, logical_id: t, name: None })
+            .map(|t| ThreadInfo {
+                pid: 1,
+                tid: 10 + t,
+                logical_id: t,
+                name: None,
+            })
             .collect();
-        let windows = Windows { start_ns: 0, length_ns, cells };
+        let windows = Windows {
+            start_ns: 0,
+            length_ns,
+            cells,
+        };
         let a = Accesses::from_cells(4096, CountSource::Exact, threads, Vec::new(), list, windows);
         let m = machine();
         let params = Params::default();
-        let input = Input { accesses: &a, machine: &m, threads: &[0, 1, 2, 3], params: &params };
+        let input = Input {
+            accesses: &a,
+            machine: &m,
+            threads: &[0, 1, 2, 3],
+            params: &params,
+        };
         let s = schedule(&input);
         (a, s)
     }
 
     fn c(page: u32, thread: u32, reads: u64, writes: u64) -> Cell {
-        Cell { page, thread, reads, writes, other: 0 }
+        Cell {
+            page,
+            thread,
+            reads,
+            writes,
+            other: 0,
+        }
     }
 
     #[test]
@@ -336,7 +384,14 @@ mod tests {
         let (_, s) = run(vec![w], 4, 1_000_000);
         let moves = &s.moves[0];
         assert!(moves.contains(&Move::migrate(0, 1)), "{moves:?}");
-        assert!(moves.contains(&Move { page: 1, to: 0, kind: MoveKind::Replicate }), "{moves:?}");
+        assert!(
+            moves.contains(&Move {
+                page: 1,
+                to: 0,
+                kind: MoveKind::Replicate
+            }),
+            "{moves:?}"
+        );
         assert!(!moves.iter().any(|m| m.page == 3), "{moves:?}");
     }
 
@@ -377,7 +432,12 @@ mod tests {
         let m = machine();
         let ft = crate::policies::run(
             crate::policies::Policy::FirstTouch,
-            &Input { accesses: &a, machine: &m, threads: &[0, 1, 2, 3], params: &Params::default() },
+            &Input {
+                accesses: &a,
+                machine: &m,
+                threads: &[0, 1, 2, 3],
+                params: &Params::default(),
+            },
         )
         .unwrap();
         let before = simulate(&a, &m, &ft, &Model::default());

@@ -8,7 +8,12 @@ use super::Input;
 
 pub(super) fn schedule(input: &Input) -> Schedule {
     let mut layout = layout(input);
-    let spilled = fit_capacity(&mut layout, input.accesses, input.machine, SpillOrder::LatestTouched);
+    let spilled = fit_capacity(
+        &mut layout,
+        input.accesses,
+        input.machine,
+        SpillOrder::LatestTouched,
+    );
     let mut s = Schedule::fixed(layout);
     s.spilled_pages = spilled;
     s

@@ -27,7 +27,12 @@ pub(super) fn schedule(input: &Input, weighted: bool) -> Schedule {
         page_node,
         replicated: Vec::new(),
     };
-    let spilled = fit_capacity(&mut layout, input.accesses, input.machine, SpillOrder::Coldest);
+    let spilled = fit_capacity(
+        &mut layout,
+        input.accesses,
+        input.machine,
+        SpillOrder::Coldest,
+    );
     let mut s = Schedule::fixed(layout);
     s.spilled_pages = spilled;
     if weighted {

@@ -174,7 +174,9 @@ fn greedy_groups(comm: &[Vec<u64>], sizes: &[usize]) -> Vec<Vec<usize>> {
                 free.iter().position(|f| *f)
             } else {
                 (0..comm.len()).filter(|&c| free[c]).max_by_key(|&c| {
-                    let with: u64 = group.iter().fold(0u64, |s, &g| s.saturating_add(comm[c][g]));
+                    let with: u64 = group
+                        .iter()
+                        .fold(0u64, |s, &g| s.saturating_add(comm[c][g]));
                     (with, std::cmp::Reverse(c))
                 })
             };
@@ -204,7 +206,11 @@ fn place_groups(
         })
     };
     let talk: Vec<Vec<u64>> = (0..g)
-        .map(|a| (0..g).map(|b| if a == b { 0 } else { between(a, b) }).collect())
+        .map(|a| {
+            (0..g)
+                .map(|b| if a == b { 0 } else { between(a, b) })
+                .collect()
+        })
         .collect();
     let mut placed: Vec<Option<usize>> = vec![None; g];
     let mut free_nodes: Vec<usize> = nodes.to_vec();
@@ -255,7 +261,12 @@ fn numa_vector(a: &Accesses, machine: &Machine, threads: &[usize], p: usize) -> 
 }
 
 pub(super) fn schedule(input: &Input) -> Schedule {
-    let threads = map_threads(input.accesses, input.machine, input.threads, &input.params.kmaf);
+    let threads = map_threads(
+        input.accesses,
+        input.machine,
+        input.threads,
+        &input.params.kmaf,
+    );
     let mapped = Input {
         threads: &threads,
         ..*input
@@ -270,7 +281,12 @@ pub(super) fn schedule(input: &Input) -> Schedule {
             KmafDecision::None => {}
         }
     }
-    let spilled = fit_capacity(&mut layout, input.accesses, input.machine, SpillOrder::Coldest);
+    let spilled = fit_capacity(
+        &mut layout,
+        input.accesses,
+        input.machine,
+        SpillOrder::Coldest,
+    );
     let mut s = Schedule::fixed(layout);
     s.spilled_pages = spilled;
     if threads != input.threads {
@@ -279,8 +295,9 @@ pub(super) fn schedule(input: &Input) -> Schedule {
             .zip(input.threads)
             .filter(|(a, b)| a != b)
             .count();
-        s.notes
-            .push(format!("threads mapped by communication: {moved} moved from the default spread"));
+        s.notes.push(format!(
+            "threads mapped by communication: {moved} moved from the default spread"
+        ));
     }
     s
 }
@@ -352,19 +369,26 @@ mod tests {
             let max = (threshold * sum as f64) as u64 - 10;
             nv[0] = max;
             let rest = sum - max;
-            for i in 1..n {
-                nv[i] = rest / (n as u64 - 1);
-            }
-            assert_eq!(kmaf_decide(&nv, 13, &memory, &p), KmafDecision::Balance(13 % n), "N={n}");
+            nv[1..].fill(rest / (n as u64 - 1));
+            assert_eq!(
+                kmaf_decide(&nv, 13, &memory, &p),
+                KmafDecision::Balance(13 % n),
+                "N={n}"
+            );
             // Just above (and below min_locality): none.
             let max = (threshold * sum as f64) as u64 + 10;
             nv[0] = max;
-            for i in 1..n {
-                nv[i] = (sum - max) / (n as u64 - 1);
-            }
-            assert_eq!(kmaf_decide(&nv, 13, &memory, &p), KmafDecision::None, "N={n}");
+            nv[1..].fill((sum - max) / (n as u64 - 1));
+            assert_eq!(
+                kmaf_decide(&nv, 13, &memory, &p),
+                KmafDecision::None,
+                "N={n}"
+            );
             // A uniform page with sum <= N: none.
-            assert_eq!(kmaf_decide(&vec![1; n], 13, &memory, &p), KmafDecision::None);
+            assert_eq!(
+                kmaf_decide(&vec![1; n], 13, &memory, &p),
+                KmafDecision::None
+            );
         }
     }
 
@@ -373,29 +397,60 @@ mod tests {
         let p = KmafParams::default();
         let memory = [0, 1];
         assert_eq!(kmaf_decide(&[2, 8], 0, &memory, &p), KmafDecision::None);
-        assert_eq!(kmaf_decide(&[2, 9], 0, &memory, &p), KmafDecision::Locality(1));
+        assert_eq!(
+            kmaf_decide(&[2, 9], 0, &memory, &p),
+            KmafDecision::Locality(1)
+        );
         // Above 80 % but max not above 2·max2 + 1.
-        assert_eq!(kmaf_decide(&[1, 5], 0, &memory, &p), KmafDecision::Locality(1));
+        assert_eq!(
+            kmaf_decide(&[1, 5], 0, &memory, &p),
+            KmafDecision::Locality(1)
+        );
         let looser = KmafParams {
             min_locality: 0.7,
             ..p
         };
-        assert_eq!(kmaf_decide(&[1, 3], 0, &memory, &looser), KmafDecision::None);
+        assert_eq!(
+            kmaf_decide(&[1, 3], 0, &memory, &looser),
+            KmafDecision::None
+        );
     }
 
     fn threads(n: u32) -> Vec<ThreadInfo> {
         (0..n)
-            .map(|t| ThreadInfo { pid: 1, tid: 10 + t, logical_id: t, name: None })
+            .map(|t| ThreadInfo {
+                pid: 1,
+                tid: 10 + t,
+                logical_id: t,
+                name: None,
+            })
             .collect()
     }
 
     fn accesses(pages: Vec<Page>, cells: Vec<Cell>, n: u32) -> Accesses {
-        let windows = Windows { start_ns: 0, length_ns: 1_000_000_000, cells: vec![cells] };
-        Accesses::from_cells(4096, CountSource::Exact, threads(n), Vec::new(), pages, windows)
+        let windows = Windows {
+            start_ns: 0,
+            length_ns: 1_000_000_000,
+            cells: vec![cells],
+        };
+        Accesses::from_cells(
+            4096,
+            CountSource::Exact,
+            threads(n),
+            Vec::new(),
+            pages,
+            windows,
+        )
     }
 
     fn cell(page: u32, thread: u32, reads: u64) -> Cell {
-        Cell { page, thread, reads, writes: 0, other: 0 }
+        Cell {
+            page,
+            thread,
+            reads,
+            writes: 0,
+            other: 0,
+        }
     }
 
     #[test]
@@ -406,7 +461,12 @@ mod tests {
         for (i, (x, y)) in [(0, 4), (1, 5), (2, 6), (3, 7)].into_iter().enumerate() {
             for k in 0..4u32 {
                 let page = i as u32 * 4 + k;
-                pages.push(Page { pid: 1, number: page as u64, first_toucher: Some(x), ..Page::default() });
+                pages.push(Page {
+                    pid: 1,
+                    number: page as u64,
+                    first_toucher: Some(x),
+                    ..Page::default()
+                });
                 cells.push(cell(page, x, 1000));
                 cells.push(cell(page, y, 1000));
             }
@@ -417,7 +477,10 @@ mod tests {
         for (x, y) in [(0, 4), (1, 5), (2, 6), (3, 7)] {
             assert_eq!(mapped[x], mapped[y], "{mapped:?}");
         }
-        assert_eq!(map_threads(&a, &m, &default, &KmafParams::default()), mapped);
+        assert_eq!(
+            map_threads(&a, &m, &default, &KmafParams::default()),
+            mapped
+        );
     }
 
     #[test]
@@ -427,25 +490,44 @@ mod tests {
         let mut cells = Vec::new();
         // Pages 0-3: touched by thread 0, used by thread t = page.
         for p in 0..4u32 {
-            pages.push(Page { pid: 1, number: p as u64, first_toucher: Some(0), ..Page::default() });
+            pages.push(Page {
+                pid: 1,
+                number: p as u64,
+                first_toucher: Some(0),
+                ..Page::default()
+            });
             cells.push(cell(p, 0, 1));
             if p > 0 {
                 cells.push(cell(p, p, 100));
             }
         }
         // Page 4 (number 6): every thread alike.
-        pages.push(Page { pid: 1, number: 6, first_toucher: Some(0), ..Page::default() });
+        pages.push(Page {
+            pid: 1,
+            number: 6,
+            first_toucher: Some(0),
+            ..Page::default()
+        });
         for t in 0..4 {
             cells.push(cell(4, t, 100));
         }
         let a = accesses(pages, cells, 4);
-        let params = Params { kmaf: KmafParams { map_threads: false, ..KmafParams::default() }, ..Params::default() };
+        let params = Params {
+            kmaf: KmafParams {
+                map_threads: false,
+                ..KmafParams::default()
+            },
+            ..Params::default()
+        };
         let (threads, _) = spread_threads(&a, &m, params.spread);
-        let input = Input { accesses: &a, machine: &m, threads: &threads, params: &params };
+        let input = Input {
+            accesses: &a,
+            machine: &m,
+            threads: &threads,
+            params: &params,
+        };
         let s = schedule(&input);
-        for p in 1..4 {
-            assert_eq!(s.initial.page_node[p], threads[p], "page {p}");
-        }
+        assert_eq!(&s.initial.page_node[1..4], &threads[1..4]);
         assert_eq!(s.initial.page_node[4], 6 % 4);
         let online = online_schedule(&input);
         assert_eq!(online.moves[0].len(), 4);

@@ -31,7 +31,12 @@ pub(super) fn schedule(input: &Input, hop: bool) -> Schedule {
             layout.page_node[p] = node;
         }
     }
-    let spilled = fit_capacity(&mut layout, input.accesses, input.machine, SpillOrder::Coldest);
+    let spilled = fit_capacity(
+        &mut layout,
+        input.accesses,
+        input.machine,
+        SpillOrder::Coldest,
+    );
     let mut s = Schedule::fixed(layout);
     s.spilled_pages = spilled;
     s
@@ -95,7 +100,11 @@ mod tests {
     fn eq2_reduces_to_eq1_when_remote_latency_is_uniform() {
         let m = Machine::from_topology(&preset("machine-b").unwrap());
         for rw in [[3, 1, 0, 2], [0, 0, 7, 1], [5, 5, 1, 0]] {
-            assert_eq!(marathe_hop_node(&m, &rw), marathe_uniform_node(&m, &rw), "{rw:?}");
+            assert_eq!(
+                marathe_hop_node(&m, &rw),
+                marathe_uniform_node(&m, &rw),
+                "{rw:?}"
+            );
         }
     }
 }

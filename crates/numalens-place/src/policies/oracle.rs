@@ -95,7 +95,7 @@ pub fn with_candidates(
 
 fn with_note(mut s: Schedule, r: &OracleReport) -> Schedule {
     s.notes.push(format!(
-        "{} search over {} placements, best: {}; no placement can take less than {:.3e} s",
+        "{}: {} placements tried, best from {}; no placement can take less than {:.3e} s",
         r.method, r.evaluated, r.started_from, r.lower_bound_s
     ));
     s
@@ -133,7 +133,10 @@ fn exhaustive(input: &Input, memory: &[usize]) -> (Schedule, u64) {
             break;
         }
     }
-    (best.map(|b| b.0).expect("one assignment at least"), evaluated)
+    (
+        best.map(|b| b.0).expect("one assignment at least"),
+        evaluated,
+    )
 }
 
 /// Object-by-object search from `start`'s final layout, under the start's thread mapping and
@@ -196,14 +199,19 @@ fn hottest_objects(a: &Accesses) -> Vec<Option<u32>> {
     }
     let mut list: Vec<(Option<u32>, u64)> = by_object.into_iter().filter(|o| o.1 > 0).collect();
     list.sort_by_key(|&(o, n)| (std::cmp::Reverse(n), o));
-    list.into_iter().take(SEARCHED_OBJECTS).map(|o| o.0).collect()
+    list.into_iter()
+        .take(SEARCHED_OBJECTS)
+        .map(|o| o.0)
+        .collect()
 }
 
 /// The layouts to try for one object's pages.
 fn options(input: &Input, layout: &Layout, object: Option<u32>) -> Vec<Layout> {
     let a = input.accesses;
     let m = input.machine;
-    let pages: Vec<usize> = (0..a.pages.len()).filter(|&p| a.pages[p].object == object).collect();
+    let pages: Vec<usize> = (0..a.pages.len())
+        .filter(|&p| a.pages[p].object == object)
+        .collect();
     let memory = m.memory_nodes();
     let mut out = Vec::new();
     let with = |f: &dyn Fn(usize) -> usize| {
@@ -216,7 +224,9 @@ fn options(input: &Input, layout: &Layout, object: Option<u32>) -> Vec<Layout> {
     for &node in &memory {
         out.push(with(&|_| node));
     }
-    out.push(with(&|p| memory[(a.pages[p].number % memory.len() as u64) as usize]));
+    out.push(with(&|p| {
+        memory[(a.pages[p].number % memory.len() as u64) as usize]
+    }));
     out.push(with(&|p| {
         let mut per_node = vec![0u64; m.node_count()];
         for u in &a.pages[p].users {
@@ -242,7 +252,10 @@ fn options(input: &Input, layout: &Layout, object: Option<u32>) -> Vec<Layout> {
 /// CPUs shared, and (b) every byte spread over all controllers at once.
 pub fn lower_bound_s(a: &Accesses, machine: &Machine, model: &Model) -> f64 {
     let memory = machine.memory_nodes();
-    let total_bw: f64 = memory.iter().map(|&m| machine.controller_bytes_per_ns[m]).sum();
+    let total_bw: f64 = memory
+        .iter()
+        .map(|&m| machine.controller_bytes_per_ns[m])
+        .sum();
     let best_latency = |c: usize| {
         memory
             .iter()
@@ -256,8 +269,8 @@ pub fn lower_bound_s(a: &Accesses, machine: &Machine, model: &Model) -> f64 {
         let mut bytes = 0.0;
         for c in cells {
             per_thread[c.thread as usize] += c.total() as f64;
-            bytes += (c.reads + c.other) as f64 * model.line_bytes
-                + c.writes as f64 * model.write_bytes;
+            bytes +=
+                (c.reads + c.other) as f64 * model.line_bytes + c.writes as f64 * model.write_bytes;
         }
         // The fastest any thread can be: on the node with the lowest local latency, alone.
         let fastest = cpu_nodes
@@ -266,8 +279,8 @@ pub fn lower_bound_s(a: &Accesses, machine: &Machine, model: &Model) -> f64 {
             .fold(f64::INFINITY, f64::min);
         let cpus: usize = cpu_nodes.iter().map(|&c| machine.cpus[c]).sum();
         let work: f64 = per_thread.iter().sum::<f64>() * fastest / model.memory_parallelism;
-        let slowest_thread = per_thread.iter().copied().fold(0.0, f64::max) * fastest
-            / model.memory_parallelism;
+        let slowest_thread =
+            per_thread.iter().copied().fold(0.0, f64::max) * fastest / model.memory_parallelism;
         let latency = slowest_thread.max(work / cpus.max(1) as f64);
         total += latency.max(bytes / total_bw);
     }

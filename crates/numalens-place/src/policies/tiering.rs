@@ -129,7 +129,12 @@ impl Tiers {
     }
 
     /// Promotions (with demotions to make room) for this window: (moves, promoted, demoted).
-    fn rebalance(&mut self, input: &Input, fast: &[usize], slow: &[usize]) -> (Vec<Move>, u64, u64) {
+    fn rebalance(
+        &mut self,
+        input: &Input,
+        fast: &[usize],
+        slow: &[usize],
+    ) -> (Vec<Move>, u64, u64) {
         let p = &input.params.tiering;
         let hot = self.hot.clone();
         let heat = |page: &u32| hot.get(page).copied().unwrap_or(0.0);
@@ -189,19 +194,52 @@ mod tests {
     use numalens_topology::presets::preset;
 
     fn c(page: u32, reads: u64) -> Cell {
-        Cell { page, thread: 0, reads, writes: 0, other: 0 }
+        Cell {
+            page,
+            thread: 0,
+            reads,
+            writes: 0,
+            other: 0,
+        }
     }
 
     /// 8 pages, the fast node holds 4; pages 0-3 touched first (fast), 4-7 spill to CXL.
     fn run(machine: &Machine, cells: Vec<Vec<Cell>>) -> (Accesses, Schedule) {
         let pages = (0..8)
-            .map(|p| Page { pid: 1, number: p, first_toucher: Some(0), first_ns: p, ..Page::default() })
+            .map(|p| Page {
+                pid: 1,
+                number: p,
+                first_toucher: Some(0),
+                first_ns: p,
+                ..Page::default()
+            })
             .collect();
-        let threads = vec![ThreadInfo { pid: 1, tid: 1, logical_id: 0, name: None }];
-        let windows = Windows { start_ns: 0, length_ns: 1_000_000, cells };
-        let a = Accesses::from_cells(4096, CountSource::Exact, threads, Vec::new(), pages, windows);
+        let threads = vec![ThreadInfo {
+            pid: 1,
+            tid: 1,
+            logical_id: 0,
+            name: None,
+        }];
+        let windows = Windows {
+            start_ns: 0,
+            length_ns: 1_000_000,
+            cells,
+        };
+        let a = Accesses::from_cells(
+            4096,
+            CountSource::Exact,
+            threads,
+            Vec::new(),
+            pages,
+            windows,
+        );
         let params = Params::default();
-        let s = schedule(&Input { accesses: &a, machine, threads: &[0], params: &params });
+        let s = schedule(&Input {
+            accesses: &a,
+            machine,
+            threads: &[0],
+            params: &params,
+        });
         (a, s)
     }
 
@@ -234,11 +272,19 @@ mod tests {
         let params = Params::default();
         let ft = crate::policies::run(
             crate::policies::Policy::FirstTouch,
-            &Input { accesses: &a, machine: &m, threads: &[0], params: &params },
+            &Input {
+                accesses: &a,
+                machine: &m,
+                threads: &[0],
+                params: &params,
+            },
         )
         .unwrap();
         let model = Model::default();
-        assert!(simulate(&a, &m, &s, &model).modelled_time_s < simulate(&a, &m, &ft, &model).modelled_time_s);
+        assert!(
+            simulate(&a, &m, &s, &model).modelled_time_s
+                < simulate(&a, &m, &ft, &model).modelled_time_s
+        );
     }
 
     #[test]

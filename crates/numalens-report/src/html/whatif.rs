@@ -31,7 +31,7 @@ pub(crate) fn what_if(out: &mut String, m: &ReportModel) {
         w.window_s * 1e3
     );
     let chart = Bars {
-        labels: w.policies.iter().map(|r| label(r)).collect(),
+        labels: w.policies.iter().map(label).collect(),
         values: w
             .policies
             .iter()
@@ -87,7 +87,8 @@ fn table(out: &mut String, w: &WhatIf) {
             pct(r.local_access_ratio),
             pct(r.imbalance),
             r.max_link_utilisation * 100.0,
-            r.mean_latency_ns.map_or("-".into(), |v| format!("{v:.0} ns")),
+            r.mean_latency_ns
+                .map_or("-".into(), |v| format!("{v:.0} ns")),
             r.pages_migrated,
             esc(&r.bound_by)
         );

@@ -3,10 +3,13 @@
 mod demo;
 mod export;
 mod html_target;
+mod plan;
 mod record;
 mod recover;
 mod report;
+mod simulate;
 mod topology;
+mod whatif_setup;
 mod wrapper;
 
 use crate::cli::{Cli, Command};
@@ -18,6 +21,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Report(args) => report::run(args),
         Command::Recover(args) => recover::run(args),
         Command::Export(args) => export::run(args),
+        Command::Simulate(args) => simulate::run(args),
+        Command::Plan(args) => plan::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Cc(args) => wrapper::run(wrapper::Language::C, args),
         Command::Cxx(args) => wrapper::run(wrapper::Language::Cxx, args),

@@ -22,13 +22,20 @@ pub fn run(args: PlanArgs) -> Result<()> {
     check_output(&args.output)?;
     let setup = Setup::new(&args.profile, &args.what_if)?;
     let schedule = schedule(&setup, policy)?;
-    let params = serde_json::to_value(&setup.params)?;
+    let params = policy_parameters(&setup.params, policy)?;
     let source = PlanSource {
         profile: args.profile.display().to_string(),
         command: setup.profile.meta().command.clone(),
         build_ids: build_ids(&setup.profile.meta().command),
     };
-    let mut plan = from_schedule(&setup.accesses, &setup.machine, &schedule, policy, params, source);
+    let mut plan = from_schedule(
+        &setup.accesses,
+        &setup.machine,
+        &schedule,
+        policy,
+        params,
+        source,
+    );
     plan.notes.extend(setup.notes);
     std::fs::write(&args.output, plan.to_json_pretty())
         .with_context(|| format!("cannot write the plan to {}", args.output.display()))?;
@@ -39,6 +46,24 @@ pub fn run(args: PlanArgs) -> Result<()> {
         args.output.display()
     );
     Ok(())
+}
+
+/// The parameters the policy used: its own and the simulator's.
+fn policy_parameters(params: &numalens_place::Params, policy: Policy) -> Result<serde_json::Value> {
+    let all = serde_json::to_value(params)?;
+    let own = match policy {
+        Policy::Kmaf | Policy::KmafOnline => Some("kmaf"),
+        Policy::Carrefour => Some("carrefour"),
+        Policy::Spm => Some("spm"),
+        Policy::Tiering => Some("tiering"),
+        _ => None,
+    };
+    let mut out = serde_json::Map::new();
+    if let Some(key) = own {
+        out.insert(key.into(), all[key].clone());
+    }
+    out.insert("model".into(), all["model"].clone());
+    Ok(serde_json::Value::Object(out))
 }
 
 /// The policy's schedule; the oracle's needs every other policy's first.
@@ -73,7 +98,11 @@ fn schedule(setup: &Setup, policy: Policy) -> Result<Schedule> {
 /// Refuses to overwrite anything but an earlier plan.
 fn check_output(path: &Path) -> Result<()> {
     if path.is_dir() {
-        return Err(UsageError(format!("-o {}: is a directory; give a file name", path.display())).into());
+        return Err(UsageError(format!(
+            "-o {}: is a directory; give a file name",
+            path.display()
+        ))
+        .into());
     }
     if let Ok(text) = std::fs::read_to_string(path) {
         if !text.contains("\"plan_version\"") {

@@ -21,8 +21,9 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             .collect::<Result<Vec<_>>>()?
     };
     let setup = Setup::new(&args.profile, &args.what_if)?;
-    let computed = numalens_place::what_if(&setup.accesses, &setup.machine, &policies, &setup.params)
-        .map_err(place_error)?;
+    let computed =
+        numalens_place::what_if(&setup.accesses, &setup.machine, &policies, &setup.params)
+            .map_err(place_error)?;
     let mut table = computed.table;
     table.notes.splice(0..0, setup.notes);
     if args.json {

@@ -17,7 +17,6 @@ pub const DEFAULT_PRESET: &str = "machine-a";
 pub struct Setup {
     pub profile: Profile,
     pub accesses: numalens_place::Accesses,
-    pub topology: Topology,
     pub machine: Machine,
     pub params: Params,
     /// How the machine was chosen, for the output's notes.
@@ -52,7 +51,6 @@ impl Setup {
         Ok(Setup {
             profile,
             accesses,
-            topology,
             machine,
             params,
             notes: vec![note],

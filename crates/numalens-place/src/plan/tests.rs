@@ -1,0 +1,263 @@
+use super::*;
+use crate::accesses::{Cell, CountSource, Page, ThreadInfo, Windows};
+use crate::layout::{Layout, Move};
+use numalens_topology::presets::preset;
+
+fn machine() -> Machine {
+    Machine::from_topology(&preset("machine-b").unwrap())
+}
+
+fn object(id: u64, site: u64, name: &str) -> ObjectInfo {
+    ObjectInfo {
+        id,
+        pid: 7,
+        kind: "heap".into(),
+        name: name.into(),
+        start: 0,
+        size: 0,
+        site_key: Some(site),
+        frames: vec!["make_grid (grid.c:12)".into(), "main (main.c:40)".into()],
+        module: None,
+        alloc_thread: None,
+    }
+}
+
+/// Pages of objects given as (object, first page number, count).
+fn accesses(objects: Vec<ObjectInfo>, spans: &[(u32, u64, u64)]) -> Accesses {
+    let mut pages = Vec::new();
+    let mut cells = Vec::new();
+    for &(o, first, count) in spans {
+        for k in 0..count {
+            cells.push(Cell {
+                page: pages.len() as u32,
+                thread: 0,
+                reads: 10 + o as u64,
+                writes: 0,
+                other: 0,
+            });
+            pages.push(Page {
+                pid: 7,
+                number: first + k,
+                object: Some(o),
+                first_toucher: Some(0),
+                ..Page::default()
+            });
+        }
+    }
+    let threads = vec![
+        ThreadInfo {
+            pid: 7,
+            tid: 7,
+            logical_id: 0,
+            name: None,
+        },
+        ThreadInfo {
+            pid: 7,
+            tid: 8,
+            logical_id: 1,
+            name: None,
+        },
+    ];
+    let windows = Windows {
+        start_ns: 0,
+        length_ns: 1_000_000_000,
+        cells: vec![cells],
+    };
+    Accesses::from_cells(4096, CountSource::Exact, threads, objects, pages, windows)
+}
+
+fn plan(a: &Accesses, page_node: Vec<usize>, replicated: Vec<bool>) -> Plan {
+    let s = Schedule::fixed(Layout {
+        thread_node: vec![0, 1],
+        page_node,
+        replicated,
+    });
+    from_schedule(
+        a,
+        &machine(),
+        &s,
+        Policy::MaratheHop,
+        serde_json::json!({}),
+        PlanSource::default(),
+    )
+}
+
+#[test]
+fn one_node_is_a_bind_and_threads_get_rules() {
+    let a = accesses(vec![object(1, 0xabc, "grid")], &[(0, 100, 4)]);
+    let p = plan(&a, vec![2; 4], vec![]);
+    assert_eq!(p.objects.len(), 1);
+    assert_eq!(p.objects[0].action, Action::Bind { node: 2 });
+    assert_eq!(
+        p.objects[0].identity.site.as_deref(),
+        Some("0x0000000000000abc")
+    );
+    assert_eq!(p.objects[0].identity.frames[0], "make_grid (grid.c:12)");
+    assert_eq!(
+        p.threads[1],
+        ThreadRule {
+            process: 0,
+            logical_id: 1,
+            node: 1
+        }
+    );
+}
+
+#[test]
+fn an_interleaved_object_is_an_interleave_over_its_nodes() {
+    let a = accesses(vec![object(1, 1, "points")], &[(0, 64, 16)]);
+    let nodes: Vec<usize> = (64..80u64).map(|n| (n % 2) as usize * 2).collect();
+    let p = plan(&a, nodes, vec![]);
+    assert_eq!(
+        p.objects[0].action,
+        Action::Interleave {
+            nodes: vec![0, 2],
+            weights: None
+        }
+    );
+}
+
+#[test]
+fn a_mixed_object_gets_page_ranges() {
+    let a = accesses(vec![object(1, 1, "grid")], &[(0, 10, 6)]);
+    let p = plan(&a, vec![0, 0, 0, 3, 3, 1], vec![]);
+    let ranges = vec![
+        PageRange {
+            pages: [0, 2],
+            node: 0,
+        },
+        PageRange {
+            pages: [3, 4],
+            node: 3,
+        },
+        PageRange {
+            pages: [5, 5],
+            node: 1,
+        },
+    ];
+    assert_eq!(p.objects[0].action, Action::Ranges(ranges));
+}
+
+#[test]
+fn instances_of_a_site_merge_and_disagreements_are_noted() {
+    let a = accesses(
+        vec![
+            object(1, 5, "buf"),
+            object(2, 5, "buf"),
+            object(3, 5, "buf"),
+        ],
+        &[(0, 0, 2), (1, 8, 2), (2, 16, 2)],
+    );
+    let p = plan(&a, vec![1, 1, 1, 1, 1, 1], vec![]);
+    assert_eq!(p.objects.len(), 1);
+    assert_eq!(p.objects[0].instances, 3);
+    assert_eq!(p.objects[0].note, None);
+    let p = plan(&a, vec![1, 1, 1, 1, 2, 2], vec![]);
+    // The third instance (most accesses: object index 2 reads 12 per page) wins.
+    assert_eq!(p.objects[0].action, Action::Bind { node: 2 });
+    assert!(
+        p.objects[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .starts_with("2 of 3 instances")
+    );
+}
+
+#[test]
+fn replication_is_advisory() {
+    let a = accesses(vec![object(1, 1, "table")], &[(0, 0, 2)]);
+    let p = plan(&a, vec![0, 0], vec![true, true]);
+    assert_eq!(p.objects[0].action, Action::Replicate {});
+    assert!(
+        p.objects[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .starts_with("advisory")
+    );
+}
+
+#[test]
+fn objects_without_identity_are_counted_as_unplaced() {
+    let mut o = object(1, 1, "anon");
+    o.site_key = None;
+    let a = accesses(vec![o], &[(0, 0, 3)]);
+    let p = plan(&a, vec![0; 3], vec![]);
+    assert!(p.objects.is_empty());
+    assert_eq!(
+        p.unplaced,
+        Unplaced {
+            pages: 3,
+            accesses: 30
+        }
+    );
+}
+
+#[test]
+fn online_moves_become_migrate_at_rules() {
+    let a = accesses(vec![object(1, 1, "grid")], &[(0, 40, 4)]);
+    let mut s = Schedule::fixed(Layout {
+        thread_node: vec![0, 1],
+        page_node: vec![0; 4],
+        replicated: vec![],
+    });
+    s.moves = vec![vec![Move::migrate(2, 1), Move::migrate(3, 1)]];
+    let p = from_schedule(
+        &a,
+        &machine(),
+        &s,
+        Policy::Carrefour,
+        serde_json::json!({}),
+        PlanSource::default(),
+    );
+    assert_eq!(
+        p.objects[0].migrate_at,
+        vec![MigrateAt {
+            time_s: 1.0,
+            node: 1,
+            pages: vec![2, 3]
+        }]
+    );
+}
+
+#[test]
+fn json_round_trip_versions_and_machine_check() {
+    let a = accesses(vec![object(1, 0xabc, "grid")], &[(0, 100, 4)]);
+    let p = plan(&a, vec![3; 4], vec![]);
+    let path = Path::new("plan.json");
+    let text = p.to_json_pretty();
+    assert_eq!(Plan::from_json_str(&text, path).unwrap(), p);
+    let newer_minor = text.replacen(
+        "\"plan_version\": \"1.0\"",
+        "\"plan_version\": \"1.7\", \"future\": 1",
+        1,
+    );
+    assert!(Plan::from_json_str(&newer_minor, path).is_ok());
+    let newer_major = text.replacen("\"plan_version\": \"1.0\"", "\"plan_version\": \"2.0\"", 1);
+    let e = Plan::from_json_str(&newer_major, path)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("plan version 2.0"), "{e}");
+    assert!(
+        Plan::from_json_str("{}", path)
+            .unwrap_err()
+            .to_string()
+            .contains("plan_version")
+    );
+    // Node 3 does not exist on a 2-node machine.
+    let mut small = machine();
+    small.nodes.truncate(2);
+    let e = p.check_machine(&small, path).unwrap_err().to_string();
+    assert!(e.contains("node 3") && e.contains("grid"), "{e}");
+    assert!(p.check_machine(&machine(), path).is_ok());
+}
+
+#[test]
+fn build_id_of_a_real_binary() {
+    let me = std::env::current_exe().unwrap();
+    let id = read_build_id(&me);
+    // Rust test binaries carry a GNU build id on Linux.
+    assert!(id.as_ref().is_some_and(|i| i.len() >= 16), "{id:?}");
+    assert_eq!(read_build_id(Path::new("/nonexistent")), None);
+}
