@@ -21,7 +21,6 @@ pub struct SpmParams {
     pub threshold: u64,
 }
 
-
 pub(super) fn schedule(input: &Input) -> Schedule {
     let base = super::first_touch::schedule(input);
     let a = input.accesses;
