@@ -118,6 +118,7 @@ fuzz_target!(|input: Input| {
             topology,
         }),
         block_size: input.block_size,
+        simulate: true,
     };
     if let Ok(model) = analyze(&profile, &options) {
         let _ = numalens_report::render_text(&model, true);

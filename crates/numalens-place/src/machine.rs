@@ -170,27 +170,81 @@ fn square(values: &[Vec<f64>], n: usize) -> bool {
             .all(|r| r.len() == n && r.iter().all(|v| v.is_finite() && *v > 0.0))
 }
 
-/// Link indices on each route; links with no bandwidth are left out (not modelled).
+/// Link indices on each route; links with no bandwidth are left out (not modelled). An
+/// explicit route of the topology wins; otherwise the path of a breadth-first search from the
+/// source over the links, neighbours in node order: the path `Topology::route` gives, found
+/// with one search per source instead of one per pair (a topology may have 1024 nodes).
 fn routes(topology: &Topology, nodes: &[u32], links: &[LinkModel]) -> Vec<Vec<Vec<usize>>> {
+    let n = nodes.len();
     let find = |a: u32, b: u32| {
         links
             .iter()
             .position(|l| (l.a == a && l.b == b) || (l.a == b && l.b == a))
     };
-    nodes
-        .iter()
-        .map(|&c| {
-            nodes
-                .iter()
-                .map(|&m| {
-                    let Some(path) = topology.route(c, m) else {
+    let index = |id: u32| nodes.iter().position(|&x| x == id);
+    let mut adjacent: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for l in &topology.links {
+        if let (Some(a), Some(b)) = (index(l.a), index(l.b))
+            && a != b
+        {
+            adjacent[a].push(b);
+            adjacent[b].push(a);
+        }
+    }
+    for list in &mut adjacent {
+        list.sort_unstable();
+        list.dedup();
+    }
+    let mut explicit: std::collections::HashMap<(u32, u32), &Vec<u32>> = Default::default();
+    for r in &topology.routes {
+        explicit.entry((r.from, r.to)).or_insert(&r.path);
+    }
+    let links_of =
+        |path: &[u32]| -> Vec<usize> { path.windows(2).filter_map(|w| find(w[0], w[1])).collect() };
+    (0..n)
+        .map(|c| {
+            let previous = bfs(&adjacent, c);
+            (0..n)
+                .map(|m| {
+                    if c == m {
                         return Vec::new();
-                    };
-                    path.windows(2).filter_map(|w| find(w[0], w[1])).collect()
+                    }
+                    if let Some(path) = explicit.get(&(nodes[c], nodes[m])) {
+                        return links_of(path);
+                    }
+                    let mut path = vec![nodes[m]];
+                    let mut at = m;
+                    while let Some(p) = previous[at] {
+                        path.push(nodes[p]);
+                        at = p;
+                    }
+                    if at != c {
+                        return Vec::new();
+                    }
+                    path.reverse();
+                    links_of(&path)
                 })
                 .collect()
         })
         .collect()
+}
+
+/// Predecessor of each node on the breadth-first tree from `start`.
+fn bfs(adjacent: &[Vec<usize>], start: usize) -> Vec<Option<usize>> {
+    let mut previous = vec![None; adjacent.len()];
+    let mut seen = vec![false; adjacent.len()];
+    seen[start] = true;
+    let mut queue = std::collections::VecDeque::from([start]);
+    while let Some(at) = queue.pop_front() {
+        for &next in &adjacent[at] {
+            if !seen[next] {
+                seen[next] = true;
+                previous[next] = Some(at);
+                queue.push_back(next);
+            }
+        }
+    }
+    previous
 }
 
 #[cfg(test)]
@@ -211,6 +265,38 @@ mod tests {
         let l03 = m.routes[0][3][0];
         assert!((m.links[l03].bytes_per_ns - 2.1).abs() < 1e-9);
         assert!(m.assumptions.is_empty(), "{:?}", m.assumptions);
+    }
+
+    #[test]
+    fn routes_are_the_topology_s_own() {
+        for name in [
+            "machine-a",
+            "machine-c",
+            "xeon-spr-2s-snc4",
+            "epyc-genoa-2s-nps4",
+        ] {
+            let t = preset(name).unwrap();
+            let m = Machine::from_topology(&t);
+            for (c, &from) in m.nodes.iter().enumerate() {
+                for (k, &to) in m.nodes.iter().enumerate() {
+                    let path = t.route(from, to).unwrap_or_default();
+                    let hops: Vec<(u32, u32)> = m.routes[c][k]
+                        .iter()
+                        .map(|&l| (m.links[l].a, m.links[l].b))
+                        .collect();
+                    let want: Vec<(u32, u32)> = path
+                        .windows(2)
+                        .filter_map(|w| {
+                            m.links
+                                .iter()
+                                .find(|l| (l.a, l.b) == (w[0], w[1]) || (l.a, l.b) == (w[1], w[0]))
+                                .map(|l| (l.a, l.b))
+                        })
+                        .collect();
+                    assert_eq!(hops, want, "{name} {from}->{to}");
+                }
+            }
+        }
     }
 
     #[test]

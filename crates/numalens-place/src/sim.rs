@@ -104,14 +104,24 @@ struct State<'a> {
 
 /// One window's demand, before time is known.
 struct Demand {
-    /// `counts[t][m]`: accesses of thread `t` to memory node `m`.
-    counts: Vec<Vec<f64>>,
+    /// One row per thread active in the window: sparse, so that a machine with many nodes or a
+    /// run with many threads costs what its accesses cost.
+    rows: Vec<Row>,
+    /// Row of each thread, `NO_ROW` when it made no access.
+    row_of: Vec<u32>,
     controller_bytes: Vec<f64>,
     link_bytes: Vec<f64>,
     migrated: u64,
-    threads_active: usize,
-    /// Node position of each thread in this window.
-    thread_node: Vec<usize>,
+}
+
+const NO_ROW: u32 = u32::MAX;
+
+/// One thread's accesses in a window.
+struct Row {
+    /// Node position the thread runs on.
+    node: usize,
+    /// (memory node position, accesses).
+    entries: Vec<(usize, f64)>,
 }
 
 impl<'a> State<'a> {
@@ -141,12 +151,11 @@ impl<'a> State<'a> {
         let n = self.machine.node_count();
         let threads = self.accesses.threads.len();
         let mut d = Demand {
-            counts: vec![vec![0.0; n]; threads],
+            rows: Vec::new(),
+            row_of: vec![NO_ROW; threads],
             controller_bytes: vec![0.0; n],
             link_bytes: vec![0.0; self.machine.links.len()],
             migrated: 0,
-            threads_active: 0,
-            thread_node: self.threads.clone(),
         };
         let page_bytes = self.accesses.page_size as f64;
         for m in moves {
@@ -203,11 +212,6 @@ impl<'a> State<'a> {
                 writes * model.write_bytes,
             );
         }
-        d.threads_active = d
-            .counts
-            .iter()
-            .filter(|row| row.iter().any(|v| *v > 0.0))
-            .count();
         d
     }
 }
@@ -217,7 +221,18 @@ impl Demand {
         if count <= 0.0 {
             return;
         }
-        self.counts[t][m] += count;
+        if self.row_of[t] == NO_ROW {
+            self.row_of[t] = self.rows.len() as u32;
+            self.rows.push(Row {
+                node: c,
+                entries: Vec::new(),
+            });
+        }
+        let row = &mut self.rows[self.row_of[t] as usize];
+        match row.entries.iter_mut().find(|e| e.0 == m) {
+            Some(e) => e.1 += count,
+            None => row.entries.push((m, count)),
+        }
         self.controller_bytes[m] += bytes;
         for &l in &machine.routes[c][m] {
             self.link_bytes[l] += bytes;
@@ -250,6 +265,15 @@ fn queueing(utilisation: f64, cap: f64) -> f64 {
 
 /// The window's time: the fixed point of time → utilisations → loaded latencies → time.
 fn solve(d: &Demand, machine: &Machine, model: &Model) -> Solved {
+    if d.rows.is_empty() && d.migrated == 0 {
+        return Solved {
+            time_ns: 0.0,
+            latency_sum: 0.0,
+            link_utilisation: 0.0,
+            bound: Bound::Latency,
+            migration_ns: 0.0,
+        };
+    }
     let n = machine.node_count();
     let mut bw_time = 0.0f64;
     let mut bound = Bound::Latency;
@@ -267,8 +291,7 @@ fn solve(d: &Demand, machine: &Machine, model: &Model) -> Solved {
             bound = Bound::Link(l);
         }
     }
-    let migration_ns =
-        d.migrated as f64 * model.migration_stall_ns / d.threads_active.max(1) as f64;
+    let migration_ns = d.migrated as f64 * model.migration_stall_ns / d.rows.len().max(1) as f64;
     let latency_at = |time: f64| latency_time(d, machine, model, time);
     // g(T) = max(latency-bound time at T, bandwidth time) falls as T grows (lower utilisation,
     // shorter queues), so its fixed point lies between these two and bisection finds it.
@@ -338,15 +361,13 @@ fn latency_time(d: &Demand, machine: &Machine, model: &Model, time: f64) -> (f64
     let mut per_node_sum = vec![0.0; n];
     let mut per_node_max = vec![0.0f64; n];
     let mut latency_sum = 0.0;
-    for (t, row) in d.counts.iter().enumerate() {
-        let c = d.thread_node[t];
+    for row in &d.rows {
+        let c = row.node;
         let mut busy = 0.0;
-        for (m, &count) in row.iter().enumerate() {
-            if count > 0.0 {
-                let l = machine.latency_ns[c][m] * factor(c, m);
-                latency_sum += count * l;
-                busy += count * l;
-            }
+        for &(m, count) in &row.entries {
+            let l = machine.latency_ns[c][m] * factor(c, m);
+            latency_sum += count * l;
+            busy += count * l;
         }
         let busy = busy / model.memory_parallelism;
         per_node_sum[c] += busy;
@@ -391,9 +412,9 @@ impl Totals {
     }
 
     fn add(&mut self, d: &Demand, s: &Solved) {
-        for (t, row) in d.counts.iter().enumerate() {
-            let c = d.thread_node[t];
-            for (m, &count) in row.iter().enumerate() {
+        for row in &d.rows {
+            let c = row.node;
+            for &(m, count) in &row.entries {
                 self.traffic[c][m] += count;
                 self.node_accesses[m] += count;
                 self.all += count;

@@ -215,3 +215,78 @@ fn result(
         notes: schedule.notes.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::tests::private_pages;
+    use numalens_topology::presets::preset;
+
+    fn one_node() -> Machine {
+        let mut t = preset("machine-b").unwrap();
+        t.nodes.truncate(1);
+        t.cpus.retain(|c| c.node == 0);
+        t.links.clear();
+        t.routes.clear();
+        t.distances = None;
+        if let Some(l) = &mut t.latency {
+            l.values = vec![vec![l.values[0][0]]];
+            l.entry_provenance = None;
+        }
+        Machine::from_topology(&t)
+    }
+
+    #[test]
+    fn on_one_node_every_policy_gives_the_same_result() {
+        let mut a = private_pages(4, 16, 1000);
+        // Some sharing, so that policies have something to decide.
+        for c in a.windows.cells[0].iter_mut().step_by(3) {
+            c.thread = (c.thread + 1) % 4;
+        }
+        let a = Accesses::from_cells(
+            a.page_size,
+            a.source,
+            a.threads.clone(),
+            Vec::new(),
+            a.pages.clone(),
+            a.windows.clone(),
+        );
+        let w = what_if(&a, &one_node(), &Policy::all(), &Params::default())
+            .unwrap()
+            .table;
+        assert_eq!(w.policies.len(), 11);
+        for r in &w.policies {
+            assert_eq!(
+                r.modelled_time_s, w.policies[0].modelled_time_s,
+                "{}",
+                r.policy
+            );
+            assert_eq!(r.local_access_ratio, Some(1.0));
+        }
+    }
+
+    #[test]
+    fn the_table_is_the_same_run_after_run_and_lists_first_touch() {
+        let a = private_pages(8, 8, 500);
+        let m = Machine::from_topology(&preset("machine-c").unwrap());
+        let first = what_if(&a, &m, &[Policy::Oracle], &Params::default())
+            .unwrap()
+            .table;
+        assert_eq!(first.policies[0].policy, "first-touch");
+        assert_eq!(first.policies.last().unwrap().policy, "oracle");
+        for _ in 0..3 {
+            let again = what_if(&a, &m, &[Policy::Oracle], &Params::default())
+                .unwrap()
+                .table;
+            assert_eq!(again, first);
+        }
+    }
+
+    #[test]
+    fn first_touches_alone_are_not_counts() {
+        let mut a = private_pages(2, 2, 1);
+        a.source = CountSource::FirstTouchesOnly;
+        let e = what_if(&a, &one_node(), &[Policy::Kmaf], &Params::default()).unwrap_err();
+        assert!(e.to_string().contains("`kmaf` needs"), "{e}");
+    }
+}

@@ -118,6 +118,9 @@ pub fn map_threads(
         return default.to_vec();
     }
     let sizes = group_sizes(t, &nodes, machine);
+    // Nodes whose share rounds to no thread get no group: the search below is cubic in groups.
+    let (nodes, sizes): (Vec<usize>, Vec<usize>) =
+        nodes.into_iter().zip(sizes).filter(|(_, s)| *s > 0).unzip();
     let groups = greedy_groups(&comm, &sizes);
     let placed = place_groups(&comm, &groups, &nodes, machine);
     let mut out = default.to_vec();

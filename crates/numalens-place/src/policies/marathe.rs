@@ -56,11 +56,18 @@ pub fn marathe_uniform_node(machine: &Machine, accesses_by_node: &[u64]) -> Opti
 /// Eq. 2: the memory node (position) with the lowest Σ_l accesses_l × latency[l][k]; ties by
 /// cost, then local accesses, then lower id.
 pub fn marathe_hop_node(machine: &Machine, accesses_by_node: &[u64]) -> Option<usize> {
+    // Only the nodes that accessed the page count: a page has few users, a machine may have
+    // many nodes.
+    let users: Vec<(usize, f64)> = accesses_by_node
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| **a > 0)
+        .map(|(l, &a)| (l, a as f64))
+        .collect();
     let cost = |k: usize| -> f64 {
-        accesses_by_node
+        users
             .iter()
-            .enumerate()
-            .map(|(l, &a)| a as f64 * machine.latency_ns[l][k])
+            .map(|&(l, a)| a * machine.latency_ns[l][k])
             .sum()
     };
     machine.memory_nodes().into_iter().min_by(|&a, &b| {

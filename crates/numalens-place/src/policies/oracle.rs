@@ -18,8 +18,11 @@ use crate::sim::{Model, simulate};
 
 use super::{Input, Policy};
 
-/// Exhaustive search when nodes^pages is at most this.
+/// Exhaustive search when nodes^pages is at most this…
 pub const EXHAUSTIVE_LIMIT: u64 = 65_536;
+
+/// …and nodes^pages × windows at most this (each placement is simulated over every window).
+const EXHAUSTIVE_WORK: u64 = 1 << 20;
 
 /// Objects searched one by one, the hottest first.
 const SEARCHED_OBJECTS: usize = 32;
@@ -70,7 +73,10 @@ pub fn with_candidates(
     }
     let small = (memory.len() as u64)
         .checked_pow(a.pages.len() as u32)
-        .is_some_and(|space| space <= EXHAUSTIVE_LIMIT);
+        .is_some_and(|space| {
+            let windows = a.windows.cells.len().max(1) as u64;
+            space <= EXHAUSTIVE_LIMIT && space.saturating_mul(windows) <= EXHAUSTIVE_WORK
+        });
     let method = if small {
         let (s, n) = exhaustive(input, &memory);
         evaluated += n;
@@ -285,4 +291,134 @@ pub fn lower_bound_s(a: &Accesses, machine: &Machine, model: &Model) -> f64 {
         total += latency.max(bytes / total_bw);
     }
     total / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accesses::{Cell, CountSource, Page, ThreadInfo, Windows};
+    use crate::layout::spread_threads;
+    use crate::policies::Params;
+    use numalens_topology::presets::preset;
+
+    /// A small run from a seed: `pages` pages, 4 threads, 2 windows, pseudo-random counts.
+    fn small(seed: u64, pages: u32) -> Accesses {
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let list = (0..pages)
+            .map(|p| Page {
+                pid: 1,
+                number: p as u64,
+                first_toucher: Some((next() % 4) as u32),
+                ..Page::default()
+            })
+            .collect();
+        let mut cells = vec![Vec::new(), Vec::new()];
+        for w in 0..2 {
+            for p in 0..pages {
+                for t in 0..4 {
+                    if next() % 3 == 0 {
+                        let reads = next() % 100_000;
+                        let writes = next() % 30_000;
+                        cells[w].push(Cell {
+                            page: p,
+                            thread: t,
+                            reads,
+                            writes,
+                            other: 0,
+                        });
+                    }
+                }
+            }
+        }
+        let threads = (0..4)
+            .map(|t| ThreadInfo {
+                pid: 1,
+                tid: t,
+                logical_id: t,
+                name: None,
+            })
+            .collect();
+        let windows = Windows {
+            start_ns: 0,
+            length_ns: 1_000_000,
+            cells,
+        };
+        Accesses::from_cells(4096, CountSource::Exact, threads, Vec::new(), list, windows)
+    }
+
+    fn every_policy(a: &Accesses, m: &Machine) -> (Vec<(Policy, f64)>, Schedule, OracleReport) {
+        let params = Params::default();
+        let (threads, _) = spread_threads(a, m, params.spread);
+        let input = Input {
+            accesses: a,
+            machine: m,
+            threads: &threads,
+            params: &params,
+        };
+        let times = Policy::all()
+            .into_iter()
+            .filter(|p| *p != Policy::Oracle)
+            .map(|p| {
+                let s = super::super::run(p, &input).unwrap();
+                (p, simulate(a, m, &s, &params.model).modelled_time_s)
+            })
+            .collect();
+        let (s, r) = schedule(&input).unwrap();
+        (times, s, r)
+    }
+
+    #[test]
+    fn small_cases_are_searched_exhaustively_and_match_brute_force() {
+        let m = Machine::from_topology(&preset("machine-b").unwrap());
+        let model = Model::default();
+        for seed in 0..4 {
+            let a = small(seed, 5);
+            let (times, s, report) = every_policy(&a, &m);
+            assert_eq!(report.method, "exhaustive");
+            let oracle = simulate(&a, &m, &s, &model).modelled_time_s;
+            for (p, t) in &times {
+                assert!(oracle <= t + 1e-15, "{p:?}: {t} < oracle {oracle}");
+            }
+            // Brute force over every static placement, here rather than in the oracle.
+            let mut best = f64::INFINITY;
+            for code in 0..4u32.pow(5) {
+                let page_node = (0..5).map(|i| (code / 4u32.pow(i) % 4) as usize).collect();
+                let l = Layout {
+                    thread_node: vec![0, 1, 2, 3],
+                    page_node,
+                    replicated: Vec::new(),
+                };
+                best = best.min(simulate(&a, &m, &Schedule::fixed(l), &model).modelled_time_s);
+            }
+            assert!(
+                oracle <= best + 1e-15,
+                "seed {seed}: oracle {oracle} vs best {best}"
+            );
+            assert!(report.lower_bound_s <= oracle, "{report:?}");
+        }
+    }
+
+    #[test]
+    fn larger_cases_are_never_worse_than_a_policy_and_above_the_bound() {
+        let m = Machine::from_topology(&preset("machine-c").unwrap());
+        let model = Model::default();
+        for seed in 0..3 {
+            let a = small(seed, 64);
+            let (times, s, report) = every_policy(&a, &m);
+            assert_eq!(report.method, "search");
+            let oracle = simulate(&a, &m, &s, &model).modelled_time_s;
+            for (p, t) in &times {
+                assert!(oracle <= t + 1e-15, "{p:?}");
+            }
+            assert!(report.lower_bound_s <= oracle && report.lower_bound_s > 0.0);
+        }
+    }
 }
