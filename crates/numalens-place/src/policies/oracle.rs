@@ -321,13 +321,13 @@ mod tests {
             })
             .collect();
         let mut cells = vec![Vec::new(), Vec::new()];
-        for w in 0..2 {
+        for window in &mut cells {
             for p in 0..pages {
                 for t in 0..4 {
                     if next() % 3 == 0 {
                         let reads = next() % 100_000;
                         let writes = next() % 30_000;
-                        cells[w].push(Cell {
+                        window.push(Cell {
                             page: p,
                             thread: t,
                             reads,
