@@ -104,7 +104,9 @@ impl Builder {
                 threads.len() as u32 - 1
             });
         }
-        let frames = site_frames(profile.read_all::<SiteFrame>()?);
+        // A side table: when it is damaged, rules lose their readable frames, not their keys
+        // (the report says which side tables it could not read).
+        let frames = site_frames(profile.read_all::<SiteFrame>().unwrap_or_default());
         let mut objects = Vec::new();
         let mut object_index = HashMap::new();
         for o in profile.read_all::<Object>()? {
