@@ -81,9 +81,10 @@ pub(crate) fn view(
         .copied()
         .filter(|u| u.accesses() as f64 >= cut)
         .collect();
-    let dominant = (top as f64 > THRESHOLDS.exclusivity * accesses as f64
-        && top > second.saturating_mul(2))
-    .then(|| users[0].thread);
+    // kMAF's locality rule, on threads: one implementation with the policy's.
+    let dominant =
+        numalens_place::policies::dominates(top, second, accesses, THRESHOLDS.exclusivity)
+            .then(|| users[0].thread);
     let hammered = if exact && dominant.is_none() {
         hammered_writes(&significant, page_size)
     } else {

@@ -254,7 +254,7 @@ mod tests {
         let w = what_if(&a, &one_node(), &Policy::all(), &Params::default())
             .unwrap()
             .table;
-        assert_eq!(w.policies.len(), 11);
+        assert_eq!(w.policies.len(), 12);
         for r in &w.policies {
             assert_eq!(
                 r.modelled_time_s, w.policies[0].modelled_time_s,

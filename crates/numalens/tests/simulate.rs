@@ -68,7 +68,7 @@ fn workloads_gain_from_the_policies_their_pattern_calls_for() {
     for w in [&s, &m] {
         // Every policy is listed once; the oracle is never worse than any of them.
         let policies = w["policies"].as_array().unwrap();
-        assert_eq!(policies.len(), 11, "{w}");
+        assert_eq!(policies.len(), 12, "{w}");
         let oracle = speedup(w, "oracle");
         for p in policies {
             assert!(

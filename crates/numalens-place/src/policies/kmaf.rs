@@ -70,6 +70,13 @@ fn top_two(nv: &[u64]) -> (usize, u64, u64, u64) {
     (best.0, best.1, second, sum)
 }
 
+/// kMAF's locality rule (Eqs. 4 and 5): the largest share `max` of `sum` is exclusive enough
+/// (> `min_locality`) and more than twice the second plus one. The report's dominant user of a
+/// page is this rule applied to threads instead of nodes.
+pub fn dominates(max: u64, max2: u64, sum: u64, min_locality: f64) -> bool {
+    max as f64 > min_locality * sum as f64 && max > max2.saturating_mul(2).saturating_add(1)
+}
+
 /// Eq. 5 and 6 alone: the node the page should move to, if it should move.
 pub fn locality_move(nv: &[u64], current: usize) -> Option<usize> {
     let (at, max, max2, _) = top_two(nv);
@@ -90,7 +97,7 @@ pub fn kmaf_decide(
     }
     let exclusivity = max as f64 / sum as f64;
     if exclusivity > params.min_locality {
-        if max > max2.saturating_mul(2).saturating_add(1) && memory_nodes.contains(&at) {
+        if dominates(max, max2, sum, params.min_locality) && memory_nodes.contains(&at) {
             return KmafDecision::Locality(at);
         }
         return KmafDecision::None;

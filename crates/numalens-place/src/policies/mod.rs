@@ -9,12 +9,13 @@ mod interleave;
 mod kmaf;
 mod marathe;
 mod oracle;
+mod per_object;
 mod spm;
 mod tiering;
 
 pub use carrefour::CarrefourParams;
 pub use interleave::{interleave_nodes, weighted_interleave_weights};
-pub use kmaf::{KmafDecision, KmafParams, kmaf_decide, locality_move, map_threads};
+pub use kmaf::{KmafDecision, KmafParams, dominates, kmaf_decide, locality_move, map_threads};
 pub use marathe::{marathe_hop_node, marathe_uniform_node};
 pub use oracle::{OracleReport, lower_bound_s, with_candidates as oracle_with_candidates};
 pub use spm::SpmParams;
@@ -42,6 +43,7 @@ pub enum Policy {
     Carrefour,
     Spm,
     Tiering,
+    PerObject,
     Oracle,
 }
 
@@ -96,6 +98,11 @@ pub const POLICIES: &[(Policy, &str, &str)] = &[
         Policy::Tiering,
         "tiering",
         "memory tiers: hot pages in the fast nodes within their capacity, promoted and demoted over time",
+    ),
+    (
+        Policy::PerObject,
+        "per-object",
+        "numalens: each object gets the placement the simulator finds best for it (a rule a plan states exactly)",
     ),
     (
         Policy::Oracle,
@@ -197,6 +204,7 @@ pub fn run(policy: Policy, input: &Input) -> Result<Schedule, PlaceError> {
         Policy::Carrefour => carrefour::schedule(input),
         Policy::Spm => spm::schedule(input),
         Policy::Tiering => tiering::schedule(input),
+        Policy::PerObject => per_object::schedule(input),
         Policy::Oracle => oracle::schedule(input)?.0,
     };
     Ok(schedule)

@@ -16,6 +16,8 @@ use crate::layout::{Layout, Schedule};
 use crate::machine::Machine;
 use crate::sim::{Model, simulate};
 
+use super::per_object::time_of;
+
 use super::{Input, Policy};
 
 /// Exhaustive search when nodes^pages is at most this…
@@ -24,8 +26,11 @@ pub const EXHAUSTIVE_LIMIT: u64 = 65_536;
 /// …and nodes^pages × windows at most this (each placement is simulated over every window).
 const EXHAUSTIVE_WORK: u64 = 1 << 20;
 
-/// Objects searched one by one, the hottest first.
-const SEARCHED_OBJECTS: usize = 32;
+/// Page ranges of this many pages the refinement moves as one.
+const CHUNK_PAGES: usize = 16;
+
+/// Placements the refinement simulates at most.
+const REFINE_BUDGET: usize = 512;
 
 /// How the oracle's answer was found and how close to optimal it is known to be.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -84,9 +89,22 @@ pub fn with_candidates(
         "exhaustive"
     } else {
         let start = best.as_ref().ok_or(PlaceError::NoAccesses)?.0.clone();
-        let (s, _, n) = search(input, &start);
+        let mut layouts = vec![start.final_layout()];
+        let kmaf = super::kmaf::map_threads(a, input.machine, input.threads, &input.params.kmaf);
+        if kmaf != layouts[0].thread_node {
+            let mut other = layouts[0].clone();
+            other.thread_node = kmaf;
+            layouts.push(other);
+        }
+        let (found, time, n) = super::per_object::search(input, layouts);
         evaluated += n;
-        consider(&mut best, s, "object-by-object search");
+        let (refined, m) = refine_chunks(input, found.initial, time);
+        evaluated += m;
+        consider(
+            &mut best,
+            Schedule::fixed(refined),
+            "object and page-range search",
+        );
         "search"
     };
     let (chosen, _, from) = best.ok_or(PlaceError::NoAccesses)?;
@@ -145,112 +163,52 @@ fn exhaustive(input: &Input, memory: &[usize]) -> (Schedule, u64) {
     )
 }
 
-/// Object-by-object search from `start`'s final layout, under the start's thread mapping and
-/// kMAF's. Returns the best schedule, its time and the placements simulated.
-fn search(input: &Input, start: &Schedule) -> (Schedule, f64, u64) {
+/// Beyond what a per-object rule can say: the hottest runs of 16 pages of one object, each
+/// tried on every memory node, kept when the modelled time falls.
+fn refine_chunks(input: &Input, mut layout: Layout, mut time: f64) -> (Layout, u64) {
     let a = input.accesses;
-    let model = &input.params.model;
-    let mappings = thread_mappings(input, start);
+    let memory = input.machine.memory_nodes();
+    let mut chunks: Vec<(u64, Vec<usize>)> = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    let flush = |current: &mut Vec<usize>, chunks: &mut Vec<(u64, Vec<usize>)>| {
+        if !current.is_empty() {
+            let heat = current
+                .iter()
+                .fold(0u64, |s, &p| s.saturating_add(a.pages[p].total()));
+            chunks.push((heat, std::mem::take(current)));
+        }
+    };
+    for p in 0..a.pages.len() {
+        let same = current.last().is_some_and(|&q| {
+            a.pages[q].object == a.pages[p].object && a.pages[q].number + 1 == a.pages[p].number
+        });
+        if !same || current.len() == CHUNK_PAGES {
+            flush(&mut current, &mut chunks);
+        }
+        current.push(p);
+    }
+    flush(&mut current, &mut chunks);
+    chunks.sort_by_key(|c| (std::cmp::Reverse(c.0), c.1[0]));
+    let tries = REFINE_BUDGET / memory.len().max(1);
     let mut evaluated = 0;
-    let mut best: Option<(Schedule, f64)> = None;
-    for threads in mappings {
-        let mut layout = start.final_layout();
-        layout.thread_node = threads;
-        let mut time = time_of(a, input.machine, &layout, model);
-        evaluated += 1;
-        for object in hottest_objects(a) {
-            for option in options(input, &layout, object) {
-                let t = time_of(a, input.machine, &option, model);
-                evaluated += 1;
-                if t < time {
-                    time = t;
-                    layout = option;
-                }
+    for (_, pages) in chunks.into_iter().take(tries) {
+        for &node in &memory {
+            if pages.iter().all(|&p| layout.page_node[p] == node) {
+                continue;
+            }
+            let mut option = layout.clone();
+            for &p in &pages {
+                option.page_node[p] = node;
+            }
+            let t = time_of(a, input.machine, &option, &input.params.model);
+            evaluated += 1;
+            if t < time {
+                time = t;
+                layout = option;
             }
         }
-        if best.as_ref().is_none_or(|b| time < b.1) {
-            best = Some((Schedule::fixed(layout), time));
-        }
     }
-    let (s, t) = best.expect("one mapping at least");
-    (s, t, evaluated)
-}
-
-fn time_of(a: &Accesses, machine: &Machine, layout: &Layout, model: &Model) -> f64 {
-    simulate(a, machine, &Schedule::fixed(layout.clone()), model).modelled_time_s
-}
-
-fn thread_mappings(input: &Input, start: &Schedule) -> Vec<Vec<usize>> {
-    let mut out = vec![start.initial.thread_node.clone()];
-    let kmaf = super::kmaf::map_threads(
-        input.accesses,
-        input.machine,
-        input.threads,
-        &input.params.kmaf,
-    );
-    for m in [input.threads.to_vec(), kmaf] {
-        if !out.contains(&m) {
-            out.push(m);
-        }
-    }
-    out
-}
-
-/// Object indices by accesses, hottest first; pages without an object count as one more.
-fn hottest_objects(a: &Accesses) -> Vec<Option<u32>> {
-    let mut by_object: std::collections::HashMap<Option<u32>, u64> = Default::default();
-    for p in &a.pages {
-        let n = by_object.entry(p.object).or_default();
-        *n = n.saturating_add(p.total());
-    }
-    let mut list: Vec<(Option<u32>, u64)> = by_object.into_iter().filter(|o| o.1 > 0).collect();
-    list.sort_by_key(|&(o, n)| (std::cmp::Reverse(n), o));
-    list.into_iter()
-        .take(SEARCHED_OBJECTS)
-        .map(|o| o.0)
-        .collect()
-}
-
-/// The layouts to try for one object's pages.
-fn options(input: &Input, layout: &Layout, object: Option<u32>) -> Vec<Layout> {
-    let a = input.accesses;
-    let m = input.machine;
-    let pages: Vec<usize> = (0..a.pages.len())
-        .filter(|&p| a.pages[p].object == object)
-        .collect();
-    let memory = m.memory_nodes();
-    let mut out = Vec::new();
-    let with = |f: &dyn Fn(usize) -> usize| {
-        let mut l = layout.clone();
-        for &p in &pages {
-            l.page_node[p] = f(p);
-        }
-        l
-    };
-    for &node in &memory {
-        out.push(with(&|_| node));
-    }
-    out.push(with(&|p| {
-        memory[(a.pages[p].number % memory.len() as u64) as usize]
-    }));
-    out.push(with(&|p| {
-        let mut per_node = vec![0u64; m.node_count()];
-        for u in &a.pages[p].users {
-            let n = &mut per_node[layout.thread_node[u.thread as usize]];
-            *n = n.saturating_add(u.total());
-        }
-        super::marathe_hop_node(m, &per_node).unwrap_or(layout.page_node[p])
-    }));
-    let read_only = pages.iter().all(|&p| a.pages[p].writes() == 0);
-    if read_only && memory.len() > 1 {
-        let mut l = layout.clone();
-        l.replicated.resize(a.pages.len(), false);
-        for &p in &pages {
-            l.replicated[p] = true;
-        }
-        out.push(l);
-    }
-    out
+    (layout, evaluated)
 }
 
 /// No placement of the run's accesses can take less: per window, the larger of (a) every

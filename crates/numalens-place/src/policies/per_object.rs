@@ -1,0 +1,135 @@
+//! numalens' own offline policy: each object, hottest first, gets the best of first touch,
+//! Eq. 2 page by page (its pages where their users are), interleave over every node, every
+//! single node, or a copy per node when nothing writes it, as the simulator judges them one
+//! after the other; under the default thread mapping and kMAF's, whichever gives less modelled
+//! time. What it decides is what a plan can say exactly: one rule per object.
+
+use crate::accesses::Accesses;
+use crate::layout::{Layout, Schedule};
+use crate::machine::Machine;
+use crate::sim::{Model, simulate};
+
+use super::Input;
+
+/// Objects searched one by one, the hottest first.
+const SEARCHED_OBJECTS: usize = 32;
+
+pub(super) fn schedule(input: &Input) -> Schedule {
+    let mut starts = vec![super::first_touch::layout(input)];
+    let kmaf = super::kmaf::map_threads(
+        input.accesses,
+        input.machine,
+        input.threads,
+        &input.params.kmaf,
+    );
+    if kmaf != input.threads {
+        let mapped = Input {
+            threads: &kmaf,
+            ..*input
+        };
+        starts.push(super::first_touch::layout(&mapped));
+    }
+    let (mut s, _, evaluated) = search(input, starts);
+    let spilled = crate::layout::fit_capacity(
+        &mut s.initial,
+        input.accesses,
+        input.machine,
+        crate::layout::SpillOrder::Coldest,
+    );
+    s.spilled_pages = spilled;
+    s.notes.push(format!("{evaluated} placements simulated"));
+    if s.initial.thread_node != input.threads {
+        s.notes
+            .push("threads mapped by communication (kMAF's mapping)".to_string());
+    }
+    s
+}
+
+/// Object-by-object search from each of `starts` (a layout with its thread mapping). Returns
+/// the best schedule, its time and the placements simulated.
+pub(super) fn search(input: &Input, starts: Vec<Layout>) -> (Schedule, f64, u64) {
+    let a = input.accesses;
+    let model = &input.params.model;
+    let mut evaluated = 0;
+    let mut best: Option<(Schedule, f64)> = None;
+    for mut layout in starts {
+        let mut time = time_of(a, input.machine, &layout, model);
+        evaluated += 1;
+        for object in hottest_objects(a) {
+            for option in options(input, &layout, object) {
+                let t = time_of(a, input.machine, &option, model);
+                evaluated += 1;
+                if t < time {
+                    time = t;
+                    layout = option;
+                }
+            }
+        }
+        if best.as_ref().is_none_or(|b| time < b.1) {
+            best = Some((Schedule::fixed(layout), time));
+        }
+    }
+    let (s, t) = best.expect("one mapping at least");
+    (s, t, evaluated)
+}
+
+pub(super) fn time_of(a: &Accesses, machine: &Machine, layout: &Layout, model: &Model) -> f64 {
+    simulate(a, machine, &Schedule::fixed(layout.clone()), model).modelled_time_s
+}
+
+/// Object indices by accesses, hottest first; pages without an object count as one more.
+fn hottest_objects(a: &Accesses) -> Vec<Option<u32>> {
+    let mut by_object: std::collections::HashMap<Option<u32>, u64> = Default::default();
+    for p in &a.pages {
+        let n = by_object.entry(p.object).or_default();
+        *n = n.saturating_add(p.total());
+    }
+    let mut list: Vec<(Option<u32>, u64)> = by_object.into_iter().filter(|o| o.1 > 0).collect();
+    list.sort_by_key(|&(o, n)| (std::cmp::Reverse(n), o));
+    list.into_iter()
+        .take(SEARCHED_OBJECTS)
+        .map(|o| o.0)
+        .collect()
+}
+
+/// The layouts to try for one object's pages.
+fn options(input: &Input, layout: &Layout, object: Option<u32>) -> Vec<Layout> {
+    let a = input.accesses;
+    let m = input.machine;
+    let pages: Vec<usize> = (0..a.pages.len())
+        .filter(|&p| a.pages[p].object == object)
+        .collect();
+    let memory = m.memory_nodes();
+    let mut out = Vec::new();
+    let with = |f: &dyn Fn(usize) -> usize| {
+        let mut l = layout.clone();
+        for &p in &pages {
+            l.page_node[p] = f(p);
+        }
+        l
+    };
+    for &node in &memory {
+        out.push(with(&|_| node));
+    }
+    out.push(with(&|p| {
+        memory[(a.pages[p].number % memory.len() as u64) as usize]
+    }));
+    out.push(with(&|p| {
+        let mut per_node = vec![0u64; m.node_count()];
+        for u in &a.pages[p].users {
+            let n = &mut per_node[layout.thread_node[u.thread as usize]];
+            *n = n.saturating_add(u.total());
+        }
+        super::marathe_hop_node(m, &per_node).unwrap_or(layout.page_node[p])
+    }));
+    let read_only = pages.iter().all(|&p| a.pages[p].writes() == 0);
+    if read_only && memory.len() > 1 {
+        let mut l = layout.clone();
+        l.replicated.resize(a.pages.len(), false);
+        for &p in &pages {
+            l.replicated[p] = true;
+        }
+        out.push(l);
+    }
+    out
+}
