@@ -344,10 +344,17 @@ fn action(
         }
     }
     let k = set.len() as u64;
-    let matching = pages
-        .iter()
-        .filter(|&&p| set[(a.pages[p].number % k) as usize] == node(p))
-        .count();
+    // The round-robin may start anywhere in the set: a run's interleave does not promise which
+    // node takes the first page either.
+    let matching = (0..k)
+        .map(|r| {
+            pages
+                .iter()
+                .filter(|&&p| set[((a.pages[p].number + r) % k) as usize] == node(p))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
     if matching as f64 >= INTERLEAVE_MATCH * pages.len() as f64 {
         return (
             Action::Interleave {

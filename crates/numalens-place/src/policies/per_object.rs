@@ -1,6 +1,7 @@
 //! numalens' own offline policy: each object, hottest first, gets the best of first touch,
-//! Eq. 2 page by page (its pages where their users are), interleave over every node, every
-//! single node, or a copy per node when nothing writes it, as the simulator judges them one
+//! Eq. 2 page by page (its pages where their users are), the same with every other page on
+//! the nearest other node (two controllers for a stream one core can saturate), interleave over
+//! every node, every single node, or a copy per node when nothing writes it, as the simulator judges them one
 //! after the other; under the default thread mapping and kMAF's, whichever gives less modelled
 //! time. What it decides is what a plan can say exactly: one rule per object.
 
@@ -114,14 +115,26 @@ fn options(input: &Input, layout: &Layout, object: Option<u32>) -> Vec<Layout> {
     out.push(with(&|p| {
         memory[(a.pages[p].number % memory.len() as u64) as usize]
     }));
-    out.push(with(&|p| {
+    let eq2 = |p: usize| {
         let mut per_node = vec![0u64; m.node_count()];
         for u in &a.pages[p].users {
             let n = &mut per_node[layout.thread_node[u.thread as usize]];
             *n = n.saturating_add(u.total());
         }
         super::marathe_hop_node(m, &per_node).unwrap_or(layout.page_node[p])
-    }));
+    };
+    out.push(with(&eq2));
+    // Every other page on the nearest other node: one thread's stream then has two
+    // controllers, where one core can saturate one.
+    if memory.len() > 1 {
+        out.push(with(&|p| {
+            let home = eq2(p);
+            if a.pages[p].number % 2 == 0 {
+                return home;
+            }
+            m.fallback_order(home).get(1).copied().unwrap_or(home)
+        }));
+    }
     let read_only = pages.iter().all(|&p| a.pages[p].writes() == 0);
     if read_only && memory.len() > 1 {
         let mut l = layout.clone();
