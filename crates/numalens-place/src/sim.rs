@@ -120,8 +120,8 @@ const NO_ROW: u32 = u32::MAX;
 struct Row {
     /// Node position the thread runs on.
     node: usize,
-    /// (memory node position, accesses).
-    entries: Vec<(usize, f64)>,
+    /// (memory node position, accesses, bytes).
+    entries: Vec<(usize, f64, f64)>,
 }
 
 impl<'a> State<'a> {
@@ -202,22 +202,16 @@ impl<'a> State<'a> {
             }
             let read_to = self.target(page, c, false);
             let write_to = self.target(page, c, true);
-            d.add(self.machine, t, c, read_to, reads, reads * model.line_bytes);
-            d.add(
-                self.machine,
-                t,
-                c,
-                write_to,
-                writes,
-                writes * model.write_bytes,
-            );
+            d.add(t, c, read_to, reads, reads * model.line_bytes);
+            d.add(t, c, write_to, writes, writes * model.write_bytes);
         }
+        d.finish(self.machine);
         d
     }
 }
 
 impl Demand {
-    fn add(&mut self, machine: &Machine, t: usize, c: usize, m: usize, count: f64, bytes: f64) {
+    fn add(&mut self, t: usize, c: usize, m: usize, count: f64, bytes: f64) {
         if count <= 0.0 {
             return;
         }
@@ -229,13 +223,25 @@ impl Demand {
             });
         }
         let row = &mut self.rows[self.row_of[t] as usize];
+        // Bytes reach controllers and links once per (thread, node) in `finish`, not per cell.
         match row.entries.iter_mut().find(|e| e.0 == m) {
-            Some(e) => e.1 += count,
-            None => row.entries.push((m, count)),
+            Some(e) => {
+                e.1 += count;
+                e.2 += bytes;
+            }
+            None => row.entries.push((m, count, bytes)),
         }
-        self.controller_bytes[m] += bytes;
-        for &l in &machine.routes[c][m] {
-            self.link_bytes[l] += bytes;
+    }
+
+    /// Puts every row's bytes on its controllers and links.
+    fn finish(&mut self, machine: &Machine) {
+        for row in &self.rows {
+            for &(m, _, bytes) in &row.entries {
+                self.controller_bytes[m] += bytes;
+                for &l in &machine.routes[row.node][m] {
+                    self.link_bytes[l] += bytes;
+                }
+            }
         }
     }
 }
@@ -364,7 +370,7 @@ fn latency_time(d: &Demand, machine: &Machine, model: &Model, time: f64) -> (f64
     for row in &d.rows {
         let c = row.node;
         let mut busy = 0.0;
-        for &(m, count) in &row.entries {
+        for &(m, count, _) in &row.entries {
             let l = machine.latency_ns[c][m] * factor(c, m);
             latency_sum += count * l;
             busy += count * l;
@@ -414,7 +420,7 @@ impl Totals {
     fn add(&mut self, d: &Demand, s: &Solved) {
         for row in &d.rows {
             let c = row.node;
-            for &(m, count) in &row.entries {
+            for &(m, count, _) in &row.entries {
                 self.traffic[c][m] += count;
                 self.node_accesses[m] += count;
                 self.all += count;

@@ -1,6 +1,7 @@
 //! numalens' own offline policy: each object, hottest first, gets the best of first touch,
-//! Eq. 2 page by page (its pages where their users are), the same with every other page on
-//! the nearest other node (two controllers for a stream one core can saturate), interleave over
+//! Eq. 2 page by page (its pages where their users are), the same spread round-robin over
+//! their node and the 1 or 3 nearest other nodes, idle ones first (a stream one core can
+//! saturate a controller with gets two or four), interleave over
 //! every node, every single node, or a copy per node when nothing writes it, as the simulator judges them one
 //! after the other; under the default thread mapping and kMAF's, whichever gives less modelled
 //! time. What it decides is what a plan can say exactly: one rule per object.
@@ -124,15 +125,26 @@ fn options(input: &Input, layout: &Layout, object: Option<u32>) -> Vec<Layout> {
         super::marathe_hop_node(m, &per_node).unwrap_or(layout.page_node[p])
     };
     out.push(with(&eq2));
-    // Every other page on the nearest other node: one thread's stream then has two
-    // controllers, where one core can saturate one.
-    if memory.len() > 1 {
+    // The pages round-robin over their home and the k − 1 nearest other nodes, idle ones (no
+    // thread of the run) first: a stream one core can saturate a controller with gets k.
+    let mut threads_on = vec![0usize; m.node_count()];
+    for &n in &layout.thread_node {
+        threads_on[n] += 1;
+    }
+    for k in [2usize, 4] {
+        if memory.len() < k {
+            break;
+        }
         out.push(with(&|p| {
             let home = eq2(p);
-            if a.pages[p].number % 2 == 0 {
-                return home;
+            let mut near: Vec<usize> = m.fallback_order(home).into_iter().skip(1).collect();
+            near.sort_by_key(|&n| threads_on[n] > 0);
+            let slot = (a.pages[p].number % k as u64) as usize;
+            if slot == 0 {
+                home
+            } else {
+                near.get(slot - 1).copied().unwrap_or(home)
             }
-            m.fallback_order(home).get(1).copied().unwrap_or(home)
         }));
     }
     let read_only = pages.iter().all(|&p| a.pages[p].writes() == 0);
