@@ -302,8 +302,8 @@ impl Drop for StdoutToStderr {
     }
 }
 
-/// The findings (the text report's own section), the placement they assume, and where the
-/// profile and the HTML report are.
+/// The findings (the text report's own section), the placement they assume, the what-if table
+/// of every placement policy, and where the profile and the HTML report are.
 fn print_results(
     args: &DemoArgs,
     manifest: &Manifest,
@@ -346,6 +346,9 @@ fn print_results(
             "Placement: {} on {} ({}).",
             p.mode, p.topology, p.reason
         )?;
+    }
+    if let Some(w) = &model.what_if {
+        write!(out, "{}", numalens_report::render_what_if(w, use_color()))?;
     }
     writeln!(out, "\nProfile      {}", args.output.display())?;
     writeln!(out, "HTML report  {}", args.html.display())?;
