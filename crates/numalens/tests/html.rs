@@ -207,6 +207,7 @@ fn the_html_report_of_a_recorded_program_loads_cleanly_with_every_section_and_ch
             "summary",
             "findings",
             "topology",
+            "what-if",
             "objects",
             "object-details",
             "threads",
@@ -235,6 +236,7 @@ fn the_html_report_of_a_recorded_program_loads_cleanly_with_every_section_and_ch
         "Node traffic matrix",
         "Accesses of each thread over time",
         "Reads and writes per object",
+        "Policies side by side",
     ] {
         let f = titled(title);
         assert_eq!(f["svg"], true, "{f}");
