@@ -10,6 +10,8 @@
 //! found by bisection. Page moves cost a fixed stall per page plus their bytes on both
 //! controllers and the links between.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use crate::accesses::{Accesses, Cell};
@@ -103,6 +105,7 @@ struct State<'a> {
 }
 
 /// One window's demand, before time is known.
+#[derive(Clone)]
 struct Demand {
     /// One row per thread active in the window: sparse, so that a machine with many nodes or a
     /// run with many threads costs what its accesses cost.
@@ -117,6 +120,7 @@ struct Demand {
 const NO_ROW: u32 = u32::MAX;
 
 /// One thread's accesses in a window.
+#[derive(Clone)]
 struct Row {
     /// Node position the thread runs on.
     node: usize,
@@ -137,26 +141,10 @@ impl<'a> State<'a> {
         }
     }
 
-    /// Where an access of thread node `c` to page `p` goes.
-    fn target(&self, page: usize, c: usize, write: bool) -> usize {
-        if self.replicated[page] && !write && self.machine.memory_bytes[c] != Some(0) {
-            return c;
-        }
-        self.pages[page]
-    }
-
     /// The window's demand: the moves decided at the end of the previous window first (their
     /// copies), then the window's accesses under the placement they give.
     fn window_demand(&mut self, cells: &[Cell], moves: &[Move], model: &Model) -> Demand {
-        let n = self.machine.node_count();
-        let threads = self.accesses.threads.len();
-        let mut d = Demand {
-            rows: Vec::new(),
-            row_of: vec![NO_ROW; threads],
-            controller_bytes: vec![0.0; n],
-            link_bytes: vec![0.0; self.machine.links.len()],
-            migrated: 0,
-        };
+        let mut d = Demand::empty(self.machine, self.accesses.threads.len());
         let page_bytes = self.accesses.page_size as f64;
         for m in moves {
             let page = m.page as usize;
@@ -188,29 +176,159 @@ impl<'a> State<'a> {
                 }
             }
         }
-        for cell in cells {
-            let t = cell.thread as usize;
-            let Some(&c) = self.threads.get(t) else {
-                continue;
-            };
-            let page = cell.page as usize;
-            let reads = (cell.reads.saturating_add(cell.other)) as f64;
-            let writes = cell.writes as f64;
-            if writes > 0.0 && self.replicated[page] {
-                // A write collapses the copies: the page is one page at its home again.
-                self.replicated[page] = false;
-            }
-            let read_to = self.target(page, c, false);
-            let write_to = self.target(page, c, true);
-            d.add(t, c, read_to, reads, reads * model.line_bytes);
-            d.add(t, c, write_to, writes, writes * model.write_bytes);
-        }
+        let machine = self.machine;
+        let (threads, pages) = (&self.threads, &self.pages);
+        let replicated = &mut self.replicated;
+        add_cells(
+            &mut d,
+            machine,
+            threads,
+            pages,
+            cells,
+            model,
+            |p, written| {
+                let was = replicated[p];
+                replicated[p] &= !written;
+                was
+            },
+        );
         d.finish(self.machine);
         d
     }
 }
 
+/// Adds `cells` to `d` under a placement; `replica(p, written)` says whether page p is
+/// replicated, and a write clears that (the copies collapse into the home).
+fn add_cells(
+    d: &mut Demand,
+    machine: &Machine,
+    threads: &[usize],
+    pages: &[usize],
+    cells: &[Cell],
+    model: &Model,
+    mut replica: impl FnMut(usize, bool) -> bool,
+) {
+    for cell in cells {
+        let t = cell.thread as usize;
+        let Some(&c) = threads.get(t) else {
+            continue;
+        };
+        let page = cell.page as usize;
+        let reads = (cell.reads.saturating_add(cell.other)) as f64;
+        let writes = cell.writes as f64;
+        let replicated = replica(page, writes > 0.0);
+        let home = pages[page];
+        let read_to = if replicated && writes == 0.0 && machine.memory_bytes[c] != Some(0) {
+            c
+        } else {
+            home
+        };
+        d.add(t, c, read_to, reads, reads * model.line_bytes);
+        d.add(t, c, home, writes, writes * model.write_bytes);
+    }
+}
+
+/// A static placement's demand with one set of pages left out, kept so that placements that
+/// differ only on those pages are simulated at the cost of their own accesses: what a search
+/// trying options for one object at a time needs.
+pub(crate) struct Split<'a> {
+    accesses: &'a Accesses,
+    machine: &'a Machine,
+    model: &'a Model,
+    base: Vec<Demand>,
+    /// Per window, the cells of the pages left out.
+    cells: Vec<Vec<Cell>>,
+    pages: Vec<u32>,
+}
+
+impl<'a> Split<'a> {
+    /// `layout` for every page but `left_out` (sorted page indices).
+    pub(crate) fn new(
+        accesses: &'a Accesses,
+        machine: &'a Machine,
+        layout: &crate::layout::Layout,
+        model: &'a Model,
+        left_out: &[u32],
+    ) -> Split<'a> {
+        let mut replicated = layout.replicated.clone();
+        replicated.resize(accesses.pages.len(), false);
+        let out = |p: u32| left_out.binary_search(&p).is_ok();
+        let mut base = Vec::with_capacity(accesses.windows.cells.len());
+        let mut cells = Vec::with_capacity(accesses.windows.cells.len());
+        for window in &accesses.windows.cells {
+            let (mine, rest): (Vec<Cell>, Vec<Cell>) = window.iter().partition(|c| out(c.page));
+            let mut d = Demand::empty(machine, accesses.threads.len());
+            let r = &mut replicated;
+            add_cells(
+                &mut d,
+                machine,
+                &layout.thread_node,
+                &layout.page_node,
+                &rest,
+                model,
+                |p, w| {
+                    let was = r[p];
+                    r[p] &= !w;
+                    was
+                },
+            );
+            base.push(d);
+            cells.push(mine);
+        }
+        Split {
+            accesses,
+            machine,
+            model,
+            base,
+            cells,
+            pages: left_out.to_vec(),
+        }
+    }
+
+    /// Modelled time (s) with the left-out pages placed as `layout` says (the rest as given to
+    /// [`Split::new`]; the thread mapping must be the same).
+    pub(crate) fn time_s(&self, layout: &crate::layout::Layout) -> f64 {
+        let mut replicated: HashMap<usize, bool> = self
+            .pages
+            .iter()
+            .map(|&p| (p as usize, layout.is_replicated(p as usize)))
+            .collect();
+        let mut total = 0.0;
+        for (base, cells) in self.base.iter().zip(&self.cells) {
+            let mut d = base.clone();
+            add_cells(
+                &mut d,
+                self.machine,
+                &layout.thread_node,
+                &layout.page_node,
+                cells,
+                self.model,
+                |p, w| {
+                    let flag = replicated.entry(p).or_default();
+                    let was = *flag;
+                    *flag &= !w;
+                    was
+                },
+            );
+            d.finish(self.machine);
+            total += solve(&d, self.machine, self.model).time_ns;
+        }
+        let _ = self.accesses;
+        total / 1e9
+    }
+}
+
 impl Demand {
+    fn empty(machine: &Machine, threads: usize) -> Demand {
+        Demand {
+            rows: Vec::new(),
+            row_of: vec![NO_ROW; threads],
+            controller_bytes: vec![0.0; machine.node_count()],
+            link_bytes: vec![0.0; machine.links.len()],
+            migrated: 0,
+        }
+    }
+
     fn add(&mut self, t: usize, c: usize, m: usize, count: f64, bytes: f64) {
         if count <= 0.0 {
             return;
@@ -686,6 +804,39 @@ pub(crate) mod tests {
         s.initial.replicated = vec![true, false];
         let o = simulate(&a, &m, &s, &Model::default());
         assert!(o.local_access_ratio.unwrap() < 0.6);
+    }
+
+    #[test]
+    fn a_split_simulation_gives_the_whole_one() {
+        let m = machine("machine-c");
+        let mut a = private_pages(8, 16, 300);
+        for (i, c) in a.windows.cells[0].iter_mut().enumerate() {
+            c.writes = (i % 5 == 0) as u64 * 40;
+            c.thread = (i % 8) as u32;
+        }
+        let second = a.windows.cells[0].clone();
+        a.windows.cells.push(second);
+        let layout = Layout {
+            thread_node: (0..8).collect(),
+            page_node: (0..128).map(|p| (p * 3) % 8).collect(),
+            replicated: (0..128).map(|p| p % 7 == 0).collect(),
+        };
+        let whole = simulate(&a, &m, &Schedule::fixed(layout.clone()), &Model::default());
+        let left_out: Vec<u32> = (0..128).filter(|p| p % 3 == 0).collect();
+        let model = Model::default();
+        let split = Split::new(&a, &m, &layout, &model, &left_out);
+        let t = split.time_s(&layout);
+        assert!(
+            (t / whole.modelled_time_s - 1.0).abs() < 1e-9,
+            "{t} vs {whole:?}"
+        );
+        // A change to the left-out pages only: the same as simulating it whole.
+        let mut other = layout.clone();
+        for &p in &left_out {
+            other.page_node[p as usize] = 0;
+        }
+        let whole = simulate(&a, &m, &Schedule::fixed(other.clone()), &model).modelled_time_s;
+        assert!((split.time_s(&other) / whole - 1.0).abs() < 1e-9);
     }
 
     #[test]

@@ -160,7 +160,10 @@ fn demo_builds_records_and_analyses_the_default_workload_and_can_run_again() {
         }
         assert!(stdout.contains(p) && stdout.contains(h), "{stdout}");
         // Every placement policy side by side, and the fix's predicted effect in the finding.
-        assert!(stdout.contains("What-if on") && stdout.contains("oracle (limit)"), "{stdout}");
+        assert!(
+            stdout.contains("What-if on") && stdout.contains("oracle (limit)"),
+            "{stdout}"
+        );
         assert!(findings.contains("is predicted to"), "{stdout}");
         if let Some(machine) = what_if {
             assert!(

@@ -16,8 +16,6 @@ use crate::layout::{Layout, Schedule};
 use crate::machine::Machine;
 use crate::sim::{Model, simulate};
 
-use super::per_object::time_of;
-
 use super::{Input, Policy};
 
 /// Exhaustive search when nodes^pages is at most this…
@@ -96,9 +94,9 @@ pub fn with_candidates(
             other.thread_node = kmaf;
             layouts.push(other);
         }
-        let (found, time, n) = super::per_object::search(input, layouts);
+        let (found, _, n) = super::per_object::search(input, layouts);
         evaluated += n;
-        let (refined, m) = refine_chunks(input, found.initial, time);
+        let (refined, m) = refine_chunks(input, found.initial);
         evaluated += m;
         consider(
             &mut best,
@@ -165,7 +163,7 @@ fn exhaustive(input: &Input, memory: &[usize]) -> (Schedule, u64) {
 
 /// Beyond what a per-object rule can say: the hottest runs of 16 pages of one object, each
 /// tried on every memory node, kept when the modelled time falls.
-fn refine_chunks(input: &Input, mut layout: Layout, mut time: f64) -> (Layout, u64) {
+fn refine_chunks(input: &Input, mut layout: Layout) -> (Layout, u64) {
     let a = input.accesses;
     let memory = input.machine.memory_nodes();
     let mut chunks: Vec<(u64, Vec<usize>)> = Vec::new();
@@ -192,6 +190,9 @@ fn refine_chunks(input: &Input, mut layout: Layout, mut time: f64) -> (Layout, u
     let tries = REFINE_BUDGET / memory.len().max(1);
     let mut evaluated = 0;
     for (_, pages) in chunks.into_iter().take(tries) {
+        let ids: Vec<u32> = pages.iter().map(|&p| p as u32).collect();
+        let split = crate::sim::Split::new(a, input.machine, &layout, &input.params.model, &ids);
+        let mut time = split.time_s(&layout);
         for &node in &memory {
             if pages.iter().all(|&p| layout.page_node[p] == node) {
                 continue;
@@ -200,7 +201,7 @@ fn refine_chunks(input: &Input, mut layout: Layout, mut time: f64) -> (Layout, u
             for &p in &pages {
                 option.page_node[p] = node;
             }
-            let t = time_of(a, input.machine, &option, &input.params.model);
+            let t = split.time_s(&option);
             evaluated += 1;
             if t < time {
                 time = t;

@@ -9,7 +9,7 @@
 use crate::accesses::Accesses;
 use crate::layout::{Layout, Schedule};
 use crate::machine::Machine;
-use crate::sim::{Model, simulate};
+use crate::sim::{Model, Split, simulate};
 
 use super::Input;
 
@@ -55,11 +55,15 @@ pub(super) fn search(input: &Input, starts: Vec<Layout>) -> (Schedule, f64, u64)
     let mut evaluated = 0;
     let mut best: Option<(Schedule, f64)> = None;
     for mut layout in starts {
-        let mut time = time_of(a, input.machine, &layout, model);
-        evaluated += 1;
         for object in hottest_objects(a) {
-            for option in options(input, &layout, object) {
-                let t = time_of(a, input.machine, &option, model);
+            let pages: Vec<u32> = (0..a.pages.len() as u32)
+                .filter(|&p| a.pages[p as usize].object == object)
+                .collect();
+            // Only this object's pages change between the options: the rest is simulated once.
+            let split = Split::new(a, input.machine, &layout, model, &pages);
+            let mut time = split.time_s(&layout);
+            for option in options(input, &layout, &pages) {
+                let t = split.time_s(&option);
                 evaluated += 1;
                 if t < time {
                     time = t;
@@ -67,6 +71,8 @@ pub(super) fn search(input: &Input, starts: Vec<Layout>) -> (Schedule, f64, u64)
                 }
             }
         }
+        let time = time_of(a, input.machine, &layout, model);
+        evaluated += 1;
         if best.as_ref().is_none_or(|b| time < b.1) {
             best = Some((Schedule::fixed(layout), time));
         }
@@ -95,12 +101,10 @@ fn hottest_objects(a: &Accesses) -> Vec<Option<u32>> {
 }
 
 /// The layouts to try for one object's pages.
-fn options(input: &Input, layout: &Layout, object: Option<u32>) -> Vec<Layout> {
+fn options(input: &Input, layout: &Layout, pages: &[u32]) -> Vec<Layout> {
     let a = input.accesses;
     let m = input.machine;
-    let pages: Vec<usize> = (0..a.pages.len())
-        .filter(|&p| a.pages[p].object == object)
-        .collect();
+    let pages: Vec<usize> = pages.iter().map(|&p| p as usize).collect();
     let memory = m.memory_nodes();
     let mut out = Vec::new();
     let with = |f: &dyn Fn(usize) -> usize| {
