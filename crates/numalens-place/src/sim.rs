@@ -10,8 +10,6 @@
 //! found by bisection. Page moves cost a fixed stall per page plus their bytes on both
 //! controllers and the links between.
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 
 use crate::accesses::{Accesses, Cell};
@@ -238,7 +236,6 @@ pub(crate) struct Split<'a> {
     base: Vec<Demand>,
     /// Per window, the cells of the pages left out.
     cells: Vec<Vec<Cell>>,
-    pages: Vec<u32>,
 }
 
 impl<'a> Split<'a> {
@@ -281,18 +278,14 @@ impl<'a> Split<'a> {
             model,
             base,
             cells,
-            pages: left_out.to_vec(),
         }
     }
 
     /// Modelled time (s) with the left-out pages placed as `layout` says (the rest as given to
     /// [`Split::new`]; the thread mapping must be the same).
     pub(crate) fn time_s(&self, layout: &crate::layout::Layout) -> f64 {
-        let mut replicated: HashMap<usize, bool> = self
-            .pages
-            .iter()
-            .map(|&p| (p as usize, layout.is_replicated(p as usize)))
-            .collect();
+        let mut replicated = layout.replicated.clone();
+        replicated.resize(self.accesses.pages.len(), false);
         let mut total = 0.0;
         for (base, cells) in self.base.iter().zip(&self.cells) {
             let mut d = base.clone();
@@ -304,16 +297,14 @@ impl<'a> Split<'a> {
                 cells,
                 self.model,
                 |p, w| {
-                    let flag = replicated.entry(p).or_default();
-                    let was = *flag;
-                    *flag &= !w;
+                    let was = replicated[p];
+                    replicated[p] &= !w;
                     was
                 },
             );
             d.finish(self.machine);
             total += solve(&d, self.machine, self.model).time_ns;
         }
-        let _ = self.accesses;
         total / 1e9
     }
 }

@@ -318,21 +318,29 @@ pub(super) fn online_schedule(input: &Input) -> Schedule {
     let memory = input.machine.memory_nodes();
     let n = input.machine.node_count();
     let mut current = base.initial.page_node.clone();
-    let mut nv: std::collections::HashMap<u32, Vec<u64>> = Default::default();
+    // NUMA vectors of the pages seen so far, n counters each, in one flat array.
+    let mut slot_of: Vec<u32> = vec![u32::MAX; a.pages.len()];
+    let mut nv: Vec<u64> = Vec::new();
     let mut moves = vec![Vec::new(); a.windows.cells.len()];
     for (w, cells) in a.windows.cells.iter().enumerate() {
         let mut touched: Vec<u32> = Vec::new();
         for c in cells {
-            let row = nv.entry(c.page).or_insert_with(|| vec![0; n]);
-            let slot = &mut row[input.threads[c.thread as usize]];
-            *slot = slot.saturating_add(c.total());
+            let page = c.page as usize;
+            if slot_of[page] == u32::MAX {
+                slot_of[page] = (nv.len() / n) as u32;
+                nv.resize(nv.len() + n, 0);
+            }
+            let at = slot_of[page] as usize * n + input.threads[c.thread as usize];
+            nv[at] = nv[at].saturating_add(c.total());
             if touched.last() != Some(&c.page) {
                 touched.push(c.page);
             }
         }
         for page in touched {
             let number = a.pages[page as usize].number;
-            let target = match kmaf_decide(&nv[&page], number, &memory, &input.params.kmaf) {
+            let at = slot_of[page as usize] as usize * n;
+            let row = &nv[at..at + n];
+            let target = match kmaf_decide(row, number, &memory, &input.params.kmaf) {
                 KmafDecision::Locality(t) | KmafDecision::Balance(t) => t,
                 KmafDecision::None => continue,
             };

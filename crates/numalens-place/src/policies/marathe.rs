@@ -45,10 +45,8 @@ pub(super) fn schedule(input: &Input, hop: bool) -> Schedule {
 /// Eq. 1: the memory node (position) with the most accesses from its own CPUs; ties to the
 /// lower id. `None` when no node with memory accessed the page.
 pub fn marathe_uniform_node(machine: &Machine, accesses_by_node: &[u64]) -> Option<usize> {
-    machine
-        .memory_nodes()
-        .into_iter()
-        .filter(|&m| accesses_by_node[m] > 0)
+    (0..machine.node_count())
+        .filter(|&m| machine.memory_bytes[m] != Some(0) && accesses_by_node[m] > 0)
         .max_by_key(|&m| (accesses_by_node[m], std::cmp::Reverse(m)))
         .or_else(|| marathe_hop_node(machine, accesses_by_node))
 }
@@ -70,7 +68,8 @@ pub fn marathe_hop_node(machine: &Machine, accesses_by_node: &[u64]) -> Option<u
             .map(|&(l, a)| a * machine.latency_ns[l][k])
             .sum()
     };
-    machine.memory_nodes().into_iter().min_by(|&a, &b| {
+    let memory = (0..machine.node_count()).filter(|&m| machine.memory_bytes[m] != Some(0));
+    memory.min_by(|&a, &b| {
         cost(a)
             .total_cmp(&cost(b))
             .then(accesses_by_node[b].cmp(&accesses_by_node[a]))

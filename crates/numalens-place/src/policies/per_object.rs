@@ -85,6 +85,19 @@ pub(super) fn time_of(a: &Accesses, machine: &Machine, layout: &Layout, model: &
     simulate(a, machine, &Schedule::fixed(layout.clone()), model).modelled_time_s
 }
 
+/// Marathe's Eq. 2 node of page `p` under `layout`'s thread mapping (its own node when nobody
+/// on a memory node accessed it).
+fn eq2_node(input: &Input, layout: &Layout, p: usize) -> usize {
+    let m = input.machine;
+    let users = &input.accesses.pages[p].users;
+    let mut per_node = vec![0u64; m.node_count()];
+    for u in users {
+        let n = &mut per_node[layout.thread_node[u.thread as usize]];
+        *n = n.saturating_add(u.total());
+    }
+    super::marathe_hop_node(m, &per_node).unwrap_or(layout.page_node[p])
+}
+
 /// Object indices by accesses, hottest first; pages without an object count as one more.
 fn hottest_objects(a: &Accesses) -> Vec<Option<u32>> {
     let mut by_object: std::collections::HashMap<Option<u32>, u64> = Default::default();
@@ -120,34 +133,38 @@ fn options(input: &Input, layout: &Layout, pages: &[u32]) -> Vec<Layout> {
     out.push(with(&|p| {
         memory[(a.pages[p].number % memory.len() as u64) as usize]
     }));
-    let eq2 = |p: usize| {
-        let mut per_node = vec![0u64; m.node_count()];
-        for u in &a.pages[p].users {
-            let n = &mut per_node[layout.thread_node[u.thread as usize]];
-            *n = n.saturating_add(u.total());
-        }
-        super::marathe_hop_node(m, &per_node).unwrap_or(layout.page_node[p])
-    };
-    out.push(with(&eq2));
+    // Eq. 2's node of each page, and each node's neighbours by latency, once for every option.
+    let homes: Vec<usize> = pages.iter().map(|&p| eq2_node(input, layout, p)).collect();
+    let home_of = |p: usize| homes[pages.binary_search(&p).unwrap_or(0)];
+    out.push(with(&home_of));
     // The pages round-robin over their home and the k − 1 nearest other nodes, idle ones (no
     // thread of the run) first: a stream one core can saturate a controller with gets k.
     let mut threads_on = vec![0usize; m.node_count()];
     for &n in &layout.thread_node {
         threads_on[n] += 1;
     }
+    let near: Vec<Vec<usize>> = (0..m.node_count())
+        .map(|home| {
+            let mut list: Vec<usize> = m
+                .fallback_order(home)
+                .into_iter()
+                .filter(|&n| n != home)
+                .collect();
+            list.sort_by_key(|&n| threads_on[n] > 0);
+            list
+        })
+        .collect();
     for k in [2usize, 4] {
         if memory.len() < k {
             break;
         }
         out.push(with(&|p| {
-            let home = eq2(p);
-            let mut near: Vec<usize> = m.fallback_order(home).into_iter().skip(1).collect();
-            near.sort_by_key(|&n| threads_on[n] > 0);
+            let home = home_of(p);
             let slot = (a.pages[p].number % k as u64) as usize;
             if slot == 0 {
                 home
             } else {
-                near.get(slot - 1).copied().unwrap_or(home)
+                near[home].get(slot - 1).copied().unwrap_or(home)
             }
         }));
     }
