@@ -36,6 +36,7 @@ fn a_whole_model_gives_every_section_once_in_one_document() {
             "summary",
             "findings",
             "topology",
+            "what-if",
             "objects",
             "object-details",
             "threads",
@@ -116,8 +117,10 @@ fn an_empty_model_says_what_is_missing_instead_of_drawing() {
     model.findings.clear();
     model.communication = Default::default();
     model.placement = Default::default();
+    model.what_if = None;
     let html = render(&model);
-    assert_eq!(sections(&html).len(), 9);
+    assert_eq!(sections(&html).len(), 10);
+    assert!(html.contains("No what-if"));
     assert!(html.contains("No finding"));
     assert!(html.contains("No object has a recorded access"));
     assert!(html.contains("No two threads share data"));
