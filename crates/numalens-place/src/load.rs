@@ -6,7 +6,8 @@
 //! total is spread over the windows in proportion to that pair's samples, or put in the window
 //! of its first access when it has none. Memory grows with pages × threads per page × windows.
 
-use std::collections::HashMap;
+/// The loader hashes a key per sample: SipHash was most of its time.
+type HashMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
 use std::path::Path;
 
 use arrow_array::cast::AsArray;
@@ -60,7 +61,7 @@ pub fn load(profile: &Profile, options: &LoadOptions) -> Result<Accesses> {
         length_ns: window_ns,
         cells: Vec::new(),
     };
-    b.cells = vec![HashMap::new(); count];
+    b.cells = vec![HashMap::default(); count];
     for batch in profile.batches::<Sample>(Some(COLUMNS), None)? {
         b.add_samples(&batch?, &profile.table_path::<Sample>())?;
     }
@@ -92,7 +93,7 @@ struct Builder {
 impl Builder {
     fn new(profile: &Profile, page_size: u64) -> Result<Builder> {
         let mut threads = Vec::new();
-        let mut thread_index = HashMap::new();
+        let mut thread_index = HashMap::default();
         for t in profile.read_all::<Thread>()? {
             thread_index.entry((t.pid, t.tid)).or_insert_with(|| {
                 threads.push(ThreadInfo {
@@ -108,7 +109,7 @@ impl Builder {
         // (the report says which side tables it could not read).
         let frames = site_frames(profile.read_all::<SiteFrame>().unwrap_or_default());
         let mut objects = Vec::new();
-        let mut object_index = HashMap::new();
+        let mut object_index = HashMap::default();
         for o in profile.read_all::<Object>()? {
             object_index.entry(o.object_id).or_insert_with(|| {
                 objects.push(object_info(&o, &frames, &thread_index));
@@ -122,10 +123,10 @@ impl Builder {
             objects,
             object_index,
             pages: Vec::new(),
-            page_index: HashMap::new(),
+            page_index: HashMap::default(),
             windows: Windows::default(),
             cells: Vec::new(),
-            weights: HashMap::new(),
+            weights: HashMap::default(),
             access_samples: 0,
             faulted: Default::default(),
         })
@@ -266,7 +267,7 @@ impl Builder {
 
     /// Exact counts by (page, thread): reads, writes, first access.
     fn read_exact(&mut self, profile: &Profile) -> Result<HashMap<CellKey, (u64, u64, u64)>> {
-        let mut exact = HashMap::new();
+        let mut exact = HashMap::default();
         for batch in profile.batches::<PageStat>(None, None)? {
             for row in PageStat::from_batch(&batch?, &profile.table_path::<PageStat>())? {
                 let thread = self.thread(row.pid, row.tid);
@@ -396,7 +397,7 @@ impl Builder {
             .max()
             .unwrap_or(0)
             .max(1);
-        let mut cells: Vec<HashMap<CellKey, Counts>> = vec![HashMap::new(); count];
+        let mut cells: Vec<HashMap<CellKey, Counts>> = vec![HashMap::default(); count];
         for (w, window) in std::mem::take(&mut self.cells).into_iter().enumerate() {
             for (key, c) in window {
                 let to = rank[key.1 as usize][w];
@@ -409,7 +410,7 @@ impl Builder {
     /// Replaces the sampled cells of every (page, thread) with an exact total by the exact
     /// one, spread over the windows as its samples were (else in its first access's window).
     fn spread_exact(&mut self, exact: HashMap<CellKey, (u64, u64, u64)>) {
-        let mut sampled: HashMap<CellKey, Vec<(usize, u64)>> = HashMap::new();
+        let mut sampled: HashMap<CellKey, Vec<(usize, u64)>> = HashMap::default();
         for (w, cells) in self.cells.iter().enumerate() {
             for (key, c) in cells {
                 if exact.contains_key(key) {
@@ -453,7 +454,7 @@ fn median(weights: &HashMap<u32, u64>) -> Option<u64> {
 
 /// Readable frames per site key, innermost first.
 fn site_frames(sites: Vec<SiteFrame>) -> HashMap<u64, Vec<String>> {
-    let mut by_key: HashMap<u64, Vec<(u32, String)>> = HashMap::new();
+    let mut by_key: HashMap<u64, Vec<(u32, String)>> = HashMap::default();
     for s in sites {
         let text = match (&s.function, &s.file, s.line) {
             (Some(f), Some(file), Some(line)) => format!("{f} ({file}:{line})"),

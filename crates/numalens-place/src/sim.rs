@@ -233,9 +233,11 @@ pub(crate) struct Split<'a> {
     accesses: &'a Accesses,
     machine: &'a Machine,
     model: &'a Model,
+    /// Windows with cells of the pages left out: the rest's demand, and those cells.
     base: Vec<Demand>,
-    /// Per window, the cells of the pages left out.
     cells: Vec<Vec<Cell>>,
+    /// Modelled ns of the windows without such cells: the same for every trial.
+    fixed_ns: f64,
 }
 
 impl<'a> Split<'a> {
@@ -250,8 +252,9 @@ impl<'a> Split<'a> {
         let mut replicated = layout.replicated.clone();
         replicated.resize(accesses.pages.len(), false);
         let out = |p: u32| left_out.binary_search(&p).is_ok();
-        let mut base = Vec::with_capacity(accesses.windows.cells.len());
-        let mut cells = Vec::with_capacity(accesses.windows.cells.len());
+        let mut base = Vec::new();
+        let mut cells = Vec::new();
+        let mut fixed_ns = 0.0;
         for window in &accesses.windows.cells {
             let (mine, rest): (Vec<Cell>, Vec<Cell>) = window.iter().partition(|c| out(c.page));
             let mut d = Demand::empty(machine, accesses.threads.len());
@@ -269,8 +272,13 @@ impl<'a> Split<'a> {
                     was
                 },
             );
-            base.push(d);
-            cells.push(mine);
+            if mine.is_empty() {
+                d.finish(machine);
+                fixed_ns += solve(&d, machine, model).time_ns;
+            } else {
+                base.push(d);
+                cells.push(mine);
+            }
         }
         Split {
             accesses,
@@ -278,6 +286,7 @@ impl<'a> Split<'a> {
             model,
             base,
             cells,
+            fixed_ns,
         }
     }
 
@@ -286,7 +295,7 @@ impl<'a> Split<'a> {
     pub(crate) fn time_s(&self, layout: &crate::layout::Layout) -> f64 {
         let mut replicated = layout.replicated.clone();
         replicated.resize(self.accesses.pages.len(), false);
-        let mut total = 0.0;
+        let mut total = self.fixed_ns;
         for (base, cells) in self.base.iter().zip(&self.cells) {
             let mut d = base.clone();
             add_cells(
