@@ -73,6 +73,20 @@ impl Schedule {
         }
     }
 
+    /// `layout` with the capacity rule applied (pages over a node's memory spill in `order`).
+    pub fn fitted(
+        mut layout: Layout,
+        accesses: &Accesses,
+        machine: &Machine,
+        order: SpillOrder,
+    ) -> Schedule {
+        let spilled = fit_capacity(&mut layout, accesses, machine, order);
+        Schedule {
+            spilled_pages: spilled,
+            ..Schedule::fixed(layout)
+        }
+    }
+
     pub fn pages_moved(&self) -> u64 {
         self.moves.iter().map(|m| m.len() as u64).sum()
     }

@@ -2,21 +2,17 @@
 //! as the default mapping says. A node that fills gives its latest-touched pages to the nearest
 //! node with room, as the kernel's fallback does.
 
-use crate::layout::{Layout, Schedule, SpillOrder, fit_capacity};
+use crate::layout::{Layout, Schedule, SpillOrder};
 
 use super::Input;
 
 pub(super) fn schedule(input: &Input) -> Schedule {
-    let mut layout = layout(input);
-    let spilled = fit_capacity(
-        &mut layout,
+    Schedule::fitted(
+        layout(input),
         input.accesses,
         input.machine,
         SpillOrder::LatestTouched,
-    );
-    let mut s = Schedule::fixed(layout);
-    s.spilled_pages = spilled;
-    s
+    )
 }
 
 /// The first-touch layout before capacity: pages without a known toucher go to the first

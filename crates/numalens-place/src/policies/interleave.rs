@@ -3,7 +3,7 @@
 //! `MPOL_WEIGHTED_INTERLEAVE`: node i takes w_i consecutive pages of every Σw, w_i its
 //! controller bandwidth over the smallest one, rounded (1–255, the kernel's range).
 
-use crate::layout::{Layout, Schedule, SpillOrder, fit_capacity};
+use crate::layout::{Layout, Schedule, SpillOrder};
 use crate::machine::Machine;
 
 use super::Input;
@@ -22,19 +22,12 @@ pub(super) fn schedule(input: &Input, weighted: bool) -> Schedule {
         .iter()
         .map(|p| cycle[(p.number % cycle.len() as u64) as usize])
         .collect();
-    let mut layout = Layout {
+    let layout = Layout {
         thread_node: input.threads.to_vec(),
         page_node,
         replicated: Vec::new(),
     };
-    let spilled = fit_capacity(
-        &mut layout,
-        input.accesses,
-        input.machine,
-        SpillOrder::Coldest,
-    );
-    let mut s = Schedule::fixed(layout);
-    s.spilled_pages = spilled;
+    let mut s = Schedule::fitted(layout, input.accesses, input.machine, SpillOrder::Coldest);
     if weighted {
         let ids: Vec<String> = nodes
             .iter()

@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accesses::Accesses;
-use crate::layout::{Move, Schedule, SpillOrder, fit_capacity};
+use crate::layout::{Move, Schedule, SpillOrder};
 use crate::machine::Machine;
 
 use super::Input;
@@ -291,14 +291,7 @@ pub(super) fn schedule(input: &Input) -> Schedule {
             KmafDecision::None => {}
         }
     }
-    let spilled = fit_capacity(
-        &mut layout,
-        input.accesses,
-        input.machine,
-        SpillOrder::Coldest,
-    );
-    let mut s = Schedule::fixed(layout);
-    s.spilled_pages = spilled;
+    let mut s = Schedule::fitted(layout, input.accesses, input.machine, SpillOrder::Coldest);
     if threads != input.threads {
         let moved = threads
             .iter()

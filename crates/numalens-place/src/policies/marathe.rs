@@ -4,7 +4,7 @@
 //! more local samples, then the lower node id (the paper leaves ties open). Pages without
 //! accesses keep their first-touch node, as the paper leaves them to the program.
 
-use crate::layout::{Schedule, SpillOrder, fit_capacity};
+use crate::layout::{Schedule, SpillOrder};
 use crate::machine::Machine;
 
 use super::Input;
@@ -31,15 +31,7 @@ pub(super) fn schedule(input: &Input, hop: bool) -> Schedule {
             layout.page_node[p] = node;
         }
     }
-    let spilled = fit_capacity(
-        &mut layout,
-        input.accesses,
-        input.machine,
-        SpillOrder::Coldest,
-    );
-    let mut s = Schedule::fixed(layout);
-    s.spilled_pages = spilled;
-    s
+    Schedule::fitted(layout, input.accesses, input.machine, SpillOrder::Coldest)
 }
 
 /// Eq. 1: the memory node (position) with the most accesses from its own CPUs; ties to the

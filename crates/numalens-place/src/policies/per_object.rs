@@ -31,14 +31,13 @@ pub(super) fn schedule(input: &Input) -> Schedule {
         };
         starts.push(super::first_touch::layout(&mapped));
     }
-    let (mut s, _, evaluated) = search(input, starts);
-    let spilled = crate::layout::fit_capacity(
-        &mut s.initial,
+    let (found, _, evaluated) = search(input, starts);
+    let mut s = Schedule::fitted(
+        found.initial,
         input.accesses,
         input.machine,
         crate::layout::SpillOrder::Coldest,
     );
-    s.spilled_pages = spilled;
     s.notes.push(format!("{evaluated} placements simulated"));
     if s.initial.thread_node != input.threads {
         s.notes
