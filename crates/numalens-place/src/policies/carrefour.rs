@@ -222,7 +222,8 @@ fn round(input: &Input, cells: &[Cell], g: &Gates, st: &mut State) -> Vec<Move> 
     hot.truncate(p.max_pages_per_round);
     let mut load = vec![0u64; machine.node_count()];
     for (page, r) in &hot {
-        load[st.current[*page as usize]] += r.total;
+        let l = &mut load[st.current[*page as usize]];
+        *l = l.saturating_add(r.total);
     }
     let period = input.accesses.sample_period.max(1);
     let memory = machine.memory_nodes();
@@ -260,8 +261,9 @@ fn round(input: &Input, cells: &[Cell], g: &Gates, st: &mut State) -> Vec<Move> 
         if to == here {
             continue;
         }
-        load[here] -= r.total;
-        load[to] += r.total;
+        // Counts from a damaged profile can reach u64's end: the loads saturate.
+        load[here] = load[here].saturating_sub(r.total);
+        load[to] = load[to].saturating_add(r.total);
         if p.ping_pong_guard && st.left[page as usize].contains(&to) {
             st.frozen.insert(page);
         }
