@@ -11,6 +11,7 @@ mod marathe;
 mod oracle;
 mod per_object;
 mod spm;
+mod spread;
 mod tiering;
 
 pub use carrefour::CarrefourParams;

@@ -3,8 +3,10 @@
 //! their node and the 1 or 3 nearest other nodes, idle ones first (a stream one core can
 //! saturate a controller with gets two or four), interleave over
 //! every node, every single node, or a copy per node when nothing writes it, as the simulator judges them one
-//! after the other; under the default thread mapping and kMAF's, whichever gives less modelled
-//! time. What it decides is what a plan can say exactly: one rule per object.
+//! after the other; then a weighted spread of each group of its pages with one Eq. 2 home
+//! (`spread`); two passes over the objects; under the default thread mapping and kMAF's,
+//! whichever gives less modelled time. What it decides is what a plan can say exactly: one rule
+//! per object, page ranges at most.
 
 use crate::accesses::Accesses;
 use crate::layout::{Layout, Schedule};
@@ -15,6 +17,9 @@ use super::Input;
 
 /// Objects searched one by one, the hottest first.
 const SEARCHED_OBJECTS: usize = 32;
+
+/// Passes over the objects at most.
+const PASSES: usize = 2;
 
 pub(super) fn schedule(input: &Input) -> Schedule {
     let mut starts = vec![super::first_touch::layout(input)];
@@ -38,7 +43,9 @@ pub(super) fn schedule(input: &Input) -> Schedule {
         input.machine,
         crate::layout::SpillOrder::Coldest,
     );
-    s.notes.push(format!("{evaluated} placements simulated"));
+    s.notes.push(format!(
+        "per-object search: {evaluated} placements simulated"
+    ));
     if s.initial.thread_node != input.threads {
         s.notes
             .push("threads mapped by communication (kMAF's mapping)".to_string());
@@ -53,21 +60,17 @@ pub(super) fn search(input: &Input, starts: Vec<Layout>) -> (Schedule, f64, u64)
     let model = &input.params.model;
     let mut evaluated = 0;
     let mut best: Option<(Schedule, f64)> = None;
+    let objects = hottest_objects(a);
     for mut layout in starts {
-        for object in hottest_objects(a) {
-            let pages: Vec<u32> = (0..a.pages.len() as u32)
-                .filter(|&p| a.pages[p as usize].object == object)
-                .collect();
-            // Only this object's pages change between the options: the rest is simulated once.
-            let split = Split::new(a, input.machine, &layout, model, &pages);
-            let mut time = split.time_s(&layout);
-            for option in options(input, &layout, &pages) {
-                let t = split.time_s(&option);
-                evaluated += 1;
-                if t < time {
-                    time = t;
-                    layout = option;
-                }
+        // A second pass revisits each object once the others have settled: the first decided
+        // the hottest with the rest still where first touch put them.
+        for _ in 0..PASSES {
+            let before = layout.clone();
+            for &object in &objects {
+                evaluated += improve_object(input, &mut layout, object);
+            }
+            if layout == before {
+                break;
             }
         }
         let time = time_of(a, input.machine, &layout, model);
@@ -78,6 +81,31 @@ pub(super) fn search(input: &Input, starts: Vec<Layout>) -> (Schedule, f64, u64)
     }
     let (s, t) = best.expect("one mapping at least");
     (s, t, evaluated)
+}
+
+/// The best of the options for one object's pages, then a weighted spread from there.
+fn improve_object(input: &Input, layout: &mut Layout, object: Option<u32>) -> u64 {
+    let a = input.accesses;
+    let pages: Vec<u32> = (0..a.pages.len() as u32)
+        .filter(|&p| a.pages[p as usize].object == object)
+        .collect();
+    // Only this object's pages change between the options: the rest is simulated once.
+    let split = Split::new(a, input.machine, layout, &input.params.model, &pages);
+    let mut time = split.time_s(layout);
+    let homes: Vec<usize> = pages
+        .iter()
+        .map(|&p| eq2_node(input, layout, p as usize))
+        .collect();
+    let mut evaluated = 0;
+    for option in options(input, layout, &pages, &homes) {
+        let t = split.time_s(&option);
+        evaluated += 1;
+        if t < time {
+            time = t;
+            *layout = option;
+        }
+    }
+    evaluated + super::spread::refine(input, &split, layout, &pages, &homes, &mut time)
 }
 
 pub(super) fn time_of(a: &Accesses, machine: &Machine, layout: &Layout, model: &Model) -> f64 {
@@ -113,7 +141,7 @@ fn hottest_objects(a: &Accesses) -> Vec<Option<u32>> {
 }
 
 /// The layouts to try for one object's pages.
-fn options(input: &Input, layout: &Layout, pages: &[u32]) -> Vec<Layout> {
+fn options(input: &Input, layout: &Layout, pages: &[u32], homes: &[usize]) -> Vec<Layout> {
     let a = input.accesses;
     let m = input.machine;
     let pages: Vec<usize> = pages.iter().map(|&p| p as usize).collect();
@@ -132,8 +160,7 @@ fn options(input: &Input, layout: &Layout, pages: &[u32]) -> Vec<Layout> {
     out.push(with(&|p| {
         memory[(a.pages[p].number % memory.len() as u64) as usize]
     }));
-    // Eq. 2's node of each page, and each node's neighbours by latency, once for every option.
-    let homes: Vec<usize> = pages.iter().map(|&p| eq2_node(input, layout, p)).collect();
+    // Each node's neighbours by latency, once for every option.
     let home_of = |p: usize| homes[pages.binary_search(&p).unwrap_or(0)];
     out.push(with(&home_of));
     // The pages round-robin over their home and the k − 1 nearest other nodes, idle ones (no
