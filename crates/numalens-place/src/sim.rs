@@ -197,12 +197,12 @@ impl<'a> State<'a> {
 
 /// Adds `cells` to `d` under a placement; `replica(p, written)` says whether page p is
 /// replicated, and a write clears that (the copies collapse into the home).
-fn add_cells(
+fn add_cells<'c>(
     d: &mut Demand,
     machine: &Machine,
     threads: &[usize],
     pages: &[usize],
-    cells: &[Cell],
+    cells: impl IntoIterator<Item = &'c Cell>,
     model: &Model,
     mut replica: impl FnMut(usize, bool) -> bool,
 ) {
@@ -230,7 +230,6 @@ fn add_cells(
 /// differ only on those pages are simulated at the cost of their own accesses: what a search
 /// trying options for one object at a time needs.
 pub(crate) struct Split<'a> {
-    accesses: &'a Accesses,
     machine: &'a Machine,
     model: &'a Model,
     /// Windows with cells of the pages left out: the rest's demand, and those cells.
@@ -238,6 +237,7 @@ pub(crate) struct Split<'a> {
     cells: Vec<Vec<Cell>>,
     /// Modelled ns of the windows without such cells: the same for every trial.
     fixed_ns: f64,
+    left_out: Vec<u32>,
 }
 
 impl<'a> Split<'a> {
@@ -251,12 +251,17 @@ impl<'a> Split<'a> {
     ) -> Split<'a> {
         let mut replicated = layout.replicated.clone();
         replicated.resize(accesses.pages.len(), false);
-        let out = |p: u32| left_out.binary_search(&p).is_ok();
+        // One bit per page: the rest's cells are read in place, never copied.
+        let mut out_bits = vec![0u64; accesses.pages.len().div_ceil(64)];
+        for &p in left_out {
+            out_bits[p as usize / 64] |= 1 << (p % 64);
+        }
+        let out = |p: u32| out_bits[p as usize / 64] & (1 << (p % 64)) != 0;
         let mut base = Vec::new();
         let mut cells = Vec::new();
         let mut fixed_ns = 0.0;
         for window in &accesses.windows.cells {
-            let (mine, rest): (Vec<Cell>, Vec<Cell>) = window.iter().partition(|c| out(c.page));
+            let mine: Vec<Cell> = window.iter().filter(|c| out(c.page)).copied().collect();
             let mut d = Demand::empty(machine, accesses.threads.len());
             let r = &mut replicated;
             add_cells(
@@ -264,7 +269,7 @@ impl<'a> Split<'a> {
                 machine,
                 &layout.thread_node,
                 &layout.page_node,
-                &rest,
+                window.iter().filter(|c| !out(c.page)),
                 model,
                 |p, w| {
                     let was = r[p];
@@ -281,20 +286,32 @@ impl<'a> Split<'a> {
             }
         }
         Split {
-            accesses,
             machine,
             model,
             base,
             cells,
             fixed_ns,
+            left_out: left_out.to_vec(),
         }
+    }
+
+    /// The left-out pages' cells: what one [`Split::time_s`] replays.
+    pub(crate) fn cells(&self) -> usize {
+        self.cells.iter().map(Vec::len).sum()
     }
 
     /// Modelled time (s) with the left-out pages placed as `layout` says (the rest as given to
     /// [`Split::new`]; the thread mapping must be the same).
     pub(crate) fn time_s(&self, layout: &crate::layout::Layout) -> f64 {
-        let mut replicated = layout.replicated.clone();
-        replicated.resize(self.accesses.pages.len(), false);
+        // Replication flags of the left-out pages only (a write ends a page's copies for the
+        // rest of the run): a copy of every page's flag per trial would cost more than the trial.
+        let mut replicated: Vec<bool> = self
+            .left_out
+            .iter()
+            .map(|&p| layout.is_replicated(p as usize))
+            .collect();
+        let any_replicated = replicated.iter().any(|&r| r);
+        let left_out = &self.left_out;
         let mut total = self.fixed_ns;
         for (base, cells) in self.base.iter().zip(&self.cells) {
             let mut d = base.clone();
@@ -306,8 +323,14 @@ impl<'a> Split<'a> {
                 cells,
                 self.model,
                 |p, w| {
-                    let was = replicated[p];
-                    replicated[p] &= !w;
+                    if !any_replicated {
+                        return false;
+                    }
+                    let Ok(i) = left_out.binary_search(&(p as u32)) else {
+                        return false;
+                    };
+                    let was = replicated[i];
+                    replicated[i] &= !w;
                     was
                 },
             );

@@ -8,6 +8,7 @@ mod first_touch;
 mod interleave;
 mod kmaf;
 mod marathe;
+mod object_options;
 mod oracle;
 mod per_object;
 mod spm;

@@ -14,6 +14,7 @@ use crate::machine::Machine;
 use crate::sim::{Model, Split, simulate};
 
 use super::Input;
+use super::object_options::{Choice, Options, Saved};
 
 /// Objects searched one by one, the hottest first.
 const SEARCHED_OBJECTS: usize = 32;
@@ -63,13 +64,17 @@ pub(super) fn search(input: &Input, starts: Vec<Layout>) -> (Schedule, f64, u64)
     let objects = hottest_objects(a);
     for mut layout in starts {
         // A second pass revisits each object once the others have settled: the first decided
-        // the hottest with the rest still where first touch put them.
-        for _ in 0..PASSES {
-            let before = layout.clone();
+        // the hottest with the rest still where first touch put them. Alone, an object has
+        // nothing to settle against.
+        let passes = if objects.len() > 1 { PASSES } else { 1 };
+        for _ in 0..passes {
+            let mut changed = false;
             for &object in &objects {
-                evaluated += improve_object(input, &mut layout, object);
+                let (n, c) = improve_object(input, &mut layout, object);
+                evaluated += n;
+                changed |= c;
             }
-            if layout == before {
+            if !changed {
                 break;
             }
         }
@@ -83,29 +88,47 @@ pub(super) fn search(input: &Input, starts: Vec<Layout>) -> (Schedule, f64, u64)
     (s, t, evaluated)
 }
 
-/// The best of the options for one object's pages, then a weighted spread from there.
-fn improve_object(input: &Input, layout: &mut Layout, object: Option<u32>) -> u64 {
+/// The best of the options for one object's pages, then a weighted spread from there. Returns
+/// the placements simulated and whether the object's placement changed.
+fn improve_object(input: &Input, layout: &mut Layout, object: Option<u32>) -> (u64, bool) {
     let a = input.accesses;
     let pages: Vec<u32> = (0..a.pages.len() as u32)
         .filter(|&p| a.pages[p as usize].object == object)
         .collect();
-    // Only this object's pages change between the options: the rest is simulated once.
+    // Only this object's pages change between the options: the rest is simulated once, and
+    // each option is written over the object's pages in place (a copy of a whole layout per
+    // option costs more than simulating it on a profile of millions of pages).
     let split = Split::new(a, input.machine, layout, &input.params.model, &pages);
     let mut time = split.time_s(layout);
     let homes: Vec<usize> = pages
         .iter()
         .map(|&p| eq2_node(input, layout, p as usize))
         .collect();
+    let before = Saved::of(layout, &pages);
+    let options = Options::new(input, layout, &pages, &homes);
+    let mut best: Option<Choice> = None;
     let mut evaluated = 0;
-    for option in options(input, layout, &pages, &homes) {
-        let t = split.time_s(&option);
+    for choice in options.choices() {
+        before.restore(layout, &pages);
+        options.apply(choice, layout);
+        let t = split.time_s(layout);
         evaluated += 1;
         if t < time {
             time = t;
-            *layout = option;
+            best = Some(choice);
         }
     }
-    evaluated + super::spread::refine(input, &split, layout, &pages, &homes, &mut time)
+    before.restore(layout, &pages);
+    if let Some(choice) = best {
+        options.apply(choice, layout);
+    }
+    let changed = best.is_some();
+    // A replicated object has no home to spread.
+    if pages.iter().any(|&p| layout.is_replicated(p as usize)) {
+        return (evaluated, changed);
+    }
+    let (n, spread) = super::spread::refine(input, &split, layout, &pages, &homes, &mut time);
+    (evaluated + n, changed || spread)
 }
 
 pub(super) fn time_of(a: &Accesses, machine: &Machine, layout: &Layout, model: &Model) -> f64 {
@@ -138,70 +161,4 @@ fn hottest_objects(a: &Accesses) -> Vec<Option<u32>> {
         .take(SEARCHED_OBJECTS)
         .map(|o| o.0)
         .collect()
-}
-
-/// The layouts to try for one object's pages.
-fn options(input: &Input, layout: &Layout, pages: &[u32], homes: &[usize]) -> Vec<Layout> {
-    let a = input.accesses;
-    let m = input.machine;
-    let pages: Vec<usize> = pages.iter().map(|&p| p as usize).collect();
-    let memory = m.memory_nodes();
-    let mut out = Vec::new();
-    let with = |f: &dyn Fn(usize) -> usize| {
-        let mut l = layout.clone();
-        for &p in &pages {
-            l.page_node[p] = f(p);
-        }
-        l
-    };
-    for &node in &memory {
-        out.push(with(&|_| node));
-    }
-    out.push(with(&|p| {
-        memory[(a.pages[p].number % memory.len() as u64) as usize]
-    }));
-    // Each node's neighbours by latency, once for every option.
-    let home_of = |p: usize| homes[pages.binary_search(&p).unwrap_or(0)];
-    out.push(with(&home_of));
-    // The pages round-robin over their home and the k − 1 nearest other nodes, idle ones (no
-    // thread of the run) first: a stream one core can saturate a controller with gets k.
-    let mut threads_on = vec![0usize; m.node_count()];
-    for &n in &layout.thread_node {
-        threads_on[n] += 1;
-    }
-    let near: Vec<Vec<usize>> = (0..m.node_count())
-        .map(|home| {
-            let mut list: Vec<usize> = m
-                .fallback_order(home)
-                .into_iter()
-                .filter(|&n| n != home)
-                .collect();
-            list.sort_by_key(|&n| threads_on[n] > 0);
-            list
-        })
-        .collect();
-    for k in [2usize, 4] {
-        if memory.len() < k {
-            break;
-        }
-        out.push(with(&|p| {
-            let home = home_of(p);
-            let slot = (a.pages[p].number % k as u64) as usize;
-            if slot == 0 {
-                home
-            } else {
-                near[home].get(slot - 1).copied().unwrap_or(home)
-            }
-        }));
-    }
-    let read_only = pages.iter().all(|&p| a.pages[p].writes() == 0);
-    if read_only && memory.len() > 1 {
-        let mut l = layout.clone();
-        l.replicated.resize(a.pages.len(), false);
-        for &p in &pages {
-            l.replicated[p] = true;
-        }
-        out.push(l);
-    }
-    out
 }

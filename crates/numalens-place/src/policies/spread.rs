@@ -16,11 +16,16 @@ const SLOTS: u32 = 12;
 /// Placements simulated at most per object.
 const BUDGET_PER_OBJECT: u64 = 160;
 
+/// Cells replayed at most per object (about a second): an object of millions of pages gets
+/// fewer moves, so that planning stays within seconds whatever the profile's size.
+const CELL_BUDGET: u64 = 100_000_000;
+
 /// Groups smaller than this keep what the options gave them.
 const MIN_GROUP_PAGES: usize = 4;
 
 /// Improve `layout` for `pages` (one object's, sorted) whose Eq. 2 homes are `homes`. `time` is
-/// the layout's simulated time, updated. Returns the placements simulated.
+/// the layout's simulated time, updated. Returns the placements simulated and whether the
+/// layout changed.
 pub(super) fn refine(
     input: &Input,
     split: &Split,
@@ -28,15 +33,18 @@ pub(super) fn refine(
     pages: &[u32],
     homes: &[usize],
     time: &mut f64,
-) -> u64 {
+) -> (u64, bool) {
     let memory = input.machine.memory_nodes();
     if memory.len() < 2 {
-        return 0;
+        return (0, false);
     }
     // Pages take turns in runs long enough for the object's plan to stay within its range limit
     // (a run a range at worst), so that the plan does what was simulated.
     let run = pages.len().div_ceil(crate::plan::MAX_RANGES / 2).max(1);
+    let budget = BUDGET_PER_OBJECT.min(CELL_BUDGET / split.cells().max(1) as u64);
     let mut evaluated = 0;
+    let mut changed = false;
+    let mut saved = Vec::new();
     for group in groups(input, pages, homes) {
         if group.len() < MIN_GROUP_PAGES {
             continue;
@@ -44,14 +52,15 @@ pub(super) fn refine(
         let mut weights = current_weights(layout, &group, &memory);
         let order = near_first(input, homes[pages_pos(pages, group[0])], &memory);
         let mut improved = true;
-        while improved && evaluated < BUDGET_PER_OBJECT {
+        while improved && evaluated < budget {
             improved = false;
             for &from in &order {
                 for &to in &order {
-                    if from == to || weights[from] == 0 || evaluated >= BUDGET_PER_OBJECT {
+                    if from == to || weights[from] == 0 || evaluated >= budget {
                         continue;
                     }
-                    let saved: Vec<usize> = group.iter().map(|&p| layout.page_node[p]).collect();
+                    saved.clear();
+                    saved.extend(group.iter().map(|&p| layout.page_node[p]));
                     weights[from] -= 1;
                     weights[to] += 1;
                     assign(layout, &group, &weights, &memory, run);
@@ -60,6 +69,7 @@ pub(super) fn refine(
                     if t < *time {
                         *time = t;
                         improved = true;
+                        changed = true;
                     } else {
                         weights[from] += 1;
                         weights[to] -= 1;
@@ -71,7 +81,7 @@ pub(super) fn refine(
             }
         }
     }
-    evaluated
+    (evaluated, changed)
 }
 
 fn pages_pos(pages: &[u32], p: usize) -> usize {
