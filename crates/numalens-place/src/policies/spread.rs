@@ -1,27 +1,26 @@
 //! Weighted spreads found by local search. An object's pages are grouped by their Eq. 2 home;
 //! each group's pages go round-robin over the memory nodes in proportion to a weight per node
-//! (in twelfths), and one twelfth at a time moves from one node to another while the simulated
-//! time falls. Where one controller or link saturates, the best share of a group on its home
-//! node lies between "all of it" (Eq. 2) and an even spread (interleave); a weighted spread finds
-//! it, and it also learns to avoid slow links (machine-b's 8-bit 0↔3 link).
+//! (in 24ths), and one 24th at a time moves from one node to another while the simulated time
+//! falls; a group of at most 24 pages moves page by page instead. Where one controller or link
+//! saturates, the best share of a group on its home node lies between "all of it" (Eq. 2) and an
+//! even spread (interleave); a weighted spread finds it, and it also learns to avoid slow links
+//! (machine-b's 8-bit 0↔3 link).
 
 use crate::layout::Layout;
 use crate::sim::Split;
 
 use super::Input;
 
-/// Weight units per group: shares move in twelfths.
-const SLOTS: u32 = 12;
+/// Weight units per group: shares move in 24ths (8, 6, 4, 3 and 2 nodes share them evenly). A
+/// group of no more pages than that moves page by page: a share would move no page.
+const SLOTS: u32 = 24;
 
 /// Placements simulated at most per object.
-const BUDGET_PER_OBJECT: u64 = 160;
+const BUDGET_PER_OBJECT: u64 = 400;
 
 /// Cells replayed at most per object (about a second): an object of millions of pages gets
 /// fewer moves, so that planning stays within seconds whatever the profile's size.
 const CELL_BUDGET: u64 = 100_000_000;
-
-/// Groups smaller than this keep what the options gave them.
-const MIN_GROUP_PAGES: usize = 4;
 
 /// Improve `layout` for `pages` (one object's, sorted) whose Eq. 2 homes are `homes`. `time` is
 /// the layout's simulated time, updated. Returns the placements simulated and whether the
@@ -38,50 +37,113 @@ pub(super) fn refine(
     if memory.len() < 2 {
         return (0, false);
     }
+    let mut search = Search {
+        split,
+        layout,
+        time: *time,
+        budget: BUDGET_PER_OBJECT.min(CELL_BUDGET / split.cells().max(1) as u64),
+        evaluated: 0,
+        changed: false,
+    };
     // Pages take turns in runs long enough for the object's plan to stay within its range limit
     // (a run a range at worst), so that the plan does what was simulated.
     let run = pages.len().div_ceil(crate::plan::MAX_RANGES / 2).max(1);
-    let budget = BUDGET_PER_OBJECT.min(CELL_BUDGET / split.cells().max(1) as u64);
-    let mut evaluated = 0;
-    let mut changed = false;
-    let mut saved = Vec::new();
     for group in groups(input, pages, homes) {
-        if group.len() < MIN_GROUP_PAGES {
-            continue;
-        }
-        let mut weights = current_weights(layout, &group, &memory);
         let order = near_first(input, homes[pages_pos(pages, group[0])], &memory);
+        if group.len() <= SLOTS as usize {
+            search.page_by_page(input, &group, &order);
+        } else {
+            search.weighted(&group, &order, &memory, run);
+        }
+    }
+    *time = search.time;
+    (search.evaluated, search.changed)
+}
+
+/// A local search's state: the layout, its simulated time and what was spent.
+struct Search<'s, 'a> {
+    split: &'s Split<'a>,
+    layout: &'s mut Layout,
+    time: f64,
+    budget: u64,
+    evaluated: u64,
+    changed: bool,
+}
+
+impl Search<'_, '_> {
+    /// Simulates the layout as changed; keeps the change if it is faster, else calls `undo`.
+    fn try_change(&mut self, undo: impl FnOnce(&mut Layout)) -> bool {
+        let t = self.split.time_s(self.layout);
+        self.evaluated += 1;
+        if t < self.time {
+            self.time = t;
+            self.changed = true;
+            true
+        } else {
+            undo(self.layout);
+            false
+        }
+    }
+
+    fn spent(&self) -> bool {
+        self.evaluated >= self.budget
+    }
+
+    /// A group of few pages: each page, hottest first, to whichever node makes the run faster
+    /// (a weight per node says nothing of which page goes where, and one hot page can weigh
+    /// more than all the others).
+    fn page_by_page(&mut self, input: &Input, group: &[usize], order: &[usize]) {
+        let mut hottest: Vec<usize> = group.to_vec();
+        hottest.sort_by_key(|&p| std::cmp::Reverse(input.accesses.pages[p].total()));
         let mut improved = true;
-        while improved && evaluated < budget {
+        while improved && !self.spent() {
             improved = false;
-            for &from in &order {
-                for &to in &order {
-                    if from == to || weights[from] == 0 || evaluated >= budget {
+            for &p in &hottest {
+                for &to in order {
+                    let from = self.layout.page_node[p];
+                    if to == from || self.spent() {
+                        continue;
+                    }
+                    self.layout.page_node[p] = to;
+                    improved |= self.try_change(|l| l.page_node[p] = from);
+                }
+            }
+        }
+    }
+
+    /// A group of many pages: their shares per node, one unit at a time from one node to
+    /// another.
+    fn weighted(&mut self, group: &[usize], order: &[usize], memory: &[usize], run: usize) {
+        let mut weights = current_weights(self.layout, group, memory, SLOTS);
+        let mut saved = Vec::with_capacity(group.len());
+        let mut improved = true;
+        while improved && !self.spent() {
+            improved = false;
+            for &from in order {
+                for &to in order {
+                    if from == to || weights[from] == 0 || self.spent() {
                         continue;
                     }
                     saved.clear();
-                    saved.extend(group.iter().map(|&p| layout.page_node[p]));
+                    saved.extend(group.iter().map(|&p| self.layout.page_node[p]));
                     weights[from] -= 1;
                     weights[to] += 1;
-                    assign(layout, &group, &weights, &memory, run);
-                    let t = split.time_s(layout);
-                    evaluated += 1;
-                    if t < *time {
-                        *time = t;
+                    assign(self.layout, group, &weights, memory, run);
+                    let kept = self.try_change(|l| {
+                        for (&p, &n) in group.iter().zip(&saved) {
+                            l.page_node[p] = n;
+                        }
+                    });
+                    if kept {
                         improved = true;
-                        changed = true;
                     } else {
                         weights[from] += 1;
                         weights[to] -= 1;
-                        for (&p, &n) in group.iter().zip(&saved) {
-                            layout.page_node[p] = n;
-                        }
                     }
                 }
             }
         }
     }
-    (evaluated, changed)
 }
 
 fn pages_pos(pages: &[u32], p: usize) -> usize {
@@ -102,8 +164,8 @@ fn groups(input: &Input, pages: &[u32], homes: &[usize]) -> Vec<Vec<usize>> {
     list.into_iter().map(|g| g.1).collect()
 }
 
-/// Weights (indexed by node position, twelfths) close to the group's present distribution.
-fn current_weights(layout: &Layout, group: &[usize], memory: &[usize]) -> Vec<u32> {
+/// Weights (indexed by node position, in `slots` units) close to the group's present distribution.
+fn current_weights(layout: &Layout, group: &[usize], memory: &[usize], slots: u32) -> Vec<u32> {
     let mut count = vec![0usize; memory.iter().max().map_or(0, |&m| m + 1)];
     for &p in group {
         if let Some(c) = count.get_mut(layout.page_node[p]) {
@@ -112,13 +174,13 @@ fn current_weights(layout: &Layout, group: &[usize], memory: &[usize]) -> Vec<u3
     }
     let mut w: Vec<u32> = count
         .iter()
-        .map(|&c| (c as u64 * SLOTS as u64 / group.len() as u64) as u32)
+        .map(|&c| (c as u64 * slots as u64 / group.len() as u64) as u32)
         .collect();
     // Rounding down leaves slots over: they go to the nodes holding most pages.
     let mut by_count: Vec<usize> = memory.to_vec();
     by_count.sort_by_key(|&n| std::cmp::Reverse(count[n]));
-    let mut left = SLOTS - w.iter().sum::<u32>();
-    for &n in by_count.iter().cycle().take(memory.len() * SLOTS as usize) {
+    let mut left = slots - w.iter().sum::<u32>();
+    for &n in by_count.iter().cycle().take(memory.len() * slots as usize) {
         if left == 0 {
             break;
         }
