@@ -5,6 +5,7 @@
 
 mod carrefour;
 mod first_touch;
+mod hot_blocks;
 mod interleave;
 mod kmaf;
 mod marathe;

@@ -4,7 +4,7 @@
 //! saturate a controller with gets two or four), interleave over
 //! every node, every single node, or a copy per node when nothing writes it, as the simulator judges them one
 //! after the other; then a weighted spread of each group of its pages with one Eq. 2 home
-//! (`spread`); two passes over the objects; under the default thread mapping and kMAF's,
+//! (`spread`) and moves of its hottest blocks (`hot_blocks`); two passes over the objects; under the default thread mapping and kMAF's,
 //! whichever gives less modelled time. What it decides is what a plan can say exactly: one rule
 //! per object, page ranges at most.
 
@@ -128,7 +128,8 @@ fn improve_object(input: &Input, layout: &mut Layout, object: Option<u32>) -> (u
         return (evaluated, changed);
     }
     let (n, spread) = super::spread::refine(input, &split, layout, &pages, &homes, &mut time);
-    (evaluated + n, changed || spread)
+    let (m, blocks) = super::hot_blocks::refine(input, &split, layout, &pages, &mut time);
+    (evaluated + n + m, changed || spread || blocks)
 }
 
 pub(super) fn time_of(a: &Accesses, machine: &Machine, layout: &Layout, model: &Model) -> f64 {
