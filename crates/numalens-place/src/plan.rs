@@ -143,6 +143,10 @@ pub struct MigrateAt {
     pub node: u32,
     /// Page offsets inside the object.
     pub pages: Vec<u64>,
+    /// Advisory, as the `replicate` action: the policy gave every node a read-only copy of
+    /// these pages here (`node` keeps taking the writes).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replicate: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -182,7 +186,9 @@ pub fn from_schedule(
     parameters: serde_json::Value,
     source: PlanSource,
 ) -> Plan {
-    let layout = schedule.final_layout();
+    // The placement at start: an online policy's moves follow as `migrate_at` rules, so that
+    // the plan does what the policy did rather than jump to where it ended.
+    let layout = &schedule.initial;
     let pids = accesses.pids();
     let rank = |pid: u32| pids.iter().position(|&p| p == pid).unwrap_or(0) as u32;
     let mut threads: Vec<ThreadRule> = accesses
@@ -220,7 +226,8 @@ pub fn from_schedule(
             unplaced.accesses = unplaced.accesses.saturating_add(total);
             continue;
         };
-        let (action, note) = action(accesses, machine, &layout, pages, weights.as_deref());
+        let start = first_page(accesses, object, pages);
+        let (action, note) = action(accesses, machine, layout, pages, start, weights.as_deref());
         let key = serde_json::to_string(&identity).unwrap_or_default();
         groups.entry(key).or_default().push(Instance {
             object: o,
@@ -274,8 +281,20 @@ struct Instance {
     accesses: u64,
 }
 
+/// The page number offsets count from: the object's first page (from its start address, so
+/// that offsets mean the same in a run where other pages are touched first), or its first
+/// accessed page when the start is unknown (0) or lies after it.
+pub(crate) fn first_page(a: &Accesses, object: &ObjectInfo, pages: &[usize]) -> u64 {
+    let accessed = pages.iter().map(|&p| a.pages[p].number).min();
+    let from_start = object.start / a.page_size.max(1);
+    match accessed {
+        Some(n) if n < from_start || object.start == 0 => n,
+        _ => from_start,
+    }
+}
+
 /// The stable identity of an object, when it has one.
-fn identity(o: &ObjectInfo, a: &Accesses, process: u32) -> Option<Identity> {
+pub(crate) fn identity(o: &ObjectInfo, a: &Accesses, process: u32) -> Option<Identity> {
     let base = Identity {
         process,
         ..Identity::default()
@@ -314,6 +333,7 @@ fn action(
     machine: &Machine,
     layout: &crate::layout::Layout,
     pages: &[usize],
+    start: u64,
     weights: Option<&[u32]>,
 ) -> (Action, Option<String>) {
     if pages.iter().all(|&p| layout.is_replicated(p)) {
@@ -364,7 +384,6 @@ fn action(
             None,
         );
     }
-    let start = a.pages[pages[0]].number;
     let mut ranges: Vec<PageRange> = Vec::new();
     for &p in pages {
         let offset = a.pages[p].number - start;
@@ -435,28 +454,34 @@ fn add_migrations(
 ) {
     let mut written = 0usize;
     let mut dropped = 0usize;
+    let mut first_pages: BTreeMap<u32, u64> = BTreeMap::new();
+    let pids = a.pids();
+    let rank = |pid: u32| pids.iter().position(|&p| p == pid).unwrap_or(0) as u32;
+    let mut rules: BTreeMap<u32, Option<usize>> = BTreeMap::new();
     for (w, moves) in schedule.moves.iter().enumerate() {
         let time_s = (w as u64 + 1) as f64 * a.windows.length_ns as f64 / 1e9;
-        let mut by: BTreeMap<(usize, u32), Vec<u64>> = BTreeMap::new();
+        let mut by: BTreeMap<(usize, u32, bool), Vec<u64>> = BTreeMap::new();
         for m in moves {
             let page = &a.pages[m.page as usize];
             let Some(o) = page.object else { continue };
             let object = &a.objects[o as usize];
-            let Some(rule) = objects.iter().position(|r| r.name == object.name) else {
-                continue;
-            };
-            let first = a
-                .pages
-                .iter()
-                .filter(|p| p.object == Some(o))
-                .map(|p| p.number)
-                .min()
-                .unwrap_or(page.number);
-            by.entry((rule, machine.nodes[m.to]))
+            let rule = *rules.entry(o).or_insert_with(|| {
+                let id = identity(object, a, rank(object.pid))?;
+                objects.iter().position(|r| r.identity == id)
+            });
+            let Some(rule) = rule else { continue };
+            let first = *first_pages.entry(o).or_insert_with(|| {
+                let pages: Vec<usize> = (0..a.pages.len())
+                    .filter(|&p| a.pages[p].object == Some(o))
+                    .collect();
+                first_page(a, object, &pages)
+            });
+            let replicate = m.kind == crate::layout::MoveKind::Replicate;
+            by.entry((rule, machine.nodes[m.to], replicate))
                 .or_default()
                 .push(page.number - first);
         }
-        for ((rule, node), pages) in by {
+        for ((rule, node, replicate), pages) in by {
             if written >= MAX_MIGRATIONS {
                 dropped += 1;
                 continue;
@@ -466,6 +491,7 @@ fn add_migrations(
                 time_s,
                 node,
                 pages,
+                replicate,
             });
         }
     }
@@ -548,6 +574,8 @@ pub fn read_build_id(path: &Path) -> Option<String> {
     let id = file.build_id().ok()??;
     Some(id.iter().map(|b| format!("{b:02x}")).collect())
 }
+
+pub mod apply;
 
 #[cfg(test)]
 mod tests;

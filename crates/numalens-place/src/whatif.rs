@@ -7,13 +7,18 @@ use crate::accesses::{Accesses, CountSource};
 use crate::error::{PlaceError, Result};
 use crate::layout::{Schedule, spread_threads};
 use crate::machine::Machine;
+use crate::plan::Plan;
 use crate::policies::{self, Input, OracleReport, Params, Policy};
 use crate::sim::simulate;
 
 /// One policy's result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyResult {
+    /// The policy's name, or `plan: FILE` for a plan simulated beside them.
     pub policy: String,
+    /// The plan file, for a plan's row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
     pub online: bool,
     pub local_access_ratio: Option<f64>,
     pub imbalance: Option<f64>,
@@ -41,7 +46,7 @@ pub struct WhatIf {
     pub window_s: f64,
     /// Best first; the oracle, a limit rather than a policy to deploy, last.
     pub policies: Vec<PolicyResult>,
-    /// The best policy that is not the oracle.
+    /// The best policy that is neither the oracle nor a plan.
     pub recommended: Option<String>,
     pub oracle: Option<OracleReport>,
     /// What the machine model assumed, and how threads were mapped.
@@ -66,6 +71,18 @@ pub fn what_if(
     accesses: &Accesses,
     machine: &Machine,
     policies: &[Policy],
+    params: &Params,
+) -> Result<Computed> {
+    what_if_with_plans(accesses, machine, policies, &[], params)
+}
+
+/// [`what_if`], with `plans` (each with its file's name, node ids checked against `machine`)
+/// simulated beside the policies, as a run that applies them would place the pages.
+pub fn what_if_with_plans(
+    accesses: &Accesses,
+    machine: &Machine,
+    policies: &[Policy],
+    plans: &[(String, Plan)],
     params: &Params,
 ) -> Result<Computed> {
     if !accesses.has_counts() {
@@ -104,7 +121,16 @@ pub fn what_if(
     }
     let ask_oracle = wanted.contains(&Policy::Oracle);
     wanted.retain(|p| *p != Policy::Oracle);
-    let mut schedules = run_all(&input, &wanted)?;
+    let mut schedules: Vec<(Row, Schedule)> = run_all(&input, &wanted)?
+        .into_iter()
+        .map(|(p, s)| (Row::Policy(p), s))
+        .collect();
+    for (name, plan) in plans {
+        schedules.push((
+            Row::Plan(name.clone()),
+            crate::plan::apply::schedule(plan, &input),
+        ));
+    }
     let mut oracle = None;
     if ask_oracle {
         // The oracle sees every policy, asked for or not, so it is never worse than any.
@@ -113,13 +139,14 @@ pub fn what_if(
             .into_iter()
             .filter(|p| *p != Policy::Oracle && !wanted.contains(p))
             .collect();
-        candidates.extend(run_all(&input, &rest)?);
-        let named = candidates
-            .into_iter()
-            .map(|(p, s)| (p.name().to_string(), s))
-            .collect();
+        candidates.extend(
+            run_all(&input, &rest)?
+                .into_iter()
+                .map(|(p, s)| (Row::Policy(p), s)),
+        );
+        let named = candidates.into_iter().map(|(r, s)| (r.name(), s)).collect();
         let (s, report) = policies::oracle_with_candidates(&input, named)?;
-        schedules.push((Policy::Oracle, s));
+        schedules.push((Row::Policy(Policy::Oracle), s));
         oracle = Some(report);
     }
     let mut results: Vec<(PolicyResult, Schedule)> = schedules
@@ -139,7 +166,7 @@ pub fn what_if(
     });
     let recommended = results
         .iter()
-        .find(|r| r.0.policy != "oracle")
+        .find(|r| r.0.policy != "oracle" && r.0.plan.is_none())
         .map(|r| r.0.policy.clone());
     let schedules = results
         .iter()
@@ -191,17 +218,40 @@ fn run_all(input: &Input, list: &[Policy]) -> Result<Vec<(Policy, Schedule)>> {
     Ok(out)
 }
 
+/// A row of the table: a policy's, or a plan's.
+#[derive(Debug, Clone)]
+enum Row {
+    Policy(Policy),
+    Plan(String),
+}
+
+impl Row {
+    fn name(&self) -> String {
+        match self {
+            Row::Policy(p) => p.name().to_string(),
+            Row::Plan(file) => format!("plan: {file}"),
+        }
+    }
+}
+
 fn result(
     accesses: &Accesses,
     machine: &Machine,
     params: &Params,
-    policy: Policy,
+    row: Row,
     schedule: &Schedule,
 ) -> PolicyResult {
     let outcome = simulate(accesses, machine, schedule, &params.model);
     PolicyResult {
-        policy: policy.name().to_string(),
-        online: policy.is_online(),
+        policy: row.name(),
+        plan: match &row {
+            Row::Plan(file) => Some(file.clone()),
+            Row::Policy(_) => None,
+        },
+        online: match row {
+            Row::Policy(p) => p.is_online(),
+            Row::Plan(_) => !schedule.moves.is_empty(),
+        },
         local_access_ratio: outcome.local_access_ratio,
         imbalance: outcome.imbalance,
         max_link_utilisation: outcome.max_link_utilisation,

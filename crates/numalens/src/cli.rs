@@ -274,6 +274,10 @@ pub struct SimulateArgs {
     /// the reference, is always included. `--policy list` lists them.
     #[arg(long = "policy", value_name = "POLICY", value_delimiter = ',')]
     pub policies: Vec<String>,
+    /// A plan (`numalens plan`, possibly edited by hand) to simulate beside the policies, as a
+    /// run that applies it would place the pages (repeat for several).
+    #[arg(long = "plan", value_name = "FILE")]
+    pub plans: Vec<PathBuf>,
     #[command(flatten)]
     pub what_if: WhatIfArgs,
     /// Print JSON instead of a table.

@@ -108,6 +108,52 @@ fn workloads_gain_from_the_policies_their_pattern_calls_for() {
         p["made_from"]["build_ids"][0]["build_id"].is_string(),
         "{p}"
     );
+    // Simulated beside the policies, the plan places the pages as the policy did.
+    let out = numalens(&[
+        "simulate",
+        master.to_str().unwrap(),
+        "--topology",
+        "machine-b",
+        "--policy",
+        "kmaf",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let w: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = format!("plan: {}", plan.display());
+    let time = |name: &str| {
+        w["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["policy"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {w}"))["modelled_time_s"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(time(&row), time("kmaf"), "{w}");
+    assert_ne!(
+        w["recommended"],
+        row.as_str(),
+        "a plan is not a policy to recommend"
+    );
+    // On a machine without its nodes, the plan is refused, naming the node and the rule.
+    let out = numalens(&[
+        "simulate",
+        master.to_str().unwrap(),
+        "--topology",
+        "sandybridge-2s",
+        "--plan",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("does not have") && e.contains("machine-b"),
+        "{e}"
+    );
     // Writing it again replaces the earlier plan.
     let again = numalens(&[
         "plan",
@@ -143,6 +189,11 @@ fn bad_input_says_what_to_change() {
     assert!(text(&list.stdout).contains("marathe-hop"));
     let out = numalens(&["simulate", p, "--threads-per-node", "0"]);
     assert_eq!(out.status.code(), Some(2));
+    // A file that is not a plan is refused, named.
+    let out = numalens(&["simulate", p, "--plan", "/etc/hostname"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = text(&out.stderr);
+    assert!(e.contains("/etc/hostname") && e.contains("not JSON"), "{e}");
     // A plan never overwrites a file that is not a plan.
     let source = dir.path().join("main.c");
     std::fs::write(&source, "int main(void) { return 0; }\n").unwrap();

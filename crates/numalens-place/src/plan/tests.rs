@@ -1,6 +1,7 @@
 use super::*;
 use crate::accesses::{Cell, CountSource, Page, ThreadInfo, Windows};
-use crate::layout::{Layout, Move};
+use crate::layout::{Layout, Move, MoveKind};
+use crate::policies::{Input, Params};
 use numalens_topology::presets::preset;
 
 fn machine() -> Machine {
@@ -216,7 +217,8 @@ fn online_moves_become_migrate_at_rules() {
         vec![MigrateAt {
             time_s: 1.0,
             node: 1,
-            pages: vec![2, 3]
+            pages: vec![2, 3],
+            replicate: false,
         }]
     );
 }
@@ -260,4 +262,199 @@ fn build_id_of_a_real_binary() {
     // Rust test binaries carry a GNU build id on Linux.
     assert!(id.as_ref().is_some_and(|i| i.len() >= 16), "{id:?}");
     assert_eq!(read_build_id(Path::new("/nonexistent")), None);
+}
+
+/// An object whose first page (from its start address) was never touched: offsets count from
+/// the start, as a run that applies the plan sees the object.
+#[test]
+fn offsets_count_from_the_objects_start() {
+    let mut grid = object(1, 0xabc, "grid");
+    grid.start = 96 * 4096 + 16;
+    let a = accesses(vec![grid], &[(0, 100, 4)]);
+    let p = plan(&a, vec![0, 0, 1, 1], vec![]);
+    let Action::Ranges(ranges) = &p.objects[0].action else {
+        panic!("{:?}", p.objects[0].action)
+    };
+    assert_eq!(ranges[0].pages, [4, 5]);
+    assert_eq!(ranges[1].pages, [6, 7]);
+}
+
+/// A plan read back onto the profile it was made from gives the schedule it was made from:
+/// placement, thread mapping and timed moves (replications too), and so the same simulated
+/// time.
+#[test]
+fn a_plan_read_back_gives_the_schedule_it_was_made_from() {
+    let mut grid = object(1, 0xabc, "grid");
+    grid.start = 96 * 4096;
+    let mut table = object(2, 0xdef, "table");
+    table.start = 300 * 4096;
+    let a = accesses(vec![grid, table], &[(0, 100, 8), (1, 300, 4)]);
+    let m = machine();
+    let mut s = Schedule::fixed(Layout {
+        thread_node: vec![0, 2],
+        page_node: vec![0, 0, 1, 3, 3, 3, 2, 0, 1, 1, 1, 1],
+        replicated: vec![],
+    });
+    s.moves = vec![vec![
+        Move::migrate(2, 3),
+        Move {
+            page: 9,
+            to: 1,
+            kind: MoveKind::Replicate,
+        },
+    ]];
+    let plan = from_schedule(
+        &a,
+        &m,
+        &s,
+        Policy::Carrefour,
+        serde_json::json!({}),
+        PlanSource::default(),
+    );
+    let params = Params::default();
+    // The default mapping differs from the plan's: its thread rules win.
+    let threads = vec![0, 0];
+    let input = Input {
+        accesses: &a,
+        machine: &m,
+        threads: &threads,
+        params: &params,
+    };
+    let back = apply::schedule(&plan, &input);
+    assert_eq!(back.initial.thread_node, s.initial.thread_node);
+    assert_eq!(back.initial.page_node, s.initial.page_node);
+    assert_eq!(back.moves, s.moves);
+    let time = |s: &Schedule| crate::sim::simulate(&a, &m, s, &params.model).modelled_time_s;
+    assert_eq!(time(&back), time(&s));
+    assert!(
+        back.notes[0].contains("2 of 2 object rules"),
+        "{:?}",
+        back.notes
+    );
+}
+
+#[test]
+fn a_rule_that_matches_nothing_is_noted_and_its_pages_stay_with_first_touch() {
+    let a = accesses(vec![object(1, 0xabc, "grid")], &[(0, 100, 4)]);
+    let mut p = plan(&a, vec![3; 4], vec![]);
+    p.objects[0].identity.site = Some("0x1234".into());
+    let params = Params::default();
+    let m = machine();
+    let threads = vec![0, 1];
+    let input = Input {
+        accesses: &a,
+        machine: &m,
+        threads: &threads,
+        params: &params,
+    };
+    let back = apply::schedule(&p, &input);
+    assert_eq!(
+        back.initial.page_node,
+        vec![0; 4],
+        "first touch: thread 0's node"
+    );
+    assert!(
+        back.notes[1].contains("no object of the profile matches the rule of `grid`"),
+        "{:?}",
+        back.notes
+    );
+}
+
+/// Three heap objects of 16 pages, 4 threads, 3 windows of pseudo-random counts.
+fn three_objects(seed: u64) -> Accesses {
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let objects: Vec<ObjectInfo> = (0..3)
+        .map(|o| {
+            let mut info = object(o + 1, 0x100 + o, &format!("array{o}"));
+            info.start = (1000 + 100 * o) * 4096;
+            info
+        })
+        .collect();
+    let mut pages = Vec::new();
+    for o in 0..3u32 {
+        for k in 0..16 {
+            pages.push(Page {
+                pid: 7,
+                number: 1000 + 100 * o as u64 + k,
+                object: Some(o),
+                first_toucher: Some((next() % 4) as u32),
+                ..Page::default()
+            });
+        }
+    }
+    let mut cells = vec![Vec::new(); 3];
+    for window in &mut cells {
+        for page in 0..48u32 {
+            for thread in 0..4 {
+                if next() % 3 == 0 {
+                    window.push(Cell {
+                        page,
+                        thread,
+                        reads: next() % 200_000,
+                        writes: if page < 16 { 0 } else { next() % 50_000 },
+                        other: 0,
+                    });
+                }
+            }
+        }
+    }
+    let threads = (0..4)
+        .map(|t| ThreadInfo {
+            pid: 7,
+            tid: 7 + t,
+            logical_id: t,
+            name: None,
+        })
+        .collect();
+    let windows = Windows {
+        start_ns: 0,
+        length_ns: 1_000_000,
+        cells,
+    };
+    Accesses::from_cells(4096, CountSource::Exact, threads, objects, pages, windows)
+}
+
+/// What docs/PLAN.md promises: a plan made from a profile gives, simulated on that profile,
+/// the figures of the policy that made it.
+#[test]
+fn every_policys_plan_simulates_as_the_policy() {
+    let m = Machine::from_topology(&preset("machine-c").unwrap());
+    let params = Params::default();
+    for seed in 0..3 {
+        let a = three_objects(seed);
+        let (threads, _) = crate::layout::spread_threads(&a, &m, params.spread);
+        let input = Input {
+            accesses: &a,
+            machine: &m,
+            threads: &threads,
+            params: &params,
+        };
+        for policy in Policy::all() {
+            let s = crate::policies::run(policy, &input).unwrap();
+            let plan = from_schedule(
+                &a,
+                &m,
+                &s,
+                policy,
+                serde_json::json!({}),
+                PlanSource::default(),
+            );
+            let back = apply::schedule(&plan, &input);
+            let time =
+                |s: &Schedule| crate::sim::simulate(&a, &m, s, &params.model).modelled_time_s;
+            let (want, got) = (time(&s), time(&back));
+            assert!(
+                (got - want).abs() <= want * 1e-12,
+                "seed {seed}, {}: policy {want}, plan {got}\n{}",
+                policy.name(),
+                plan.to_json_pretty()
+            );
+        }
+    }
 }

@@ -17,6 +17,7 @@ mod spread;
 mod tiering;
 
 pub use carrefour::CarrefourParams;
+pub(crate) use first_touch::layout as first_touch_layout;
 pub use interleave::{interleave_nodes, weighted_interleave_weights};
 pub use kmaf::{KmafDecision, KmafParams, dominates, kmaf_decide, locality_move, map_threads};
 pub use marathe::{marathe_hop_node, marathe_uniform_node};

@@ -1,12 +1,16 @@
 //! `numalens simulate`: every placement policy on a machine model, side by side.
 
 use anyhow::Result;
-use numalens_place::{Policy, policies::POLICIES};
+use std::path::Path;
+
+use numalens_place::plan::Plan;
+use numalens_place::{Machine, Policy, policies::POLICIES};
 
 use super::report::print_out;
 use super::topology::use_color;
 use super::whatif_setup::{Setup, place_error};
 use crate::cli::SimulateArgs;
+use crate::exit::UsageError;
 
 pub fn run(args: SimulateArgs) -> Result<()> {
     if args.policies.iter().any(|p| p == "list") {
@@ -21,9 +25,19 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             .collect::<Result<Vec<_>>>()?
     };
     let setup = Setup::new(&args.profile, &args.what_if)?;
-    let computed =
-        numalens_place::what_if(&setup.accesses, &setup.machine, &policies, &setup.params)
-            .map_err(place_error)?;
+    let plans = args
+        .plans
+        .iter()
+        .map(|path| read_plan(path, &setup.machine))
+        .collect::<Result<Vec<_>>>()?;
+    let computed = numalens_place::whatif::what_if_with_plans(
+        &setup.accesses,
+        &setup.machine,
+        &policies,
+        &plans,
+        &setup.params,
+    )
+    .map_err(place_error)?;
     let mut table = computed.table;
     table.notes.splice(0..0, setup.notes);
     if args.json {
@@ -31,6 +45,21 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     } else {
         print_out(&numalens_report::render_what_if(&table, use_color()))
     }
+}
+
+/// A plan file, named as given, refused when the machine lacks one of its nodes.
+fn read_plan(path: &Path, machine: &Machine) -> Result<(String, Plan)> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("--plan {}: cannot read it: {e}", path.display())))?;
+    let plan = Plan::from_json_str(&text, path).map_err(|e| UsageError(e.to_string()))?;
+    plan.check_machine(machine, path).map_err(|e| {
+        UsageError(format!(
+            "{e}: simulate it on the machine it was made for \
+            (`--topology {}`) or edit its nodes",
+            plan.topology.name
+        ))
+    })?;
+    Ok((path.display().to_string(), plan))
 }
 
 /// The policies with a line each.
