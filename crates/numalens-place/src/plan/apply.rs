@@ -152,17 +152,49 @@ fn apply_action(
         }
         Action::Replicate {} => pages.iter().for_each(|&p| layout.replicated[p] = true),
         Action::Ranges(ranges) => {
-            for &p in pages {
-                let offset = a.pages[p].number - start;
-                let range = ranges
-                    .iter()
-                    .find(|r| r.pages[0] <= offset && offset <= r.pages[1]);
-                if let Some(n) = range.and_then(|r| position(r.node)) {
+            for (p, range) in pages_in_ranges(a, pages, start, ranges) {
+                if let Some(n) = position(range.node) {
                     layout.page_node[p] = n;
                 }
             }
         }
     }
+}
+
+/// Each page with the range that holds its offset; where ranges overlap (a plan edited by
+/// hand), the one written last, as when a run applies them in order. A sweep in offset order
+/// with the ranges begun so far in a heap by their place in the file: linear in pages and
+/// ranges whatever they are.
+fn pages_in_ranges<'r>(
+    a: &Accesses,
+    pages: &[usize],
+    start: u64,
+    ranges: &'r [super::PageRange],
+) -> Vec<(usize, &'r super::PageRange)> {
+    let mut by_offset: Vec<(u64, usize)> = pages
+        .iter()
+        .map(|&p| (a.pages[p].number - start, p))
+        .collect();
+    by_offset.sort_unstable();
+    let mut by_start: Vec<usize> = (0..ranges.len()).collect();
+    by_start.sort_by_key(|&i| ranges[i].pages[0]);
+    let mut begun = std::collections::BinaryHeap::new();
+    let mut next = 0;
+    let mut out = Vec::new();
+    for (offset, p) in by_offset {
+        while next < by_start.len() && ranges[by_start[next]].pages[0] <= offset {
+            begun.push(by_start[next]);
+            next += 1;
+        }
+        // A range that ended before this offset ends before every later one too.
+        while begun.peek().is_some_and(|&i| ranges[i].pages[1] < offset) {
+            begun.pop();
+        }
+        if let Some(&i) = begun.peek() {
+            out.push((p, &ranges[i]));
+        }
+    }
+    out
 }
 
 /// Nodes in interleave order: each node `weight` pages in a row (1 without weights), as the

@@ -458,3 +458,26 @@ fn every_policys_plan_simulates_as_the_policy() {
         }
     }
 }
+
+#[test]
+fn overlapping_ranges_of_an_edited_plan_go_to_the_one_written_last() {
+    let a = accesses(vec![object(1, 0xabc, "grid")], &[(0, 100, 9)]);
+    let mut p = plan(&a, vec![0; 9], vec![]);
+    let range = |first, last, node| PageRange {
+        pages: [first, last],
+        node,
+    };
+    p.objects[0].action = Action::Ranges(vec![range(0, 7, 1), range(2, 3, 2), range(3, 5, 3)]);
+    let params = Params::default();
+    let m = machine();
+    let threads = vec![0, 1];
+    let input = Input {
+        accesses: &a,
+        machine: &m,
+        threads: &threads,
+        params: &params,
+    };
+    let back = apply::schedule(&p, &input);
+    // Offset 8 is in no range: first touch (thread 0's node).
+    assert_eq!(back.initial.page_node, vec![1, 1, 2, 3, 3, 3, 1, 1, 0]);
+}
