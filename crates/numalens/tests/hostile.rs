@@ -386,6 +386,41 @@ fn a_daemon_writes_the_same_files_and_its_child_is_recorded_to_its_end() {
     assert_recorded_churn("daemon", &profile, false);
 }
 
+/// A killed program keeps the sites of its large objects: they were written out when allocated,
+/// not left in a buffer that only an exit path writes.
+#[test]
+fn a_killed_program_keeps_the_allocation_sites_of_its_large_objects() {
+    let d = tempfile::tempdir().unwrap();
+    for inst in [false, true] {
+        let exe = build(d.path(), "killed", inst);
+        let runs = d.path().join(format!("runs-{inst}"));
+        std::fs::create_dir(&runs).unwrap();
+        let what = format!("killed inst={inst}");
+        let native = run_native(&runs.join("native"), &exe, &[], None);
+        let profile = runs.join("p.numalens");
+        let (recorded, c) = run_recorded(&runs.join("recorded"), &profile, &exe, &[], None);
+        // The recorder reports a killed program as a shell does: 128 + the signal.
+        assert_eq!((native.status, recorded.status), (None, Some(137)), "{what}");
+        assert_eq!(recorded.stdout, native.stdout, "{what}");
+        assert!(!c.complete, "{what}: a killed run is incomplete");
+        assert!(
+            c.reasons.iter().any(|r| r.contains("signal 9")),
+            "{what}: {:?}",
+            c.reasons
+        );
+        let objects = Profile::open(&profile)
+            .unwrap()
+            .read_all::<Object>()
+            .unwrap();
+        let grid = objects.iter().find(|o| o.size == 8 << 20);
+        assert!(
+            grid.is_some_and(|o| o.name.contains("make_grid")),
+            "{what}: the grid is {:?}",
+            grid.map(|o| &o.name)
+        );
+    }
+}
+
 #[test]
 fn the_runtimes_own_statics_are_not_the_programs_objects() {
     let d = tempfile::tempdir().unwrap();

@@ -425,6 +425,15 @@ void nl_flush_all(void)
     }
 }
 
+void nl_flush_if_large(uint64_t bytes)
+{
+    if (nl_likely(bytes < NL_FLUSH_AT_BYTES))
+        return;
+    int e = errno;
+    nl_flush_all();
+    errno = e;
+}
+
 void nl_write_direct(const struct nl_record *r)
 {
     nl_fork_check();

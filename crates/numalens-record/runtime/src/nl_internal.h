@@ -27,6 +27,11 @@
 
 /** Records per thread buffer: 1024 x 64 bytes = 64 KiB. */
 #define NL_BUF_RECORDS 1024u
+/* An allocation or mapping this large writes out every thread's records at once, so that a
+ * program killed later (SIGKILL, the OOM killer) still has the sites of its large objects and
+ * everything recorded before them. Such an allocation costs a system call and hundreds of page
+ * faults anyway; one write(2) more is noise beside them. */
+#define NL_FLUSH_AT_BYTES (1u << 20)
 
 /* ---- config.c: the environment-variable table, parsed once ---- */
 
@@ -142,6 +147,8 @@ void nl_small_emit(void);
 void nl_flush_self(void);
 /** Writes out every registered buffer whose lock can be taken (all threads). Signal-safe. */
 void nl_flush_all(void);
+/** nl_flush_all() when an object of @p bytes was just recorded and is large (errno kept). */
+void nl_flush_if_large(uint64_t bytes);
 /** Gives the calling thread a buffer and a logical id (assigned from the counter if < 0). */
 int nl_thread_attach(int32_t logical);
 /** Flushes and releases the calling thread's buffer; the thread records nothing after this. */
