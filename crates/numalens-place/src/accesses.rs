@@ -197,6 +197,49 @@ impl Accesses {
         }
     }
 
+    /// The same run in at most `max` windows, each the sum of adjacent ones (None when it has
+    /// no more already). A search of static placements ranks them the same on far fewer cells:
+    /// a page used all along has one cell per merged window instead of one per window.
+    pub fn coarsened(&self, max: usize) -> Option<Accesses> {
+        let n = self.windows.cells.len();
+        if n <= max.max(1) {
+            return None;
+        }
+        let k = n.div_ceil(max.max(1));
+        let cells = self
+            .windows
+            .cells
+            .chunks(k)
+            .map(|group| {
+                let mut merged: Vec<Cell> = group.iter().flatten().copied().collect();
+                merged.sort_unstable_by_key(|c| (c.page, c.thread));
+                merge_equal_cells(&mut merged);
+                merged
+            })
+            .collect();
+        Some(Accesses {
+            windows: Windows {
+                start_ns: self.windows.start_ns,
+                length_ns: self.windows.length_ns.saturating_mul(k as u64),
+                cells,
+            },
+            ..self.clone_without_windows()
+        })
+    }
+
+    fn clone_without_windows(&self) -> Accesses {
+        Accesses {
+            page_size: self.page_size,
+            source: self.source,
+            sample_period: self.sample_period,
+            retimed: self.retimed,
+            threads: self.threads.clone(),
+            objects: self.objects.clone(),
+            pages: self.pages.clone(),
+            windows: Windows::default(),
+        }
+    }
+
     /// True when the run has access counts, not only first touches.
     pub fn has_counts(&self) -> bool {
         self.source != CountSource::FirstTouchesOnly && self.total() > 0
@@ -242,4 +285,53 @@ fn merge_equal_cells(cells: &mut Vec<Cell>) {
         }
     }
     *cells = out;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coarsened_windows_keep_every_count_and_the_runs_length() {
+        let mut a = crate::sim::tests::private_pages(3, 4, 10);
+        // 130 windows: window w holds thread (w % 3)'s accesses to its pages, w + 1 each.
+        let one = a.windows.cells[0].clone();
+        a.windows.cells = (0..130u64)
+            .map(|w| {
+                one.iter()
+                    .filter(|c| c.thread as u64 == w % 3)
+                    .map(|c| Cell {
+                        reads: w + 1,
+                        writes: 1,
+                        ..*c
+                    })
+                    .collect()
+            })
+            .collect();
+        a.windows.length_ns = 1000;
+        let c = a.coarsened(64).unwrap();
+        // Three windows in one: 44 windows (the last of one), each three times as long.
+        assert_eq!(c.windows.cells.len(), 44);
+        assert_eq!(c.windows.length_ns, 3000);
+        let sum = |a: &Accesses| {
+            let mut by: std::collections::BTreeMap<(u32, u32), (u64, u64)> = Default::default();
+            for c in a.windows.cells.iter().flatten() {
+                let e = by.entry((c.page, c.thread)).or_default();
+                e.0 += c.reads;
+                e.1 += c.writes;
+            }
+            by
+        };
+        assert_eq!(sum(&c), sum(&a));
+        // Window 0 of the merged run is windows 0 to 2: each thread's 4 pages once.
+        assert_eq!(c.windows.cells[0].len(), 12);
+        assert_eq!(c.windows.cells[0][0].reads, 1);
+        assert!(
+            c.windows.cells[0]
+                .windows(2)
+                .all(|w| (w[0].page, w[0].thread) < (w[1].page, w[1].thread))
+        );
+        assert_eq!(c.pages, a.pages);
+        assert!(a.coarsened(130).is_none());
+    }
 }

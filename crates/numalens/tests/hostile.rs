@@ -400,7 +400,11 @@ fn a_killed_program_keeps_the_allocation_sites_of_its_large_objects() {
         let profile = runs.join("p.numalens");
         let (recorded, c) = run_recorded(&runs.join("recorded"), &profile, &exe, &[], None);
         // The recorder reports a killed program as a shell does: 128 + the signal.
-        assert_eq!((native.status, recorded.status), (None, Some(137)), "{what}");
+        assert_eq!(
+            (native.status, recorded.status),
+            (None, Some(137)),
+            "{what}"
+        );
         assert_eq!(recorded.stdout, native.stdout, "{what}");
         assert!(!c.complete, "{what}: a killed run is incomplete");
         assert!(

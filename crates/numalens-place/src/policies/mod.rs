@@ -182,6 +182,7 @@ impl Default for Params {
 }
 
 /// What every policy is given.
+#[derive(Clone, Copy)]
 pub struct Input<'a> {
     pub accesses: &'a Accesses,
     pub machine: &'a Machine,

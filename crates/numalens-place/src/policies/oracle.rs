@@ -94,9 +94,14 @@ pub fn with_candidates(
             other.thread_node = kmaf;
             layouts.push(other);
         }
-        let (found, _, n) = super::per_object::search(input, layouts);
+        let merged = super::per_object::coarse(input);
+        let searched = merged.as_ref().map_or(*input, |a| Input {
+            accesses: a,
+            ..*input
+        });
+        let (found, _, n) = super::per_object::search(&searched, layouts);
         evaluated += n;
-        let (refined, m) = refine_chunks(input, found.initial);
+        let (refined, m) = refine_chunks(&searched, found.initial);
         evaluated += m;
         consider(
             &mut best,

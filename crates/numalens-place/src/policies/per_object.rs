@@ -22,6 +22,15 @@ const SEARCHED_OBJECTS: usize = 32;
 /// Passes over the objects at most.
 const PASSES: usize = 2;
 
+/// Windows a search simulates at most: a long run's windows are merged for the search (see
+/// [`Accesses::coarsened`]), and the result is judged on all of them.
+pub(super) const SEARCH_WINDOWS: usize = 64;
+
+/// `input` with its windows merged for a search, when it has more than [`SEARCH_WINDOWS`].
+pub(super) fn coarse(input: &Input) -> Option<Accesses> {
+    input.accesses.coarsened(SEARCH_WINDOWS)
+}
+
 pub(super) fn schedule(input: &Input) -> Schedule {
     let mut starts = vec![super::first_touch::layout(input)];
     let kmaf = super::kmaf::map_threads(
@@ -37,7 +46,12 @@ pub(super) fn schedule(input: &Input) -> Schedule {
         };
         starts.push(super::first_touch::layout(&mapped));
     }
-    let (found, _, evaluated) = search(input, starts);
+    let merged = coarse(input);
+    let searched = merged.as_ref().map_or(*input, |a| Input {
+        accesses: a,
+        ..*input
+    });
+    let (found, _, evaluated) = search(&searched, starts);
     let mut s = Schedule::fitted(
         found.initial,
         input.accesses,
