@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accesses::Accesses;
-use crate::layout::{Layout, Move, Schedule, spread_threads};
+use crate::layout::{Layout, Move, MoveKind, Schedule, spread_threads};
 use crate::machine::Machine;
 use crate::policies::{self, Input, Params, Policy};
 use crate::sim::simulate;
@@ -46,7 +46,7 @@ impl Fix {
         match self {
             Fix::Local => "placing each of its pages on the node that uses it most",
             Fix::Interleave => "interleaving its pages over every node",
-            Fix::Replicate => "giving every node a copy of it",
+            Fix::Replicate => "giving every node a copy of it once it is no longer written",
             Fix::CoLocateThreads => "mapping threads by their communication",
             Fix::MigrateBetweenPhases => "moving its pages to their next users at every window",
         }
@@ -124,12 +124,7 @@ fn apply(input: &Input, base: &Layout, fix: Fix, pages: &[usize]) -> Schedule {
                 layout.page_node[p] = memory[(a.pages[p].number % memory.len() as u64) as usize];
             }
         }
-        Fix::Replicate => {
-            layout.replicated.resize(a.pages.len(), false);
-            for &p in pages {
-                layout.replicated[p] = true;
-            }
-        }
+        Fix::Replicate => return replicate_after_last_write(input, layout, pages),
         Fix::CoLocateThreads => {
             let threads = policies::map_threads(a, m, input.threads, &input.params.kmaf);
             let moved = Input {
@@ -155,6 +150,46 @@ fn main_node(input: &Input, threads: &[usize], p: usize) -> Option<usize> {
 }
 
 /// At the end of each window, each page moves to the node that accesses it most in the next.
+/// The advice is a copy per node after initialisation: each page is copied at the end of the
+/// window of its last write (from the start when nothing writes it; never when the last window
+/// still does), the copies' cost counted as the simulator counts moves. Replicas from the start
+/// would collapse at the initialisation's first write and predict nothing.
+fn replicate_after_last_write(input: &Input, mut layout: Layout, pages: &[usize]) -> Schedule {
+    let windows = &input.accesses.windows.cells;
+    let mut last_write: std::collections::HashMap<u32, usize> =
+        pages.iter().map(|&p| (p as u32, usize::MAX)).collect();
+    for (w, cells) in windows.iter().enumerate() {
+        for c in cells {
+            if c.writes > 0
+                && let Some(last) = last_write.get_mut(&c.page)
+            {
+                *last = w;
+            }
+        }
+    }
+    layout.replicated.resize(layout.page_node.len(), false);
+    let mut moves = vec![Vec::new(); windows.len()];
+    for (&page, &w) in &last_write {
+        let to = layout.page_node[page as usize];
+        if w == usize::MAX {
+            layout.replicated[page as usize] = true;
+        } else if w + 1 < windows.len() {
+            moves[w].push(Move {
+                page,
+                to,
+                kind: MoveKind::Replicate,
+            });
+        }
+    }
+    for m in &mut moves {
+        m.sort_by_key(|m| m.page);
+    }
+    Schedule {
+        moves,
+        ..Schedule::fixed(layout)
+    }
+}
+
 fn phase_moves(input: &Input, layout: Layout, pages: &[usize]) -> Schedule {
     let a = input.accesses;
     let windows = &a.windows.cells;
@@ -184,5 +219,76 @@ fn phase_moves(input: &Input, layout: Layout, pages: &[usize]) -> Schedule {
     Schedule {
         moves,
         ..Schedule::fixed(layout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accesses::{Cell, CountSource, ObjectInfo, Page, ThreadInfo, Windows};
+    use crate::sim::tests::machine;
+
+    /// A table of 16 pages written by thread 0 in the first window, then read by both threads
+    /// (on two nodes) for four more.
+    fn written_then_read() -> Accesses {
+        let object = ObjectInfo {
+            id: 9,
+            pid: 1,
+            kind: "heap".into(),
+            name: "table".into(),
+            start: 0,
+            size: 16 * 4096,
+            site_key: Some(1),
+            frames: Vec::new(),
+            module: None,
+            alloc_thread: Some(0),
+        };
+        let pages = (0..16)
+            .map(|p| Page {
+                pid: 1,
+                number: p,
+                object: Some(0),
+                first_toucher: Some(0),
+                ..Page::default()
+            })
+            .collect();
+        let cell = |page, thread, reads, writes| Cell {
+            page,
+            thread,
+            reads,
+            writes,
+            other: 0,
+        };
+        let mut cells = vec![(0..16).map(|p| cell(p, 0, 0, 10_000)).collect::<Vec<_>>()];
+        for _ in 0..4 {
+            cells.push(
+                (0..16)
+                    .flat_map(|p| [cell(p, 0, 500_000, 0), cell(p, 1, 500_000, 0)])
+                    .collect(),
+            );
+        }
+        let threads = (0..2)
+            .map(|t| ThreadInfo {
+                pid: 1,
+                tid: 10 + t,
+                logical_id: t,
+                name: None,
+            })
+            .collect();
+        let windows = Windows {
+            start_ns: 0,
+            length_ns: 10_000_000,
+            cells,
+        };
+        Accesses::from_cells(4096, CountSource::Exact, threads, vec![object], pages, windows)
+    }
+
+    #[test]
+    fn a_copy_per_node_after_initialisation_is_predicted_to_help() {
+        let a = written_then_read();
+        let p = predict(&a, &machine("machine-b"), &Params::default(), Fix::Replicate, &[9])
+            .unwrap();
+        // Thread 1's reads, half of all, become local once the writes are over.
+        assert!(p.change < -0.05, "{p:?}");
     }
 }

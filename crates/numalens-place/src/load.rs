@@ -408,14 +408,22 @@ impl Builder {
     }
 
     /// Replaces the sampled cells of every (page, thread) with an exact total by the exact
-    /// one, spread over the windows as its samples were (else in its first access's window).
+    /// one, spread over the windows as its samples were (else in its first access's window):
+    /// reads as its load samples, writes as its store samples, each as all its samples when
+    /// it has none of that kind. Spread together, an initialisation's writes would show in
+    /// every window that reads the page, and a copy per node after it would look useless.
     fn spread_exact(&mut self, exact: HashMap<CellKey, (u64, u64, u64)>) {
-        let mut sampled: HashMap<CellKey, Vec<(usize, u64)>> = HashMap::default();
+        // Per window: samples of reads (loads and others), of writes, of every kind.
+        let mut sampled: HashMap<CellKey, Vec<(usize, [u64; 3])>> = HashMap::default();
         for (w, cells) in self.cells.iter().enumerate() {
             for (key, c) in cells {
                 if exact.contains_key(key) {
-                    let n = c[0].saturating_add(c[1]).saturating_add(c[2]);
-                    sampled.entry(*key).or_default().push((w, n));
+                    let reads = c[0].saturating_add(c[2]);
+                    let all = reads.saturating_add(c[1]);
+                    sampled
+                        .entry(*key)
+                        .or_default()
+                        .push((w, [reads, c[1], all]));
                 }
             }
         }
@@ -424,15 +432,28 @@ impl Builder {
         }
         for (key, (reads, writes, first)) in exact {
             let spread = sampled.remove(&key).unwrap_or_default();
-            let total: u64 = spread.iter().map(|s| s.1).sum();
-            if total == 0 {
+            let total = |k: usize| spread.iter().map(|s| s.1[k]).sum::<u64>();
+            let all = total(2);
+            if all == 0 {
                 let w = self.window(first);
                 self.cells[w].insert(key, [reads, writes, 0]);
                 continue;
             }
-            for (w, n) in spread {
-                let share = |x: u64| ((x as u128 * n as u128) / total as u128) as u64;
-                self.cells[w].insert(key, [share(reads), share(writes), 0]);
+            // By which kind of sample each count is spread: its own, else all of them.
+            let by = |k: usize| if total(k) > 0 { k } else { 2 };
+            let (read_by, write_by) = (by(0), by(1));
+            let (read_total, write_total) = (total(read_by), total(write_by));
+            for (w, n) in &spread {
+                let share =
+                    |x: u64, k: usize, of: u64| ((x as u128 * n[k] as u128) / of as u128) as u64;
+                let cell = [
+                    share(reads, read_by, read_total),
+                    share(writes, write_by, write_total),
+                    0,
+                ];
+                if cell[0] > 0 || cell[1] > 0 {
+                    self.cells[*w].insert(key, cell);
+                }
             }
         }
     }
