@@ -280,14 +280,27 @@ mod tests {
             length_ns: 10_000_000,
             cells,
         };
-        Accesses::from_cells(4096, CountSource::Exact, threads, vec![object], pages, windows)
+        Accesses::from_cells(
+            4096,
+            CountSource::Exact,
+            threads,
+            vec![object],
+            pages,
+            windows,
+        )
     }
 
     #[test]
     fn a_copy_per_node_after_initialisation_is_predicted_to_help() {
         let a = written_then_read();
-        let p = predict(&a, &machine("machine-b"), &Params::default(), Fix::Replicate, &[9])
-            .unwrap();
+        let p = predict(
+            &a,
+            &machine("machine-b"),
+            &Params::default(),
+            Fix::Replicate,
+            &[9],
+        )
+        .unwrap();
         // Thread 1's reads, half of all, become local once the writes are over.
         assert!(p.change < -0.05, "{p:?}");
     }
