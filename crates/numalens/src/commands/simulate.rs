@@ -24,12 +24,16 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             .map(|p| Policy::from_name(p).map_err(place_error))
             .collect::<Result<Vec<_>>>()?
     };
-    let setup = Setup::new(&args.profile, &args.what_if)?;
+    // Read before the profile, which can take seconds: a wrong file is said at once.
     let plans = args
         .plans
         .iter()
-        .map(|path| read_plan(path, &setup.machine))
+        .map(|path| read_plan(path))
         .collect::<Result<Vec<_>>>()?;
+    let setup = Setup::new(&args.profile, &args.what_if)?;
+    for (path, plan) in args.plans.iter().zip(&plans) {
+        check_plan(path, &plan.1, &setup.machine)?;
+    }
     let computed = numalens_place::whatif::what_if_with_plans(
         &setup.accesses,
         &setup.machine,
@@ -48,18 +52,23 @@ pub fn run(args: SimulateArgs) -> Result<()> {
 }
 
 /// A plan file, named as given, refused when the machine lacks one of its nodes.
-fn read_plan(path: &Path, machine: &Machine) -> Result<(String, Plan)> {
+fn read_plan(path: &Path) -> Result<(String, Plan)> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError(format!("--plan {}: cannot read it: {e}", path.display())))?;
     let plan = Plan::from_json_str(&text, path).map_err(|e| UsageError(e.to_string()))?;
+    Ok((path.display().to_string(), plan))
+}
+
+/// Refuses a plan that names a node `machine` does not have.
+fn check_plan(path: &Path, plan: &Plan, machine: &Machine) -> Result<()> {
     plan.check_machine(machine, path).map_err(|e| {
         UsageError(format!(
-            "{e}: simulate it on the machine it was made for \
-            (`--topology {}`) or edit its nodes",
+            "{e}: simulate it on the machine it was made for (`{}`) with `--topology`, or edit \
+             its nodes",
             plan.topology.name
         ))
     })?;
-    Ok((path.display().to_string(), plan))
+    Ok(())
 }
 
 /// The policies with a line each.
