@@ -51,12 +51,22 @@ impl Move {
     }
 }
 
+/// A thread moved to another node at the end of a window (online kMAF's thread mapping).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadMove {
+    pub thread: u32,
+    /// Node position.
+    pub to: usize,
+}
+
 /// What a policy gives: a layout at start, then moves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
     pub initial: Layout,
     /// `moves[w]` happen at the end of window `w` (empty for offline policies).
     pub moves: Vec<Vec<Move>>,
+    /// `thread_moves[w]` happen at the end of window `w`, with `moves[w]`.
+    pub thread_moves: Vec<Vec<ThreadMove>>,
     /// Pages that did not fit on the node the policy chose and went elsewhere.
     pub spilled_pages: u64,
     /// What the policy did, in words (gates taken, fallbacks, capacity).
@@ -68,6 +78,7 @@ impl Schedule {
         Schedule {
             initial,
             moves: Vec::new(),
+            thread_moves: Vec::new(),
             spilled_pages: 0,
             notes: Vec::new(),
         }
@@ -102,6 +113,9 @@ impl Schedule {
                     layout.replicated[m.page as usize] = true;
                 }
             }
+        }
+        for m in self.thread_moves.iter().flatten() {
+            layout.thread_node[m.thread as usize] = m.to;
         }
         layout
     }

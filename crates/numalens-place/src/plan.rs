@@ -82,12 +82,22 @@ pub struct PlanNode {
 }
 
 /// Where a thread runs: its node's CPUs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadRule {
     /// Processes of the run numbered by pid order, from 0.
     pub process: u32,
     /// Creation order within the process (0: the main thread).
     pub logical_id: u32,
+    pub node: u32,
+    /// Moves to other nodes during the run (online kMAF's remapping).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub migrate_at: Vec<ThreadMoveAt>,
+}
+
+/// A thread moved to `node` at `time_s` seconds after the run's first recorded access.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadMoveAt {
+    pub time_s: f64,
     pub node: u32,
 }
 
@@ -199,8 +209,20 @@ pub fn from_schedule(
             process: rank(t.pid),
             logical_id: t.logical_id,
             node: machine.nodes[n],
+            migrate_at: Vec::new(),
         })
         .collect();
+    let window_s = accesses.windows.length_ns as f64 / 1e9;
+    for (w, moves) in schedule.thread_moves.iter().enumerate() {
+        for m in moves {
+            if let Some(rule) = threads.get_mut(m.thread as usize) {
+                rule.migrate_at.push(ThreadMoveAt {
+                    time_s: (w as u64 + 1) as f64 * window_s,
+                    node: machine.nodes[m.to],
+                });
+            }
+        }
+    }
     threads.sort_by_key(|t| (t.process, t.logical_id));
     let mut by_object: Vec<Vec<usize>> = vec![Vec::new(); accesses.objects.len()];
     let mut unplaced = Unplaced::default();
@@ -543,10 +565,11 @@ impl Plan {
             ),
         };
         for t in &self.threads {
-            if !known(&t.node) {
+            let nodes = std::iter::once(t.node).chain(t.migrate_at.iter().map(|m| m.node));
+            if let Some(n) = nodes.into_iter().find(|n| !known(n)) {
                 return Err(bad(
                     format!("thread rule {}/{}", t.process, t.logical_id),
-                    t.node,
+                    n,
                 ));
             }
         }

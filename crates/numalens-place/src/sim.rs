@@ -84,6 +84,11 @@ pub fn simulate(
         let moves = if w == 0 {
             &[][..]
         } else {
+            for m in schedule.thread_moves.get(w - 1).into_iter().flatten() {
+                if let Some(t) = state.threads.get_mut(m.thread as usize) {
+                    *t = m.to;
+                }
+            }
             schedule.moves.get(w - 1).map_or(&[][..], |m| &m[..])
         };
         let demand = state.window_demand(cells, moves, model);

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use super::{Action, Identity, MigrateAt, Plan, first_page, identity};
 use crate::accesses::Accesses;
-use crate::layout::{Layout, Move, MoveKind, Schedule, SpillOrder};
+use crate::layout::{Layout, Move, MoveKind, Schedule, SpillOrder, ThreadMove};
 use crate::machine::Machine;
 use crate::policies::Input;
 
@@ -44,19 +44,31 @@ pub fn schedule(plan: &Plan, input: &Input) -> Schedule {
     let mut notes = Vec::new();
 
     let mut threads = input.threads.to_vec();
-    let thread_rules: HashMap<(u32, u32), u32> = plan
+    let thread_rules: HashMap<(u32, u32), &super::ThreadRule> = plan
         .threads
         .iter()
-        .map(|t| ((t.process, t.logical_id), t.node))
+        .map(|t| ((t.process, t.logical_id), t))
         .collect();
     let mut threads_placed = 0;
+    let mut thread_moves: Vec<Vec<ThreadMove>> = Vec::new();
     for (i, t) in a.threads.iter().enumerate() {
-        if let Some(n) = thread_rules
-            .get(&(rank(t.pid), t.logical_id))
-            .and_then(|&n| position(n))
-        {
+        let Some(rule) = thread_rules.get(&(rank(t.pid), t.logical_id)) else {
+            continue;
+        };
+        if let Some(n) = position(rule.node) {
             threads[i] = n;
             threads_placed += 1;
+        }
+        for m in &rule.migrate_at {
+            if let (Some(to), Some(w)) = (position(m.node), window_of(a, m.time_s)) {
+                if thread_moves.len() <= w {
+                    thread_moves.resize(w + 1, Vec::new());
+                }
+                thread_moves[w].push(ThreadMove {
+                    thread: i as u32,
+                    to,
+                });
+            }
         }
     }
     let mapped = Input {
@@ -117,6 +129,7 @@ pub fn schedule(plan: &Plan, input: &Input) -> Schedule {
     }
     let mut s = Schedule::fitted(layout, a, m, SpillOrder::LatestTouched);
     s.moves = moves;
+    s.thread_moves = thread_moves;
     s.notes = notes;
     s
 }
@@ -212,6 +225,18 @@ fn interleave_cycle(nodes: &[u32], weights: Option<&[u32]>) -> Vec<u32> {
     cycle
 }
 
+/// The window at whose end a plan's time falls (times are window ends: window w ends at
+/// (w + 1) × its length); None for a run without windows.
+fn window_of(a: &Accesses, time_s: f64) -> Option<usize> {
+    let last = a.windows.cells.len().checked_sub(1)?;
+    let window_s = a.windows.length_ns.max(1) as f64 / 1e9;
+    Some(
+        ((time_s / window_s).round() as usize)
+            .saturating_sub(1)
+            .min(last),
+    )
+}
+
 /// `migrate_at` entries as moves at the end of the window their time falls in.
 fn add_moves(
     entries: &[MigrateAt],
@@ -228,16 +253,13 @@ fn add_moves(
         .iter()
         .map(|&p| (a.pages[p].number - start, p))
         .collect();
-    let window_s = a.windows.length_ns as f64 / 1e9;
-    let last = a.windows.cells.len() - 1;
     for e in entries {
         let Some(to) = m.nodes.iter().position(|&n| n == e.node) else {
             continue;
         };
-        // The plan's times are window ends (window w ends at (w + 1) × its length).
-        let w = ((e.time_s / window_s).round() as usize)
-            .saturating_sub(1)
-            .min(last);
+        let Some(w) = window_of(a, e.time_s) else {
+            continue;
+        };
         if moves.len() <= w {
             moves.resize(w + 1, Vec::new());
         }

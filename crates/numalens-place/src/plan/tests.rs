@@ -99,7 +99,8 @@ fn one_node_is_a_bind_and_threads_get_rules() {
         ThreadRule {
             process: 0,
             logical_id: 1,
-            node: 1
+            node: 1,
+            migrate_at: Vec::new(),
         }
     );
 }
@@ -295,6 +296,7 @@ fn a_plan_read_back_gives_the_schedule_it_was_made_from() {
         page_node: vec![0, 0, 1, 3, 3, 3, 2, 0, 1, 1, 1, 1],
         replicated: vec![],
     });
+    s.thread_moves = vec![vec![crate::layout::ThreadMove { thread: 1, to: 3 }]];
     s.moves = vec![vec![
         Move::migrate(2, 3),
         Move {
@@ -324,6 +326,8 @@ fn a_plan_read_back_gives_the_schedule_it_was_made_from() {
     assert_eq!(back.initial.thread_node, s.initial.thread_node);
     assert_eq!(back.initial.page_node, s.initial.page_node);
     assert_eq!(back.moves, s.moves);
+    assert_eq!(back.thread_moves, s.thread_moves);
+    assert_eq!(plan.threads[1].migrate_at[0].node, 3);
     let time = |s: &Schedule| crate::sim::simulate(&a, &m, s, &params.model).modelled_time_s;
     assert_eq!(time(&back), time(&s));
     assert!(

@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accesses::Accesses;
-use crate::layout::{Move, Schedule, SpillOrder};
+use crate::layout::{Schedule, SpillOrder};
 use crate::machine::Machine;
 
 use super::Input;
@@ -116,20 +116,24 @@ pub fn map_threads(
     params: &KmafParams,
 ) -> Vec<usize> {
     let t = accesses.threads.len();
-    let nodes = machine.cpu_nodes();
-    if !params.map_threads || t < params.min_threads_to_map.max(2) || nodes.len() < 2 {
+    if !params.map_threads || t < params.min_threads_to_map.max(2) {
         return default.to_vec();
     }
-    let comm = communication(accesses);
-    if comm.iter().all(|row| row.iter().all(|v| *v == 0)) {
+    map_by_communication(&communication(accesses), machine, default, params)
+}
+
+/// The thread mapping the communication matrix `comm` (threads × threads) calls for: greedy
+/// groups sized by each node's CPUs, placed so that groups that talk most sit nearest.
+pub(super) fn map_by_communication(
+    comm: &[Vec<u64>],
+    machine: &Machine,
+    default: &[usize],
+    params: &KmafParams,
+) -> Vec<usize> {
+    let Some((groups, nodes)) = communication_groups(comm, machine, params) else {
         return default.to_vec();
-    }
-    let sizes = group_sizes(t, &nodes, machine);
-    // Nodes whose share rounds to no thread get no group: the search below is cubic in groups.
-    let (nodes, sizes): (Vec<usize>, Vec<usize>) =
-        nodes.into_iter().zip(sizes).filter(|(_, s)| *s > 0).unzip();
-    let groups = greedy_groups(&comm, &sizes);
-    let placed = place_groups(&comm, &groups, &nodes, machine);
+    };
+    let placed = place_groups(comm, &groups, &nodes, machine);
     let mut out = default.to_vec();
     for (g, members) in groups.iter().enumerate() {
         for &m in members {
@@ -137,6 +141,28 @@ pub fn map_threads(
         }
     }
     out
+}
+
+/// kMAF's greedy groups of communicating threads, each with the node it was sized for (its
+/// CPUs' share of the threads); None when there is nothing to map.
+pub(super) fn communication_groups(
+    comm: &[Vec<u64>],
+    machine: &Machine,
+    params: &KmafParams,
+) -> Option<(Vec<Vec<usize>>, Vec<usize>)> {
+    let t = comm.len();
+    let nodes = machine.cpu_nodes();
+    if !params.map_threads || t < params.min_threads_to_map.max(2) || nodes.len() < 2 {
+        return None;
+    }
+    if comm.iter().all(|row| row.iter().all(|v| *v == 0)) {
+        return None;
+    }
+    let sizes = group_sizes(t, &nodes, machine);
+    // Nodes whose share rounds to no thread get no group: the search below is cubic in groups.
+    let (nodes, sizes): (Vec<usize>, Vec<usize>) =
+        nodes.into_iter().zip(sizes).filter(|(_, s)| *s > 0).unzip();
+    Some((greedy_groups(comm, &sizes), nodes))
 }
 
 /// Threads sharing a page communicate by the smaller of their counts on it (kMAF/SPCD).
@@ -302,52 +328,6 @@ pub(super) fn schedule(input: &Input) -> Schedule {
             "threads mapped by communication: {moved} moved from the default spread"
         ));
     }
-    s
-}
-
-pub(super) fn online_schedule(input: &Input) -> Schedule {
-    let base = super::first_touch::schedule(input);
-    let a = input.accesses;
-    let memory = input.machine.memory_nodes();
-    let n = input.machine.node_count();
-    let mut current = base.initial.page_node.clone();
-    // NUMA vectors of the pages seen so far, n counters each, in one flat array.
-    let mut slot_of: Vec<u32> = vec![u32::MAX; a.pages.len()];
-    let mut nv: Vec<u64> = Vec::new();
-    let mut moves = vec![Vec::new(); a.windows.cells.len()];
-    for (w, cells) in a.windows.cells.iter().enumerate() {
-        let mut touched: Vec<u32> = Vec::new();
-        for c in cells {
-            let page = c.page as usize;
-            if slot_of[page] == u32::MAX {
-                slot_of[page] = (nv.len() / n) as u32;
-                nv.resize(nv.len() + n, 0);
-            }
-            let at = slot_of[page] as usize * n + input.threads[c.thread as usize];
-            nv[at] = nv[at].saturating_add(c.total());
-            if touched.last() != Some(&c.page) {
-                touched.push(c.page);
-            }
-        }
-        for page in touched {
-            let number = a.pages[page as usize].number;
-            let at = slot_of[page as usize] as usize * n;
-            let row = &nv[at..at + n];
-            let target = match kmaf_decide(row, number, &memory, &input.params.kmaf) {
-                KmafDecision::Locality(t) | KmafDecision::Balance(t) => t,
-                KmafDecision::None => continue,
-            };
-            if current[page as usize] != target {
-                current[page as usize] = target;
-                moves[w].push(Move::migrate(page, target));
-            }
-        }
-    }
-    let mut s = Schedule { moves, ..base };
-    s.notes.push(
-        "threads stay on the default spread (kMAF's periodic thread migration is not modelled)"
-            .to_string(),
-    );
     s
 }
 
@@ -540,7 +520,7 @@ mod tests {
         let s = schedule(&input);
         assert_eq!(&s.initial.page_node[1..4], &threads[1..4]);
         assert_eq!(s.initial.page_node[4], 6 % 4);
-        let online = online_schedule(&input);
+        let online = super::super::kmaf_online::schedule(&input);
         assert_eq!(online.moves[0].len(), 4);
         assert_eq!(online.final_layout().page_node, s.initial.page_node);
     }

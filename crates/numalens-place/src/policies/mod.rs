@@ -8,6 +8,7 @@ mod first_touch;
 mod hot_blocks;
 mod interleave;
 mod kmaf;
+mod kmaf_online;
 mod marathe;
 mod object_options;
 mod oracle;
@@ -205,7 +206,7 @@ pub fn run(policy: Policy, input: &Input) -> Result<Schedule, PlaceError> {
         Policy::MaratheUniform => marathe::schedule(input, false),
         Policy::MaratheHop => marathe::schedule(input, true),
         Policy::Kmaf => kmaf::schedule(input),
-        Policy::KmafOnline => kmaf::online_schedule(input),
+        Policy::KmafOnline => kmaf_online::schedule(input),
         Policy::Carrefour => carrefour::schedule(input),
         Policy::Spm => spm::schedule(input),
         Policy::Tiering => tiering::schedule(input),
