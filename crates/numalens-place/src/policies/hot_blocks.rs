@@ -19,9 +19,6 @@ const BLOCK_PAGES: usize = 16;
 /// Blocks tried per object, the hottest first.
 const BLOCKS: usize = 32;
 
-/// Cells replayed at most per object by this step (as for spreads: about a second).
-const CELL_BUDGET: u64 = 100_000_000;
-
 /// Tries `pages`' (one object's, sorted) hottest blocks on every memory node, keeping each move
 /// that makes the simulated `time` fall. Returns the placements simulated and whether the
 /// layout changed.
@@ -37,8 +34,7 @@ pub(super) fn refine(
     if memory.len() < 2 || pages.len() <= BLOCK_PAGES {
         return (0, false);
     }
-    let budget = (BLOCKS * memory.len()) as u64;
-    let budget = budget.min(CELL_BUDGET / split.cells().max(1) as u64);
+    let budget = super::per_object::within_cell_budget(split, (BLOCKS * memory.len()) as u64);
     let mut ranges = range_count(a, layout, pages, 0, pages.len());
     let limit = ranges.max(MAX_RANGES / 2);
     let mut evaluated = 0;

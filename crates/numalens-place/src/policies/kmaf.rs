@@ -170,16 +170,22 @@ fn communication(a: &Accesses) -> Vec<Vec<u64>> {
     let t = a.threads.len();
     let mut comm = vec![vec![0u64; t]; t];
     for page in a.pages.iter().filter(|p| p.users.len() > 1) {
-        for (i, x) in page.users.iter().enumerate() {
-            for y in &page.users[i + 1..] {
-                let c = x.total().min(y.total());
-                let (a, b) = (x.thread as usize, y.thread as usize);
-                comm[a][b] = comm[a][b].saturating_add(c);
-                comm[b][a] = comm[b][a].saturating_add(c);
-            }
-        }
+        let users: Vec<(u32, u64)> = page.users.iter().map(|u| (u.thread, u.total())).collect();
+        add_sharing(&mut comm, &users);
     }
     comm
+}
+
+/// Adds the communication of the threads sharing one page, given as (thread, accesses): each
+/// pair by the smaller of their counts.
+pub(super) fn add_sharing(comm: &mut [Vec<u64>], users: &[(u32, u64)]) {
+    for (i, &(x, cx)) in users.iter().enumerate() {
+        for &(y, cy) in &users[i + 1..] {
+            let (a, b) = (x as usize, y as usize);
+            comm[a][b] = comm[a][b].saturating_add(cx.min(cy));
+            comm[b][a] = comm[b][a].saturating_add(cx.min(cy));
+        }
+    }
 }
 
 /// Group sizes in proportion to each node's CPUs, summing to the thread count.

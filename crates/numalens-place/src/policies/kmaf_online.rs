@@ -9,7 +9,7 @@ use crate::accesses::Cell;
 use crate::layout::{Move, Schedule, ThreadMove};
 
 use super::Input;
-use super::kmaf::{KmafDecision, communication_groups, kmaf_decide};
+use super::kmaf::{KmafDecision, add_sharing, communication_groups, kmaf_decide};
 
 /// What a remap must save on communication, as a share of the latency of the accesses seen so
 /// far: below it, a thread move buys less than the cache it leaves behind.
@@ -174,15 +174,11 @@ fn access_latency(to_node: &[Vec<u64>], threads: &[usize], m: &crate::machine::M
 /// Adds a window's communication: threads sharing a page, by the smaller of their counts on it
 /// (cells are sorted by page, then thread).
 fn add_communication(comm: &mut [Vec<u64>], cells: &[Cell]) {
+    let mut users: Vec<(u32, u64)> = Vec::new();
     for same_page in cells.chunk_by(|x, y| x.page == y.page) {
-        for (i, x) in same_page.iter().enumerate() {
-            for y in &same_page[i + 1..] {
-                let c = x.total().min(y.total());
-                let (p, q) = (x.thread as usize, y.thread as usize);
-                comm[p][q] = comm[p][q].saturating_add(c);
-                comm[q][p] = comm[q][p].saturating_add(c);
-            }
-        }
+        users.clear();
+        users.extend(same_page.iter().map(|c| (c.thread, c.total())));
+        add_sharing(comm, &users);
     }
 }
 

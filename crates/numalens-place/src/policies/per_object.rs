@@ -22,6 +22,17 @@ const SEARCHED_OBJECTS: usize = 32;
 /// Passes over the objects at most.
 const PASSES: usize = 2;
 
+/// Cells one step of an object's search (its spread, its block moves) replays at most, about a
+/// second: an object of millions of pages gets fewer tries, so that planning stays within
+/// seconds whatever the profile's size.
+const CELL_BUDGET: u64 = 100_000_000;
+
+/// `placements`, or fewer when simulating that many of `split`'s would replay more than
+/// [`CELL_BUDGET`] cells.
+pub(super) fn within_cell_budget(split: &Split, placements: u64) -> u64 {
+    placements.min(CELL_BUDGET / split.cells().max(1) as u64)
+}
+
 /// Windows a search simulates at most: a long run's windows are merged for the search (see
 /// [`Accesses::coarsened`]), and the result is judged on all of them.
 pub(super) const SEARCH_WINDOWS: usize = 64;

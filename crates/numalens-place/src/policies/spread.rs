@@ -18,10 +18,6 @@ const SLOTS: u32 = 24;
 /// Placements simulated at most per object.
 const BUDGET_PER_OBJECT: u64 = 400;
 
-/// Cells replayed at most per object (about a second): an object of millions of pages gets
-/// fewer moves, so that planning stays within seconds whatever the profile's size.
-const CELL_BUDGET: u64 = 100_000_000;
-
 /// Improve `layout` for `pages` (one object's, sorted) whose Eq. 2 homes are `homes`. `time` is
 /// the layout's simulated time, updated. Returns the placements simulated and whether the
 /// layout changed.
@@ -41,7 +37,7 @@ pub(super) fn refine(
         split,
         layout,
         time: *time,
-        budget: BUDGET_PER_OBJECT.min(CELL_BUDGET / split.cells().max(1) as u64),
+        budget: super::per_object::within_cell_budget(split, BUDGET_PER_OBJECT),
         evaluated: 0,
         changed: false,
     };
