@@ -1,0 +1,7 @@
+//! Placement for real: a plan compiled into the rules the runtime applies as objects and threads
+//! appear (`rules`), the online engine that moves pages and threads while the program runs
+//! (`engine`), batched page migration (`mover`), and the kernel's own NUMA balancing switched off
+//! for a run and always restored (`balancing`). See docs/PLACEMENT.md.
+
+pub mod balancing;
+pub mod mover;
