@@ -64,11 +64,13 @@ pub enum RecordKind {
     Signal = 18,
     /// `NL_REC_DAEMON`
     Daemon = 19,
+    /// `NL_REC_PLACE`
+    Place = 20,
 }
 
 impl RecordKind {
     /// Every kind, in numeric order.
-    pub const ALL: [RecordKind; 19] = [
+    pub const ALL: [RecordKind; 20] = [
         Self::Alloc,
         Self::Free,
         Self::Realloc,
@@ -88,6 +90,7 @@ impl RecordKind {
         Self::End,
         Self::Signal,
         Self::Daemon,
+        Self::Place,
     ];
 
     /// The kind with this number, if this reader knows it.
@@ -117,6 +120,7 @@ impl RecordKind {
             Self::End => "END",
             Self::Signal => "SIGNAL",
             Self::Daemon => "DAEMON",
+            Self::Place => "PLACE",
         }
     }
 }
@@ -374,6 +378,22 @@ pub enum Event {
     /// `daemon(3)` was called, with every record before it written: once its fork succeeds the
     /// process ends with `_exit(0)`, past any exit path, so a log that ends here ended cleanly.
     Daemon,
+    /// A rule of `numalens run --plan` was applied (`mbind` of an object's pages, or a thread's
+    /// CPUs).
+    Place {
+        /// First address placed (0 for a thread).
+        address: u64,
+        /// Bytes placed.
+        len: u64,
+        /// Index of the rule in the plan's `objects[]` (or `threads[]`).
+        rule: u32,
+        /// The node, or -1 when the action spreads over several.
+        node: i64,
+        /// 0, or the errno the kernel gave.
+        errno: i32,
+        /// What was placed (`enum nl_place_what`): 0 heap/mmap object, 1 static, 2 thread.
+        what: u8,
+    },
     /// A fatal signal arrived; the process died of it.
     Signal {
         /// Signal number.
@@ -674,6 +694,14 @@ impl Record {
             RecordKind::SmallAllocs => Event::SmallAllocs { count: a, bytes: b },
             RecordKind::End => Event::End,
             RecordKind::Daemon => Event::Daemon,
+            RecordKind::Place => Event::Place {
+                address: a,
+                len: b,
+                rule: c as u32,
+                node: d as i64,
+                errno: e as i32,
+                what: self.f as u8,
+            },
             RecordKind::Signal => Event::Signal {
                 signal: a as i32,
                 address: b,

@@ -46,6 +46,8 @@ pub struct RecordOptions {
     pub page_scan_interval: Option<Duration>,
     /// Count or sample every access of a program built with `numalens cc` (`--backend inst`).
     pub inst: Option<crate::inst::InstOptions>,
+    /// The rules file of `numalens run --plan` for the runtime to apply (numalens_plan.h).
+    pub plan_rules: Option<PathBuf>,
 }
 
 impl RecordOptions {
@@ -63,6 +65,7 @@ impl RecordOptions {
             status_line: false,
             page_scan_interval: None,
             inst: None,
+            plan_rules: None,
         }
     }
 }
@@ -85,6 +88,9 @@ pub struct RawRecording {
     pub maps: MapsHistory,
     /// Answers of the periodic page → node scans.
     pub scans: Vec<ScannedRun>,
+    /// Pages the online engine moved while the program ran (`migrations` rows, times since the
+    /// clock origin).
+    pub migrations: Vec<numalens_format::Migration>,
     pub sampler: Option<SamplerInfo>,
     /// Final once [`RawRecording::wait_for_exit`] has returned (`write_profile` calls it).
     pub exit: std::process::ExitStatus,
@@ -205,6 +211,14 @@ pub fn run(
         ("NUMALENS_PAGE_NODES".into(), "1".into()),
     ];
     env.extend(opts.inst.iter().flat_map(|i| i.env()));
+    if let Some(rules) = &opts.plan_rules {
+        let rules = std::path::absolute(rules).unwrap_or(rules.clone());
+        env.push(("NUMALENS_PLAN".into(), rules.into()));
+        env.push((
+            "NUMALENS_PLAN_PARENT".into(),
+            std::process::id().to_string().into(),
+        ));
+    }
     let inst_staging = opts.inst.map(|_| InstStaging::new(&events_dir));
     if let Some(staging) = &inst_staging {
         env.push(("NUMALENS_INST_DIR".into(), staging.dir().into()));
@@ -357,6 +371,7 @@ pub fn run(
         outlived,
         maps: raw.maps,
         scans: raw.scans,
+        migrations: Vec::new(),
         sampler: sampler.map(|s| s.info),
         exit,
         interrupted_by: signals::interrupted(),

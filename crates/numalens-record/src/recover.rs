@@ -175,6 +175,7 @@ fn raw_recording(meta: &Meta, events_dir: PathBuf, mut spilled: Spilled) -> RawR
         outlived: None,
         maps: spilled.maps,
         scans: Vec::new(),
+        migrations: Vec::new(),
         sampler: None,
         exit: std::process::ExitStatus::from_raw(0),
         interrupted_by: None,

@@ -106,6 +106,21 @@ pub struct WrapperArgs {
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
+    #[command(flatten)]
+    pub recording: RecordingArgs,
+    /// The program to run, then its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM [ARGS]..."
+    )]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+/// How a program is recorded (`numalens record` and `numalens run`).
+#[derive(Debug, Args)]
+pub struct RecordingArgs {
     /// Where accesses come from.
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
@@ -138,14 +153,6 @@ pub struct RecordArgs {
     /// (default: 1024).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub sample_every: Option<u32>,
-    /// The program to run, then its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM [ARGS]..."
-    )]
-    pub command: Vec<std::ffi::OsString>,
 }
 
 /// `250ms`, `2s`, `1.5s`: a positive duration of at least a millisecond.
@@ -369,7 +376,7 @@ mod tests {
         let Command::Record(args) = cli.command else {
             panic!("not record")
         };
-        assert_eq!(args.output.as_deref(), Some(std::path::Path::new("p")));
+        assert_eq!(args.recording.output.as_deref(), Some(std::path::Path::new("p")));
         assert_eq!(args.command, ["./app", "-o", "--x"]);
         assert!(Cli::try_parse_from(["numalens", "record"]).is_err());
         assert!(Cli::try_parse_from(["numalens", "record", "--ring-pages", "3", "x"]).is_err());

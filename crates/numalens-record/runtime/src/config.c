@@ -36,6 +36,10 @@ static const struct nl_env_var nl_env_table[] = {
      "1 = flush buffers on fatal signals and SIGTERM/SIGINT left at their default action"},
     {"NUMALENS_DEBUG", NL_ENV_U64, offsetof(struct nl_config, debug), "0",
      "1 = say on stderr why tracing was turned off"},
+    {"NUMALENS_PLAN", NL_ENV_STR, offsetof(struct nl_config, plan), "",
+     "rules file written by numalens run --plan; empty = no placement"},
+    {"NUMALENS_PLAN_PARENT", NL_ENV_U64, offsetof(struct nl_config, plan_parent), "0",
+     "pid of numalens run: the plan applies to the process it started, not to that one's children"},
 };
 
 #define NL_ENV_COUNT (sizeof(nl_env_table) / sizeof(nl_env_table[0]))

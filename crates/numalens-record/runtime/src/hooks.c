@@ -155,6 +155,8 @@ __attribute__((constructor)) static void nl_init(void)
         nl_emit_process_start();
         if (cfg.signals)
             nl_signals_install();
+        if (cfg.plan[0] && cfg.plan_parent == (uint64_t)getppid())
+            nl_plan_start(cfg.plan);
     }
     nl_self.guard--;
 }

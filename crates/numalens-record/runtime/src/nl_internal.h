@@ -43,6 +43,8 @@ struct nl_config {
     uint64_t frames;      /* NUMALENS_FRAMES, 1..NL_MAX_FRAMES */
     uint64_t signals;     /* NUMALENS_SIGNALS */
     uint64_t debug;       /* NUMALENS_DEBUG */
+    char plan[512];       /* NUMALENS_PLAN: rules file of `numalens run --plan` */
+    uint64_t plan_parent; /* NUMALENS_PLAN_PARENT: the plan is for the process this pid started */
 };
 
 /** Fills @p cfg from @p get (getenv in the runtime; a fake in tests). Returns 1 if tracing is on. */
@@ -258,6 +260,23 @@ void nl_run_feed(struct nl_run *r, uint64_t page, int64_t node);
 void nl_run_end(struct nl_run *r);
 /** Queries every writable private mapping with move_pages and emits PAGE_NODES runs. */
 void nl_pages_emit(const char *maps_path);
+
+/* ---- plan.c: the rules of `numalens run --plan` ---- */
+
+/** Maps the rules file and places static objects and the calling (main) thread. */
+void nl_plan_start(const char *path);
+/** 1 while a plan is loaded. */
+int nl_plan_active(void);
+/** Remembers the plan's action for the site being captured by this thread. */
+void nl_plan_note_site(uint64_t id, const uint64_t *frames, unsigned n);
+/** Applies the action remembered by nl_plan_note_site to the object just recorded. */
+void nl_plan_allocated(uint64_t start, uint64_t size);
+/** Places the calling thread by the rule of @p logical, if any. */
+void nl_plan_thread(int32_t logical);
+/** A fork child: the plan's rules are the first process's. */
+void nl_plan_forget(void);
+/** The site key the recorder computes for @p frames. */
+uint64_t nl_plan_site_key(const uint64_t *frames, unsigned n);
 
 /* ---- signals.c ---- */
 

@@ -36,6 +36,8 @@ void nl_on_alloc(void *p, size_t size, size_t align, int fn)
     nl_self.guard++;
     uint64_t site = nl_site_capture();
     nl_emit(NL_REC_ALLOC, (uint64_t)p, size, align, site, (uint64_t)fn, 0);
+    if (nl_unlikely(nl_plan_active()) && site)
+        nl_plan_allocated((uint64_t)p, size);
     nl_flush_if_large(size);
     nl_self.guard--;
 }
@@ -165,6 +167,8 @@ NL_EXPORT void *realloc(void *old, size_t size)
         nl_self.guard++;
         uint64_t site = size >= nl_g.min_object ? nl_site_capture() : 0;
         nl_emit_at(t, NL_REC_REALLOC, (uint64_t)p, size, (uint64_t)old, site, 0, 0);
+        if (nl_unlikely(nl_plan_active()) && site && p)
+            nl_plan_allocated((uint64_t)p, size);
         nl_flush_if_large(size);
         nl_self.guard--;
         errno = e;
@@ -226,6 +230,8 @@ static void nl_on_mmap(void *p, size_t len, int prot, int flags, int fd)
     uint64_t site = len >= nl_g.min_object ? nl_site_capture() : 0;
     nl_emit(NL_REC_MMAP, (uint64_t)p, len, (uint64_t)(uint32_t)prot | (uint64_t)(uint32_t)flags << 32,
             site, (uint64_t)(int64_t)fd, 0);
+    if (nl_unlikely(nl_plan_active()) && site)
+        nl_plan_allocated((uint64_t)p, len);
     nl_flush_if_large(len);
     nl_self.guard--;
     errno = e;

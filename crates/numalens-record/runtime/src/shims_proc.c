@@ -51,6 +51,7 @@ static void nl_thread_begin(const struct nl_start *s)
         if (size)
             nl_emit(NL_REC_STACK, lo, size, (uint64_t)s->logical, 0, 0, 0);
         nl_tls_emit(s->logical);
+        nl_plan_thread(s->logical);
     }
     nl_self.guard--;
 }
@@ -112,6 +113,7 @@ static void nl_fork_child(int known)
 {
     int e = errno;
     nl_self.guard++;
+    nl_plan_forget();
     nl_sites_reset();
     nl_modules_reset();
     /* After a fork no handler saw, a thread of the parent may have held the loader's lock, which

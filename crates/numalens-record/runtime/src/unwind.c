@@ -123,5 +123,7 @@ __attribute__((noinline)) uint64_t nl_site_capture(void)
         return 0;
     uint64_t id = nl_site_hash(buf + own, (unsigned)n - own);
     nl_site_note(id, buf + own, (unsigned)n - own);
+    if (nl_unlikely(nl_plan_active()))
+        nl_plan_note_site(id, buf + own, (unsigned)n - own);
     return id;
 }

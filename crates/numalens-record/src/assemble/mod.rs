@@ -5,6 +5,7 @@ mod code;
 mod inherit;
 mod inst;
 mod objects;
+pub mod placements;
 mod sites;
 mod threads;
 
@@ -172,6 +173,14 @@ pub fn write_profile(
             }
         }
         write_page_nodes(&mut writer, view, origin)?;
+        for (t, event) in &view.places {
+            if let Some(row) = placements::plan_row(*t, view.pid, event, origin) {
+                writer.push_migration(row)?;
+            }
+        }
+    }
+    for row in &raw.migrations {
+        writer.push_migration(row.clone())?;
     }
     write_scans(&mut writer, &raw.scans, origin)?;
     summary.threads = threads::write_threads(&mut writer, &views, &raw.tasks, origin)?;

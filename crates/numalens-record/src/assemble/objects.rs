@@ -29,6 +29,8 @@ pub struct ProcessView {
     pub sites: SiteTable,
     pub modules: Vec<LoadedModule>,
     pub page_nodes: Vec<(u64, Event)>,
+    /// Rules of a plan the runtime applied (`PLACE` records).
+    pub places: Vec<(u64, Event)>,
     pub ended_cleanly: bool,
     pub signal: Option<i32>,
     pub small_allocs: (u64, u64),
@@ -118,6 +120,7 @@ pub fn process_view(
         sites: SiteTable::default(),
         modules: Vec::new(),
         page_nodes: Vec::new(),
+        places: Vec::new(),
         ended_cleanly: log.has_end() || ends_by_exec_or_daemon(&events),
         signal: None,
         small_allocs: (0, 0),
@@ -293,6 +296,7 @@ fn apply(
             }
         }
         Event::PageNodes { .. } => view.page_nodes.push((t, e.event)),
+        Event::Place { .. } => view.places.push((t, e.event)),
         Event::SmallAllocs { count, bytes } => {
             // Only a damaged log counts past u64; the sums stop there.
             view.small_allocs.0 = view.small_allocs.0.saturating_add(count);

@@ -269,9 +269,9 @@ fn record_options(manifest: &Manifest) -> Result<RecordOptions> {
         unreachable!("parsed as a record command line")
     };
     let mut opts = RecordOptions::new(manifest.name.clone(), Vec::new(), PathBuf::new());
-    opts.min_object = args.min_object;
-    opts.ring_pages = args.ring_pages;
-    opts.page_scan_interval = args.page_scan_interval;
+    opts.min_object = args.recording.min_object;
+    opts.ring_pages = args.recording.ring_pages;
+    opts.page_scan_interval = args.recording.page_scan_interval;
     opts.status_line = true;
     Ok(opts)
 }

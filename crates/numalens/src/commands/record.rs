@@ -10,16 +10,27 @@ use numalens_record::launch::LaunchError;
 use numalens_record::record::{RecordError, RecordOptions, SampleSource};
 use numalens_record::session::{Recorded, record};
 
-use crate::cli::{BackendArg, InstModeArg, RecordArgs};
+use crate::cli::{BackendArg, InstModeArg, RecordArgs, RecordingArgs};
 use crate::exit::{ExitWith, UsageError};
 
 pub fn run(args: RecordArgs) -> Result<()> {
-    let inst = inst_options(&args)?;
+    let (opts, backend) = record_options(&args.recording, &args.command)?;
+    let recorded = record_with_fallback(opts, backend)?;
+    print_summary(&recorded);
+    program_status(&recorded)
+}
+
+/// The recorder's options from the command line.
+pub fn record_options(
+    args: &RecordingArgs,
+    command: &[std::ffi::OsString],
+) -> Result<(RecordOptions, BackendArg)> {
+    let inst = inst_options(args)?;
     if let Some(runtime) = &args.runtime {
         numalens_record::runtime::check_runtime(runtime)
             .map_err(|e| UsageError(format!("--runtime: {e}")))?;
     }
-    let program = args.command[0].clone();
+    let program = command[0].clone();
     if program.is_empty() {
         return Err(UsageError("the program to record is an empty name".into()).into());
     }
@@ -27,9 +38,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .output
         .clone()
         .unwrap_or_else(|| default_output(Path::new(&program)));
-    let mut opts = RecordOptions {
+    let opts = RecordOptions {
         program,
-        args: args.command[1..].to_vec(),
+        args: command[1..].to_vec(),
         output,
         source: match args.backend {
             BackendArg::None => SampleSource::None,
@@ -42,10 +53,17 @@ pub fn run(args: RecordArgs) -> Result<()> {
         status_line: true,
         page_scan_interval: args.page_scan_interval,
         inst,
+        plan_rules: None,
     };
+    Ok((opts, args.backend))
+}
+
+/// Records, falling back to allocations and threads only when the kernel refuses the sampler
+/// and the backend allows it; errors become the exit statuses `numalens record` documents.
+pub fn record_with_fallback(mut opts: RecordOptions, backend: BackendArg) -> Result<Recorded> {
     let recorded = match record(&opts) {
         Err(RecordError::Launch(LaunchError::Sampler(e @ SamplerError::Denied(_))))
-            if matches!(args.backend, BackendArg::Auto | BackendArg::Inst) =>
+            if matches!(backend, BackendArg::Auto | BackendArg::Inst) =>
         {
             eprintln!(
                 "numalens: {e}\nnumalens: recording allocations and threads only (--backend none)"
@@ -75,13 +93,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
         Err(e @ RecordError::OutputExists { .. }) => return Err(UsageError(e.to_string()).into()),
         Err(e) => return Err(e.into()),
     };
-    print_summary(&recorded);
-    program_status(&recorded)
+    Ok(recorded)
 }
 
 /// The `inst` backend's settings; `--inst-mode` and `--sample-every` without it are a usage
 /// error rather than settings silently ignored.
-fn inst_options(args: &RecordArgs) -> Result<Option<InstOptions>, UsageError> {
+fn inst_options(args: &RecordingArgs) -> Result<Option<InstOptions>, UsageError> {
     if args.backend != BackendArg::Inst {
         let given: Vec<&str> = [
             args.inst_mode.map(|_| "--inst-mode"),
