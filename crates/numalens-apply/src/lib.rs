@@ -5,3 +5,8 @@
 
 pub mod balancing;
 pub mod mover;
+pub mod error;
+pub mod rules;
+pub mod statics;
+
+pub use error::ApplyError;
