@@ -10,3 +10,4 @@ pub mod rules;
 pub mod statics;
 
 pub use error::ApplyError;
+pub mod outcome;

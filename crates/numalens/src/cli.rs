@@ -34,6 +34,9 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Write a placement plan (JSON, docs/PLAN.md) made by one policy, for a later run to apply.
     Plan(PlanArgs),
+    /// Run a program with its memory and threads placed: a plan applied as objects appear
+    /// (`--plan`), or an online policy moving pages while it runs (`--policy`); also records it.
+    Run(RunArgs),
     /// Run the main job on a bundled example and write a profile.
     Demo(DemoArgs),
     /// C compiler wrapper: builds for `record --backend inst` (e.g. `make CC="numalens cc"`).
@@ -116,6 +119,51 @@ pub struct RecordArgs {
         value_name = "PROGRAM [ARGS]..."
     )]
     pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("placement").required(true).args(["plan", "policy"])))]
+pub struct RunArgs {
+    /// Apply this plan (from `numalens plan`): each object rule when its object is allocated
+    /// (statics before main), each thread rule when its thread starts.
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
+    /// Place online while the program runs: carrefour, kmaf, spm or tiering.
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Option<String>,
+    /// The online engine on this running process instead of a program started here.
+    #[arg(long, value_name = "PID", requires = "policy", conflicts_with = "plan")]
+    pub pid: Option<u32>,
+    /// Apply a plan made for another build of the program or another machine (nodes mapped by
+    /// position): only the rules that still match take effect.
+    #[arg(long)]
+    pub force: bool,
+    /// The kernel's own NUMA balancing during the run: `off` switches it off and restores it
+    /// afterwards (needs root), `keep` leaves it as it is.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = KernelBalancingArg::Keep)]
+    pub kernel_balancing: KernelBalancingArg,
+    /// How often the online engine decides (e.g. `500ms`, `1s`).
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "1s")]
+    pub epoch: std::time::Duration,
+    /// Most the online engine migrates, in MB per second (0: no limit).
+    #[arg(long, value_name = "MB_PER_S", default_value_t = 512.0)]
+    pub rate_limit: f64,
+    #[command(flatten)]
+    pub recording: RecordingArgs,
+    /// The program to run, then its arguments.
+    #[arg(
+        required_unless_present = "pid",
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM [ARGS]..."
+    )]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KernelBalancingArg {
+    Off,
+    Keep,
 }
 
 /// How a program is recorded (`numalens record` and `numalens run`).

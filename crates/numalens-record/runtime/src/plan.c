@@ -185,24 +185,24 @@ static int nl_key_cb(struct dl_phdr_info *info, size_t size, void *ctx)
     struct nl_key_find *f = ctx;
     int is_main = f->index++ == 0;
     uint64_t lo = UINT64_MAX, hi = 0;
-    const ElfW(Phdr) *note = NULL;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type == PT_LOAD) {
             uint64_t s = info->dlpi_addr + ph->p_vaddr;
             lo = s < lo ? s : lo;
             hi = s + ph->p_memsz > hi ? s + ph->p_memsz : hi;
-        } else if (ph->p_type == PT_NOTE && !note) {
-            note = ph;
         }
     }
     if (f->addr < lo || f->addr >= hi)
         return 0;
     f->found = 1;
     f->bias = info->dlpi_addr;
-    f->id_len = note ? nl_note_build_id((const void *)(info->dlpi_addr + note->p_vaddr),
-                                        note->p_memsz, f->id, sizeof f->id)
-                     : 0;
+    /* The build id may be in any PT_NOTE segment (property notes often come first). */
+    f->id_len = 0;
+    for (int i = 0; i < info->dlpi_phnum && !f->id_len; i++)
+        if (info->dlpi_phdr[i].p_type == PT_NOTE)
+            f->id_len = nl_note_build_id((const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr),
+                                         info->dlpi_phdr[i].p_memsz, f->id, sizeof f->id);
     f->path[0] = '\0';
     if (f->id_len == 0 && info->dlpi_name && info->dlpi_name[0]) {
         strncpy(f->path, info->dlpi_name, NL_MAX_PATH_PAYLOAD);
@@ -283,7 +283,8 @@ int nl_plan_site_action(uint64_t id, const uint64_t *frames, unsigned n)
     int cached = nl_plan_cached(id, &slot);
     if (cached)
         return cached - 2;
-    int action = nl_plan_key_action(nl_plan_site_key(frames, n));
+    uint64_t key = nl_plan_site_key(frames, n);
+    int action = nl_plan_key_action(key);
     if (slot < NL_PLAN_SLOTS)
         atomic_store(&nl_plan_decisions[slot], action + 2);
     return action;

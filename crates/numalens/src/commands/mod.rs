@@ -7,6 +7,7 @@ mod plan;
 mod record;
 mod recover;
 mod report;
+mod run;
 mod simulate;
 mod topology;
 mod whatif_setup;
@@ -23,6 +24,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Export(args) => export::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Run(args) => run::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Cc(args) => wrapper::run(wrapper::Language::C, args),
         Command::Cxx(args) => wrapper::run(wrapper::Language::Cxx, args),

@@ -149,7 +149,7 @@ fn default_output(program: &Path) -> PathBuf {
         .expect("a free name")
 }
 
-fn print_summary(r: &Recorded) {
+pub fn print_summary(r: &Recorded) {
     let s = &r.summary;
     for note in &r.notes {
         eprintln!("numalens: note: {note}");
@@ -213,7 +213,7 @@ fn print_summary(r: &Recorded) {
 }
 
 /// The program's own exit status becomes ours (128 + signal for a killed program).
-fn program_status(r: &Recorded) -> Result<()> {
+pub fn program_status(r: &Recorded) -> Result<()> {
     use std::os::unix::process::ExitStatusExt;
     let status = match (r.exit.code(), r.exit.signal()) {
         (Some(0), _) => return Ok(()),

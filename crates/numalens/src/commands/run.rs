@@ -1,0 +1,130 @@
+//! `numalens run`: a program run with its placement applied, offline (`--plan`: the runtime
+//! applies the plan's rules as objects and threads appear) or online (`--policy`: the engine
+//! moves pages and threads while it runs). Either way the run is recorded, so that it can be
+//! reported and compared with the run the plan came from.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use numalens_apply::rules::{self, Compiled};
+use numalens_place::plan::Plan;
+use numalens_record::session::Recorded;
+
+use crate::cli::RunArgs;
+use crate::commands::record::{
+    print_summary, program_status, record_options, record_with_fallback,
+};
+use crate::exit::{ExitWith, UsageError};
+
+pub fn run(args: RunArgs) -> Result<()> {
+    match (&args.plan, &args.policy) {
+        (Some(plan), None) => run_plan(&args, plan),
+        (None, Some(_)) => Err(UsageError(
+            "the online engine is not available in this build: use --plan".into(),
+        )
+        .into()),
+        _ => Err(UsageError("give either --plan FILE or --policy POLICY".into()).into()),
+    }
+}
+
+fn run_plan(args: &RunArgs, plan_path: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(plan_path)
+        .map_err(|e| UsageError(format!("cannot read the plan {}: {e}", plan_path.display())))?;
+    let plan =
+        Plan::from_json_str(&text, plan_path).map_err(|e| UsageError(e.to_string()))?;
+    let (mut opts, backend) = record_options(&args.recording, &args.command)?;
+    let program = program_path(Path::new(&opts.program));
+    check_build(&plan, plan_path, &program, args.force)?;
+    let host = numalens_topology::host().context("reading this machine's NUMA topology")?;
+    let nodes = rules::node_map(&plan, &host, args.force).map_err(|e| ExitWith {
+        status: 2,
+        message: e.to_string(),
+    })?;
+    let compiled = rules::compile(&plan, &program, &host, &nodes);
+    for note in &compiled.notes {
+        eprintln!("numalens: {note}");
+    }
+    let rules_file = write_rules(&compiled)?;
+    opts.plan_rules = Some(rules_file.clone());
+    let recorded = record_with_fallback(opts, backend);
+    let _ = std::fs::remove_file(&rules_file);
+    let recorded = recorded?;
+    print_summary(&recorded);
+    report_rules(&plan, &compiled, &recorded);
+    program_status(&recorded)
+}
+
+/// The program as the launcher will find it: a name without a slash is looked up in PATH.
+fn program_path(program: &Path) -> PathBuf {
+    if program.components().count() > 1 {
+        return program.to_path_buf();
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| program.to_path_buf())
+}
+
+/// Refuses a plan made for another build of the program, unless forced.
+fn check_build(plan: &Plan, plan_path: &Path, program: &Path, force: bool) -> Result<()> {
+    let name = |p: &Path| p.file_name().map(|n| n.to_owned());
+    let Some(planned) = plan
+        .made_from
+        .build_ids
+        .iter()
+        .find(|b| name(Path::new(&b.module)) == name(program))
+    else {
+        return Ok(());
+    };
+    let actual = numalens_place::plan::read_build_id(program).unwrap_or_else(|| "none".into());
+    if actual == planned.build_id {
+        return Ok(());
+    }
+    let error = numalens_apply::ApplyError::OtherBuild {
+        plan: plan_path.to_path_buf(),
+        program: program.display().to_string(),
+        planned: planned.build_id.clone(),
+        actual,
+    };
+    if force {
+        eprintln!("numalens: warning (--force): {error}");
+        return Ok(());
+    }
+    Err(ExitWith {
+        status: 2,
+        message: error.to_string(),
+    }
+    .into())
+}
+
+/// The rules file, where the program's processes can read it.
+fn write_rules(compiled: &Compiled) -> Result<PathBuf> {
+    let path = std::env::temp_dir().join(format!("numalens-rules-{}.bin", std::process::id()));
+    std::fs::write(&path, &compiled.bytes)
+        .with_context(|| format!("cannot write the plan's rules to {}", path.display()))?;
+    Ok(path)
+}
+
+/// Which rules the run applied, from the profile it wrote; a rule that matched nothing is a
+/// warning with the run's closest objects.
+fn report_rules(plan: &Plan, compiled: &Compiled, recorded: &Recorded) {
+    let read = numalens_format::Profile::open(&recorded.profile).and_then(|p| {
+        Ok((
+            p.read_migrations()?,
+            p.read_all::<numalens_format::Object>()?,
+        ))
+    });
+    let (migrations, objects) = match read {
+        Ok(tables) => tables,
+        Err(e) => {
+            eprintln!("numalens: cannot read back which rules applied: {e}");
+            return;
+        }
+    };
+    let outcomes = numalens_apply::outcome::outcomes(plan, compiled, &migrations, &objects);
+    for line in numalens_apply::outcome::render(&outcomes, compiled, plan) {
+        eprintln!("{line}");
+    }
+}
