@@ -4,8 +4,8 @@
 //! for a run and always restored (`balancing`). See docs/PLACEMENT.md.
 
 pub mod balancing;
-pub mod mover;
 pub mod error;
+pub mod mover;
 pub mod rules;
 pub mod statics;
 

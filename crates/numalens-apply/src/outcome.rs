@@ -67,7 +67,12 @@ pub fn outcomes(
 
 /// `objects[12] (object)` → 12.
 fn rule_index(reason: &str) -> Option<usize> {
-    reason.strip_prefix("objects[")?.split(']').next()?.parse().ok()
+    reason
+        .strip_prefix("objects[")?
+        .split(']')
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Up to three objects of the run most like the rule's: same name first, then the same
@@ -131,7 +136,11 @@ pub fn render(outcomes: &[RuleOutcome], compiled: &Compiled, plan: &Plan) -> Vec
             );
             if refused > 0 {
                 let why: Vec<String> = o.refused.iter().map(|(e, n)| format!("{n} {e}")).collect();
-                line.push_str(&format!(" ({} refused by the kernel: {})", refused, why.join(", ")));
+                line.push_str(&format!(
+                    " ({} refused by the kernel: {})",
+                    refused,
+                    why.join(", ")
+                ));
             }
             lines.push(line);
         }

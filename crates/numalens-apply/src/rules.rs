@@ -111,7 +111,10 @@ impl NodeMap {
     pub fn describe(&self) -> Option<String> {
         let map = self.0.as_ref()?;
         let pairs: Vec<String> = map.iter().map(|(a, b)| format!("{a}→{b}")).collect();
-        Some(format!("plan nodes mapped by position: {}", pairs.join(", ")))
+        Some(format!(
+            "plan nodes mapped by position: {}",
+            pairs.join(", ")
+        ))
     }
 }
 
@@ -209,7 +212,9 @@ fn add_object(
         return Ok(());
     }
     if id.stack_of_thread.is_some() {
-        return Err("a thread's stack is placed with its thread (first touch by that thread)".into());
+        return Err(
+            "a thread's stack is placed with its thread (first touch by that thread)".into(),
+        );
     }
     Err("it has no identity a run can find (no site, no symbol)".into())
 }
@@ -226,7 +231,12 @@ fn hex_bytes(hex: &str) -> Vec<u8> {
 
 fn cpu_mask(host: &Topology, node: u32) -> [u64; CPU_WORDS] {
     let mut mask = [0u64; CPU_WORDS];
-    for cpu in host.nodes.iter().filter(|n| n.id == node).flat_map(|n| &n.cpus) {
+    for cpu in host
+        .nodes
+        .iter()
+        .filter(|n| n.id == node)
+        .flat_map(|n| &n.cpus)
+    {
         if let Some(word) = mask.get_mut(*cpu as usize / 64) {
             *word |= 1 << (cpu % 64);
         }
@@ -242,13 +252,18 @@ impl Builder {
             if n < MAX_NODES {
                 Ok(n)
             } else {
-                Err(format!("node {n} is beyond the {MAX_NODES} nodes a rule can name"))
+                Err(format!(
+                    "node {n} is beyond the {MAX_NODES} nodes a rule can name"
+                ))
             }
         };
         let first_range = self.ranges.len() as u32;
         let (kind, node, mut mask) = match action {
             Action::Bind { node } => (BIND, checked(*node)?, 0),
-            Action::Interleave { nodes: list, weights } => {
+            Action::Interleave {
+                nodes: list,
+                weights,
+            } => {
                 let list: Vec<u32> = list.iter().map(|n| checked(*n)).collect::<Result<_, _>>()?;
                 match weights.as_ref().filter(|w| w.iter().any(|x| *x != w[0])) {
                     Some(w) => {
@@ -265,9 +280,11 @@ impl Builder {
                 (RANGES, 0, 0)
             }
             Action::Replicate {} => {
-                return Err("replication is advisory: user space cannot replicate pages \
+                return Err(
+                    "replication is advisory: user space cannot replicate pages \
                             transparently (its note says what to change in the program)"
-                    .into());
+                        .into(),
+                );
             }
         };
         let range_count = self.ranges.len() as u32 - first_range;
@@ -313,7 +330,8 @@ impl Builder {
         for p in 0..len {
             let k = (0..nodes.len())
                 .max_by(|&a, &b| {
-                    let behind = |i: usize| counts[i] as f64 * (p + 1) as f64 / len as f64 - given[i] as f64;
+                    let behind =
+                        |i: usize| counts[i] as f64 * (p + 1) as f64 / len as f64 - given[i] as f64;
                     behind(a).total_cmp(&behind(b)).then(b.cmp(&a))
                 })
                 .expect("nodes are not empty");

@@ -68,12 +68,21 @@ fn the_file_has_the_runtime_s_layout() {
     // header 80, 2 sites x 16, 1 thread x 136, 2 actions x 32, 1 range x 24
     assert_eq!(c.bytes.len(), 80 + 32 + 136 + 64 + 24);
     assert_eq!(&c.bytes[..8], b"NLRULES1");
-    assert_eq!(u64::from_le_bytes(c.bytes[80..88].try_into().unwrap()), 0xabc);
+    assert_eq!(
+        u64::from_le_bytes(c.bytes[80..88].try_into().unwrap()),
+        0xabc
+    );
     // the thread's CPU mask: node 1's CPUs
     let thread = 80 + 32;
     let mask = host(2).nodes[1].cpus.iter().fold(0u64, |m, c| m | 1 << c);
-    assert_eq!(u32::from_le_bytes(c.bytes[thread..thread + 4].try_into().unwrap()), 2);
-    assert_eq!(u64::from_le_bytes(c.bytes[thread + 8..thread + 16].try_into().unwrap()), mask);
+    assert_eq!(
+        u32::from_le_bytes(c.bytes[thread..thread + 4].try_into().unwrap()),
+        2
+    );
+    assert_eq!(
+        u64::from_le_bytes(c.bytes[thread + 8..thread + 16].try_into().unwrap()),
+        mask
+    );
 }
 
 #[test]
@@ -102,17 +111,29 @@ fn rules_a_run_cannot_apply_are_said_with_why() {
     assert!(c.object_rules.is_empty());
     let why: Vec<&str> = c.skipped.iter().map(|(_, w)| w.as_str()).collect();
     assert!(why[0].contains("advisory"), "{why:?}");
-    assert!(why[1].contains("no static object named `no_such_table`"), "{why:?}");
+    assert!(
+        why[1].contains("no static object named `no_such_table`"),
+        "{why:?}"
+    );
     assert!(why[2].contains("process 1"), "{why:?}");
 }
 
 #[test]
 fn another_machine_is_refused_unless_forced_then_mapped_by_position() {
-    let p = plan(vec![rule(site("0x1"), Action::Bind { node: 3 })], Vec::new());
+    let p = plan(
+        vec![rule(site("0x1"), Action::Bind { node: 3 })],
+        Vec::new(),
+    );
     let refused = node_map(&p, &host(2), false).unwrap_err().to_string();
-    assert!(refused.contains("uses nodes [3]") && refused.contains("--force"), "{refused}");
+    assert!(
+        refused.contains("uses nodes [3]") && refused.contains("--force"),
+        "{refused}"
+    );
     let map = node_map(&p, &host(2), true).unwrap();
-    assert_eq!((map.get(0), map.get(1), map.get(2), map.get(3)), (0, 1, 0, 1));
+    assert_eq!(
+        (map.get(0), map.get(1), map.get(2), map.get(3)),
+        (0, 1, 0, 1)
+    );
     assert!(node_map(&p, &host(4), false).unwrap().describe().is_none());
 }
 
@@ -126,5 +147,8 @@ fn a_weighted_interleave_is_a_pattern_in_proportion() {
     let mut big = Builder::default();
     big.push_pattern(&[0, 1, 2], &[1000, 500, 1]).unwrap();
     assert!(big.ranges.len() as u64 <= PATTERN_MAX + 3);
-    assert!(big.ranges.iter().any(|r| r.2 == 2), "a small weight keeps a page");
+    assert!(
+        big.ranges.iter().any(|r| r.2 == 2),
+        "a small weight keeps a page"
+    );
 }

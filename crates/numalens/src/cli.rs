@@ -424,7 +424,10 @@ mod tests {
         let Command::Record(args) = cli.command else {
             panic!("not record")
         };
-        assert_eq!(args.recording.output.as_deref(), Some(std::path::Path::new("p")));
+        assert_eq!(
+            args.recording.output.as_deref(),
+            Some(std::path::Path::new("p"))
+        );
         assert_eq!(args.command, ["./app", "-o", "--x"]);
         assert!(Cli::try_parse_from(["numalens", "record"]).is_err());
         assert!(Cli::try_parse_from(["numalens", "record", "--ring-pages", "3", "x"]).is_err());

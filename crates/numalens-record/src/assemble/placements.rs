@@ -88,7 +88,10 @@ mod tests {
     #[test]
     fn a_bound_object_is_a_row_with_its_node_and_the_kernel_s_answer() {
         let row = plan_row(1_500, 42, &place(2, 0, 0), 500).unwrap();
-        assert_eq!((row.time_ns, row.pid, row.len, row.to_node), (1_000, 42, 8192, 2));
+        assert_eq!(
+            (row.time_ns, row.pid, row.len, row.to_node),
+            (1_000, 42, 8192, 2)
+        );
         assert_eq!((row.policy.as_str(), row.result.as_str()), ("plan", "ok"));
         assert_eq!(row.reason, "objects[3] (object)");
         let refused = plan_row(0, 42, &place(1, libc::EINVAL, 1), 0).unwrap();

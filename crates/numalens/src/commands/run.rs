@@ -30,8 +30,7 @@ pub fn run(args: RunArgs) -> Result<()> {
 fn run_plan(args: &RunArgs, plan_path: &Path) -> Result<()> {
     let text = std::fs::read_to_string(plan_path)
         .map_err(|e| UsageError(format!("cannot read the plan {}: {e}", plan_path.display())))?;
-    let plan =
-        Plan::from_json_str(&text, plan_path).map_err(|e| UsageError(e.to_string()))?;
+    let plan = Plan::from_json_str(&text, plan_path).map_err(|e| UsageError(e.to_string()))?;
     let (mut opts, backend) = record_options(&args.recording, &args.command)?;
     let program = program_path(Path::new(&opts.program));
     check_build(&plan, plan_path, &program, args.force)?;
