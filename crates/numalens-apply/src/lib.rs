@@ -1,6 +1,6 @@
 //! Placement for real: a plan compiled into the rules the runtime applies as objects and threads
 //! appear (`rules`), the online engine that moves pages and threads while the program runs
-//! (`engine`), batched page migration (`mover`), and the kernel's own NUMA balancing switched off
+//! (`engine`, in progress), batched page migration (`mover`), and the kernel's own NUMA balancing switched off
 //! for a run and always restored (`balancing`). See docs/PLACEMENT.md.
 
 pub mod balancing;
@@ -9,5 +9,7 @@ pub mod mover;
 pub mod rules;
 pub mod statics;
 
-pub use error::ApplyError;
 pub mod outcome;
+pub mod threads;
+
+pub use error::ApplyError;

@@ -784,6 +784,6 @@ mod tests {
             assert_eq!(RecordKind::from_u16(k as u16), Some(k));
         }
         assert_eq!(RecordKind::from_u16(0), None);
-        assert_eq!(RecordKind::from_u16(20), None);
+        assert_eq!(RecordKind::from_u16(21), None);
     }
 }

@@ -194,11 +194,39 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// What runs beside the recorder's loop while the program runs: the online placement engine.
+/// Called at every turn of the loop (about every 50 ms) with the samples put in time order
+/// since the last call; returns the `migrations` rows of what it did.
+pub trait LiveHook {
+    fn tick(&mut self, live: LiveView<'_>) -> Vec<numalens_format::Migration>;
+}
+
+/// The run as the loop sees it now.
+pub struct LiveView<'a> {
+    /// Monotonic clock now and at the recording's origin, ns.
+    pub now_ns: u64,
+    pub origin_ns: u64,
+    /// Processes of the program running now.
+    pub live: &'a std::collections::BTreeSet<u32>,
+    /// Page-fault samples in time order since the last call.
+    pub faults: &'a [Fault],
+}
+
 /// Runs the program to its end, sampling it; the program's own output goes where ours goes.
 pub fn run(
     opts: &RecordOptions,
     events_dir: PathBuf,
     runtime: Option<PathBuf>,
+) -> Result<RawRecording, RecordError> {
+    run_with(opts, events_dir, runtime, None)
+}
+
+/// [`run`], with `hook` called as the program runs.
+pub fn run_with(
+    opts: &RecordOptions,
+    events_dir: PathBuf,
+    runtime: Option<PathBuf>,
+    mut hook: Option<&mut dyn LiveHook>,
 ) -> Result<RawRecording, RecordError> {
     // The program's processes may change directory before they open their logs (daemons do).
     let events_dir = std::path::absolute(&events_dir).unwrap_or(events_dir);
@@ -278,6 +306,18 @@ pub fn run(
                 s.drain(|e| raw.take(e));
                 raw.faults
                     .settle(monotonic_ns().saturating_sub(SETTLE_LAG_NS));
+                if let Some(hook) = hook.as_deref_mut() {
+                    let seen = raw.hooked;
+                    let faults = raw.faults.ordered_since(seen);
+                    let rows = hook.tick(LiveView {
+                        now_ns: monotonic_ns(),
+                        origin_ns: clock_origin_ns,
+                        live: &raw.live,
+                        faults,
+                    });
+                    raw.hooked = seen + faults.len();
+                    raw.migrations.extend(rows);
+                }
                 if over {
                     // Every task has exited: nothing more will be sampled, and the rest is the
                     // kernel freeing the program's memory.
@@ -371,7 +411,7 @@ pub fn run(
         outlived,
         maps: raw.maps,
         scans: raw.scans,
-        migrations: Vec::new(),
+        migrations: raw.migrations,
         sampler: sampler.map(|s| s.info),
         exit,
         interrupted_by: signals::interrupted(),
@@ -417,6 +457,10 @@ struct Collected {
     live: std::collections::BTreeSet<u32>,
     /// A copy of all the above on disk, for `numalens recover`.
     spill: Spill,
+    /// Ordered samples the live hook has seen.
+    hooked: usize,
+    /// What the live hook did.
+    migrations: Vec<numalens_format::Migration>,
 }
 
 impl Collected {

@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use crate::assemble::{AssembleOptions, Summary, profile_meta, write_profile};
 use crate::pagesize::ThpMode;
-use crate::record::{RecordError, RecordOptions, SampleSource, monotonic_ns, prepare_output, run};
+use crate::record::{
+    RecordError, RecordOptions, SampleSource, monotonic_ns, prepare_output, run_with,
+};
 use crate::unfinished;
 
 /// The result of a recording.
@@ -26,6 +28,14 @@ pub struct Recorded {
 
 /// Records `opts.program` into `opts.output`.
 pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
+    record_with(opts, None)
+}
+
+/// [`record`], with `hook` (the online engine) called as the program runs.
+pub fn record_with(
+    opts: &RecordOptions,
+    hook: Option<&mut dyn crate::record::LiveHook>,
+) -> Result<Recorded, RecordError> {
     let mut notes = Vec::new();
     if opts.inst.is_some() {
         crate::inst::check_program(&opts.program)?;
@@ -74,7 +84,7 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
     } else {
         None
     };
-    let mut raw = match run(opts, events_dir.clone(), runtime) {
+    let mut raw = match run_with(opts, events_dir.clone(), runtime, hook) {
         Ok(raw) => raw,
         Err(e) => {
             // The thread writes into the directory: it must be done before the directory goes.

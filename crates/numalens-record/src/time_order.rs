@@ -34,6 +34,12 @@ impl FaultsInOrder {
         self.pending_count += 1;
     }
 
+    /// The samples already in time order, from the `from`-th on (what a live reader has not
+    /// seen yet).
+    pub fn ordered_since(&self, from: usize) -> &[Fault] {
+        self.ordered.get(from..).unwrap_or(&[])
+    }
+
     pub fn len(&self) -> usize {
         self.ordered.len() + self.pending_count
     }

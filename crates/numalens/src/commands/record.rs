@@ -8,14 +8,14 @@ use numalens_record::faults::SamplerError;
 use numalens_record::inst::{InstMode, InstOptions};
 use numalens_record::launch::LaunchError;
 use numalens_record::record::{RecordError, RecordOptions, SampleSource};
-use numalens_record::session::{Recorded, record};
+use numalens_record::session::{Recorded, record_with};
 
 use crate::cli::{BackendArg, InstModeArg, RecordArgs, RecordingArgs};
 use crate::exit::{ExitWith, UsageError};
 
 pub fn run(args: RecordArgs) -> Result<()> {
     let (opts, backend) = record_options(&args.recording, &args.command)?;
-    let recorded = record_with_fallback(opts, backend)?;
+    let recorded = record_with_fallback(opts, backend, None)?;
     print_summary(&recorded);
     program_status(&recorded)
 }
@@ -60,8 +60,15 @@ pub fn record_options(
 
 /// Records, falling back to allocations and threads only when the kernel refuses the sampler
 /// and the backend allows it; errors become the exit statuses `numalens record` documents.
-pub fn record_with_fallback(mut opts: RecordOptions, backend: BackendArg) -> Result<Recorded> {
-    let recorded = match record(&opts) {
+pub fn record_with_fallback(
+    mut opts: RecordOptions,
+    backend: BackendArg,
+    mut hook: Option<&mut dyn numalens_record::record::LiveHook>,
+) -> Result<Recorded> {
+    use numalens_record::record::LiveHook;
+    // A reborrow for the first try, whose trait object's lifetime is shortened to it.
+    let first = record_with(&opts, hook.as_deref_mut().map(|h| h as &mut dyn LiveHook));
+    let recorded = match first {
         Err(RecordError::Launch(LaunchError::Sampler(e @ SamplerError::Denied(_))))
             if matches!(backend, BackendArg::Auto | BackendArg::Inst) =>
         {
@@ -69,7 +76,7 @@ pub fn record_with_fallback(mut opts: RecordOptions, backend: BackendArg) -> Res
                 "numalens: {e}\nnumalens: recording allocations and threads only (--backend none)"
             );
             opts.source = SampleSource::None;
-            record(&opts)
+            record_with(&opts, hook)
         }
         other => other,
     };

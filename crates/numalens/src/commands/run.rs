@@ -19,9 +19,12 @@ use crate::exit::{ExitWith, UsageError};
 pub fn run(args: RunArgs) -> Result<()> {
     match (&args.plan, &args.policy) {
         (Some(plan), None) => run_plan(&args, plan),
-        (None, Some(_)) => Err(UsageError(
-            "the online engine is not available in this build: use --plan".into(),
-        )
+        (None, Some(policy)) => Err(ExitWith {
+            status: 2,
+            message: format!(
+                "--policy {policy}: the online engine is not available yet; make a plan                  (`numalens plan PROFILE --policy {policy} -o plan.json`) and run it with --plan"
+            ),
+        }
         .into()),
         _ => Err(UsageError("give either --plan FILE or --policy POLICY".into()).into()),
     }
@@ -45,7 +48,7 @@ fn run_plan(args: &RunArgs, plan_path: &Path) -> Result<()> {
     }
     let rules_file = write_rules(&compiled)?;
     opts.plan_rules = Some(rules_file.clone());
-    let recorded = record_with_fallback(opts, backend);
+    let recorded = record_with_fallback(opts, backend, None);
     let _ = std::fs::remove_file(&rules_file);
     let recorded = recorded?;
     print_summary(&recorded);
