@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, ValueEnum};
 use numalens_testbed::check::probe::ProbeOutput;
 use numalens_testbed::check::recorded::Recorded;
-use numalens_testbed::check::{Check, balancing, first_touch};
+use numalens_testbed::check::{Check, balancing, first_touch, run_plan};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Scenario {
@@ -17,6 +17,8 @@ enum Scenario {
     Record,
     /// `record_probe balancing`: hinting faults and NUMA-balancing migrations.
     RecordBalancing,
+    /// `numalens run --plan` of an interleave plan on `record_probe first-touch`.
+    RunPlan,
 }
 
 #[derive(Parser, Debug)]
@@ -73,5 +75,6 @@ fn run(args: &Args) -> Result<Vec<Check>, (&'static str, String)> {
     Ok(match args.scenario {
         Scenario::Record => first_touch::checks(&recorded, &probe, thp_always),
         Scenario::RecordBalancing => balancing::checks(&recorded, &probe, thp_always),
+        Scenario::RunPlan => run_plan::checks(&recorded, &probe, probe.threads.len()),
     })
 }

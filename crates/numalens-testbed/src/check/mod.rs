@@ -4,13 +4,15 @@
 //! guest's own results, so `tests/vm/run-all` counts them the same way.
 //!
 //! - [`first_touch`]: scenario `record` (one thread per node first-touching its own blocks);
-//! - [`balancing`]: scenario `record-balancing` (hinting faults and the kernel's migrations).
+//! - [`balancing`]: scenario `record-balancing` (hinting faults and the kernel's migrations);
+//! - [`run_plan`]: scenario `run-plan` (an interleave plan applied by `numalens run --plan`).
 
 pub mod balancing;
 pub mod first_touch;
 pub mod pages;
 pub mod probe;
 pub mod recorded;
+pub mod run_plan;
 
 use std::fmt::Write as _;
 
