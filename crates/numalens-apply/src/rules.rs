@@ -205,7 +205,10 @@ fn add_object(
             ));
         }
         let (offset, size) = symbols.find(symbol).ok_or_else(|| {
-            format!("the program has no static object named `{symbol}` (another build?)")
+            format!(
+                "`{symbol}` is not a static object of this program (a library's, or the plan is \
+                 for another build); a plan run places the program's own static objects"
+            )
         })?;
         let action = b.action(index as u32, &rule.action, nodes)?;
         b.statics.push((offset, size, action, String::new()));
