@@ -112,7 +112,7 @@ fn rules_a_run_cannot_apply_are_said_with_why() {
     let why: Vec<&str> = c.skipped.iter().map(|(_, w)| w.as_str()).collect();
     assert!(why[0].contains("advisory"), "{why:?}");
     assert!(
-        why[1].contains("no static object named `no_such_table`"),
+        why[1].contains("`no_such_table` is not a static object"),
         "{why:?}"
     );
     assert!(why[2].contains("process 1"), "{why:?}");
