@@ -210,6 +210,9 @@ pub struct LiveView<'a> {
     pub live: &'a std::collections::BTreeSet<u32>,
     /// Page-fault samples in time order since the last call.
     pub faults: &'a [Fault],
+    /// Where the `inst` hooks write their files (`--backend inst`): their sampled stream can be
+    /// read live with [`crate::inst::tail::SamplesTail`].
+    pub inst_dir: Option<&'a std::path::Path>,
 }
 
 /// Runs the program to its end, sampling it; the program's own output goes where ours goes.
@@ -314,6 +317,7 @@ pub fn run_with(
                         origin_ns: clock_origin_ns,
                         live: &raw.live,
                         faults,
+                        inst_dir: inst_staging.as_ref().map(|s| s.dir()),
                     });
                     raw.hooked = seen + faults.len();
                     raw.migrations.extend(rows);

@@ -209,18 +209,23 @@ pub fn read_samples_file(path: &Path) -> Result<(InstHeader, Vec<InstSample>), I
     let samples = body
         .chunks_exact(SAMPLE_SIZE)
         .filter(|r| r[31] == 1)
-        .map(|r| InstSample {
-            pid: h.pid,
-            tid: h.tid,
-            time_ns: u64_at(r, 0),
-            address: u64_at(r, 8),
-            ip: u64_at(r, 16),
-            weight: u32_at(r, 24),
-            size: u16::from_le_bytes([r[28], r[29]]),
-            is_write: r[30] != 0,
-        })
+        .map(|r| sample_from(h.pid, h.tid, r))
         .collect();
     Ok((h, samples))
+}
+
+/// One finished sample record (`SAMPLE_SIZE` bytes) of thread `tid` of `pid`.
+pub fn sample_from(pid: u32, tid: u32, r: &[u8]) -> InstSample {
+    InstSample {
+        pid,
+        tid,
+        time_ns: u64_at(r, 0),
+        address: u64_at(r, 8),
+        ip: u64_at(r, 16),
+        weight: u32_at(r, 24),
+        size: u16::from_le_bytes([r[28], r[29]]),
+        is_write: r[30] != 0,
+    }
 }
 
 /// The `.pages` and `.samples` files in `dir`, sorted by name.

@@ -11,6 +11,7 @@ pub mod guard;
 pub mod inline;
 pub mod per_compiler;
 pub mod staging;
+pub mod tail;
 pub mod toolchain;
 
 use std::ffi::{OsStr, OsString};
