@@ -22,7 +22,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         (None, Some(policy)) => Err(ExitWith {
             status: 2,
             message: format!(
-                "--policy {policy}: the online engine is not available yet; make a plan                  (`numalens plan PROFILE --policy {policy} -o plan.json`) and run it with --plan"
+                "--policy {policy}: the online engine is not available yet; make a plan \
+                 (`numalens plan PROFILE --policy {policy} -o plan.json`) and run it with --plan"
             ),
         }
         .into()),
