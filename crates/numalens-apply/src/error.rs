@@ -20,6 +20,9 @@ pub enum ApplyError {
         planned: String,
         actual: String,
     },
+    /// `--pid`: the process cannot be placed.
+    #[error("{0}")]
+    Attach(String),
     #[error("cannot write the rules file {path}: {source}")]
     Io {
         path: PathBuf,

@@ -3,8 +3,11 @@
 //! (`engine`, in progress), batched page migration (`mover`), and the kernel's own NUMA balancing switched off
 //! for a run and always restored (`balancing`). See docs/PLACEMENT.md.
 
+pub mod attach;
 pub mod balancing;
+pub mod engine;
 pub mod error;
+pub mod migrate;
 pub mod mover;
 pub mod rules;
 pub mod statics;

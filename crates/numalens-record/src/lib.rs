@@ -18,7 +18,7 @@ pub mod recover;
 pub mod runtime;
 pub mod scan;
 pub mod session;
-mod signals;
+pub mod signals;
 pub mod spill;
 pub mod std_fds;
 pub mod symbols;

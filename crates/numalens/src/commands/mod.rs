@@ -8,6 +8,7 @@ mod record;
 mod recover;
 mod report;
 mod run;
+mod run_online;
 mod simulate;
 mod topology;
 mod whatif_setup;

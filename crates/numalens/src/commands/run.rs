@@ -19,14 +19,10 @@ use crate::exit::{ExitWith, UsageError};
 pub fn run(args: RunArgs) -> Result<()> {
     match (&args.plan, &args.policy) {
         (Some(plan), None) => run_plan(&args, plan),
-        (None, Some(policy)) => Err(ExitWith {
-            status: 2,
-            message: format!(
-                "--policy {policy}: the online engine is not available yet; make a plan \
-                 (`numalens plan PROFILE --policy {policy} -o plan.json`) and run it with --plan"
-            ),
-        }
-        .into()),
+        (None, Some(policy)) => match args.pid {
+            Some(pid) => crate::commands::run_online::attach(&args, policy, pid),
+            None => crate::commands::run_online::launch(&args, policy),
+        },
         _ => Err(UsageError("give either --plan FILE or --policy POLICY".into()).into()),
     }
 }

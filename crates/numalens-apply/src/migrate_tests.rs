@@ -1,0 +1,102 @@
+use super::*;
+
+const PAGE: u64 = 4096;
+
+fn migrator(rate_mb: f64) -> Migrator {
+    Migrator::new(
+        MigrateOptions {
+            rate_limit_mb_per_s: rate_mb,
+            ..MigrateOptions::default()
+        },
+        PAGE,
+    )
+}
+
+#[test]
+fn neighbouring_pages_with_one_outcome_are_one_row() {
+    let mut rows = Rows::new(7, ("spm", "majority"), 5, PAGE);
+    rows.push(0x10000, Some(0), 1, "ok".into());
+    rows.push(0x11000, Some(0), 1, "ok".into());
+    rows.push(0x12000, Some(0), 1, "EBUSY".into());
+    rows.push(0x14000, Some(0), 1, "EBUSY".into());
+    let rows = rows.finish();
+    assert_eq!(rows.len(), 3);
+    assert_eq!((rows[0].start, rows[0].len, rows[0].to_node), (0x10000, 2 * PAGE, 1));
+    assert_eq!((rows[1].result.as_str(), rows[2].start), ("EBUSY", 0x14000));
+    assert_eq!((rows[0].pid, rows[0].policy.as_str(), rows[0].time_ns), (7, "spm", 5));
+}
+
+#[test]
+fn the_rate_limit_defers_what_is_over_budget() {
+    // 1 MB/s: a full bucket holds 244 pages of 4 KiB.
+    let mut m = migrator(1.0);
+    assert_eq!(m.take_budget(1000), 244);
+    assert_eq!(m.take_budget(1000), 0);
+    let mut unlimited = migrator(0.0);
+    assert_eq!(unlimited.take_budget(1_000_000), 1_000_000);
+}
+
+#[test]
+fn a_page_moved_back_and_forth_is_frozen_for_a_while() {
+    let mut m = migrator(0.0);
+    let mut out = Outcome::default();
+    m.note_moved(1, 0x1000, 10);
+    assert!(!m.frozen(1, 0x1000, 11, &mut out));
+    m.note_moved(1, 0x1000, 11);
+    assert!(m.frozen(1, 0x1000, 12, &mut out), "two moves in the window");
+    assert!(!m.frozen(1, 0x1000, 14, &mut out), "the window has passed");
+    assert_eq!(out.frozen, 1);
+    assert!(m.guard_bytes() > 0);
+}
+
+/// `pages` pages of this process, the first `touched` of them written.
+fn own_pages(pages: usize, touched: usize) -> (Vec<u64>, *mut libc::c_void) {
+    let len = pages * PAGE as usize;
+    // SAFETY: a fresh anonymous private mapping, written only within its length.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(base, libc::MAP_FAILED);
+    for p in 0..touched {
+        unsafe { *(base as *mut u8).add(p * PAGE as usize) = 1 };
+    }
+    let addresses = (0..pages).map(|p| base as u64 + p as u64 * PAGE).collect();
+    (addresses, base)
+}
+
+#[test]
+fn pages_in_place_and_untouched_pages_are_not_moved() {
+    let (addresses, base) = own_pages(16, 8);
+    let requests: Vec<Request> = addresses.iter().map(|a| (*a, 0)).collect();
+    let out = migrator(0.0).migrate(std::process::id(), 1, &requests, ("t", "r"), 0);
+    assert_eq!(out.call_error, None);
+    assert_eq!((out.requested, out.already_in_place, out.untouched), (16, 8, 8));
+    assert_eq!((out.moved, out.rows.len()), (0, 0));
+    unsafe { libc::munmap(base, 16 * PAGE as usize) };
+}
+
+#[test]
+fn a_node_the_machine_lacks_is_an_error_counted_not_a_panic() {
+    let (addresses, base) = own_pages(4, 4);
+    let requests: Vec<Request> = addresses.iter().map(|a| (*a, 63)).collect();
+    let out = migrator(0.0).migrate(std::process::id(), 1, &requests, ("t", "r"), 0);
+    assert_eq!(out.moved, 0);
+    assert!(
+        out.call_error.is_some() || !out.failed.is_empty(),
+        "the refusal is said: {out:?}"
+    );
+    unsafe { libc::munmap(base, 4 * PAGE as usize) };
+}
+
+#[test]
+fn a_process_that_has_ended_is_said_so() {
+    let out = migrator(0.0).migrate(u32::MAX / 2, 1, &[(0x1000, 0)], ("t", "r"), 0);
+    assert!(out.call_error.unwrap().contains("has ended"));
+}

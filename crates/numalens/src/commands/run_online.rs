@@ -1,0 +1,140 @@
+//! `numalens run --policy P`: the online engine (numalens-apply's `Engine`) moving pages and
+//! threads while the program runs, beside the recorder, which logs what it did in the
+//! profile's `migrations` table.
+
+use anyhow::{Context, Result};
+use numalens_apply::engine::{Engine, EngineOptions, EngineStats};
+use numalens_apply::migrate::MigrateOptions;
+use numalens_place::{Machine, Params, Policy};
+
+use crate::cli::{KernelBalancingArg, RunArgs};
+use crate::commands::record::{
+    print_summary, program_status, record_options, record_with_fallback,
+};
+use crate::exit::{ExitWith, UsageError};
+
+/// The online policies by the names `run --policy` takes.
+fn online_policy(name: &str) -> Result<Policy, UsageError> {
+    let policy = match name {
+        "kmaf" => Policy::KmafOnline,
+        other => Policy::from_name(other).map_err(|e| UsageError(e.to_string()))?,
+    };
+    if !policy.is_online() {
+        return Err(UsageError(format!(
+            "`{name}` decides after the run, not during it: make a plan with `numalens plan \
+             PROFILE --policy {name} -o plan.json` and run it with --plan plan.json; online \
+             policies are carrefour, kmaf, spm and tiering"
+        )));
+    }
+    Ok(policy)
+}
+
+pub fn launch(args: &RunArgs, policy: &str) -> Result<()> {
+    let policy = online_policy(policy)?;
+    let (opts, backend) = record_options(&args.recording, &args.command)?;
+    let topology = numalens_topology::host().context("reading this machine's NUMA topology")?;
+    let machine = Machine::from_topology(&topology);
+    if machine.memory_nodes().len() < 2 {
+        eprintln!(
+            "numalens: this machine has one memory node: the engine watches but has nowhere to \
+             move pages"
+        );
+    }
+    let mut engine = Engine::new(engine_options(args, policy), machine, &topology);
+    let switch = kernel_balancing(args.kernel_balancing)?;
+    let recorded = record_with_fallback(opts, backend, Some(&mut engine));
+    let () = switch.unwrap_or(());
+    let recorded = recorded?;
+    print_summary(&recorded);
+    print_stats(policy, &engine.stats);
+    program_status(&recorded)
+}
+
+pub fn attach(args: &RunArgs, policy: &str, pid: u32) -> Result<()> {
+    let policy = online_policy(policy)?;
+    numalens_apply::attach::check_may_move(pid).map_err(|e| ExitWith {
+        status: 2,
+        message: e.to_string(),
+    })?;
+    let topology = numalens_topology::host().context("reading this machine's NUMA topology")?;
+    let machine = Machine::from_topology(&topology);
+    let mut engine = Engine::new(engine_options(args, policy), machine, &topology);
+    let output = args
+        .recording
+        .output
+        .clone()
+        .unwrap_or_else(|| numalens_apply::attach::default_output(pid));
+    let meta = numalens_apply::attach::meta(pid, policy.name(), &topology);
+    let switch = kernel_balancing(args.kernel_balancing)?;
+    eprintln!(
+        "numalens: {} engine on process {pid}; Ctrl-C stops numalens and leaves the process running",
+        policy.name()
+    );
+    let attached = numalens_apply::attach::attach(pid, &mut engine, &output, meta);
+    let () = switch.unwrap_or(());
+    let attached = attached.map_err(|e| ExitWith {
+        status: 1,
+        message: e.to_string(),
+    })?;
+    eprintln!(
+        "numalens: {} ({} threads, {:.1} s, {} page-fault samples); actions written to {}",
+        attached.ended,
+        attached.threads,
+        attached.wall.as_secs_f64(),
+        attached.faults,
+        output.display()
+    );
+    print_stats(policy, &engine.stats);
+    Ok(())
+}
+
+fn engine_options(args: &RunArgs, policy: Policy) -> EngineOptions {
+    EngineOptions {
+        policy,
+        epoch_ns: args.epoch.as_nanos() as u64,
+        params: Params::default(),
+        migrate: MigrateOptions {
+            rate_limit_mb_per_s: args.rate_limit,
+            ..MigrateOptions::default()
+        },
+        soft_dirty: true,
+    }
+}
+
+/// The kernel's NUMA balancing for the run: left as it is (`keep`).
+fn kernel_balancing(mode: KernelBalancingArg) -> Result<Option<()>> {
+    if mode == KernelBalancingArg::Keep {
+        return Ok(None);
+    }
+    Err(ExitWith {
+        status: 2,
+        message: "--kernel-balancing off is not available yet: switch kernel.numa_balancing off \
+                  yourself (sysctl) or use --kernel-balancing keep"
+            .into(),
+    }
+    .into())
+}
+
+fn print_stats(policy: Policy, s: &EngineStats) {
+    let failed: u64 = s.failed.values().sum();
+    eprintln!(
+        "numalens: {} engine: {} epochs, {} samples, {} pages tracked; {} pages moved ({} already \
+         in place, {} deferred by the rate limit, {} frozen by the ping-pong guard, {} failed), \
+         {} threads moved; deciding took {:.1} ms",
+        policy.name(),
+        s.epochs,
+        s.samples,
+        s.pages_tracked,
+        s.moved,
+        s.already_in_place,
+        s.deferred,
+        s.frozen,
+        failed,
+        s.thread_moves,
+        s.decide_ns as f64 / 1e6
+    );
+    if !s.failed.is_empty() {
+        let why: Vec<String> = s.failed.iter().map(|(e, n)| format!("{n} {e}")).collect();
+        eprintln!("numalens: moves the kernel refused: {}", why.join(", "));
+    }
+}
