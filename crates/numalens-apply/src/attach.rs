@@ -49,7 +49,10 @@ pub fn check_may_move(pid: u32) -> Result<(), ApplyError> {
 }
 
 fn field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
-    status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim)
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(str::trim)
 }
 
 fn has_capability(cap: u32) -> bool {
@@ -87,7 +90,9 @@ pub fn attach(
     let mut samplers = Vec::new();
     for tid in &tids {
         // Threads that end meanwhile are simply not sampled.
-        if let Ok(s) = FaultSampler::open(*tid as i32, &cpus, 64) {
+        if let Ok(s) = FaultSampler::open(*tid as i32, &cpus, 64)
+            && s.enable().is_ok()
+        {
             samplers.push(s);
         }
     }
@@ -145,7 +150,8 @@ fn write_profile(
     rows: &[Migration],
     ended: &str,
 ) -> Result<(), ApplyError> {
-    let io = |e: numalens_format::FormatError| ApplyError::Attach(format!("{}: {e}", output.display()));
+    let io =
+        |e: numalens_format::FormatError| ApplyError::Attach(format!("{}: {e}", output.display()));
     let mut writer = ProfileWriter::create(output, meta).map_err(io)?;
     for row in rows {
         writer.push_migration(row.clone()).map_err(io)?;
@@ -167,7 +173,11 @@ fn attach_error(pid: u32, e: std::io::Error) -> ApplyError {
 }
 
 /// The `meta.json` of an attached run's profile.
-pub fn meta(pid: u32, policy: &str, topology: &numalens_topology::Topology) -> numalens_format::Meta {
+pub fn meta(
+    pid: u32,
+    policy: &str,
+    topology: &numalens_topology::Topology,
+) -> numalens_format::Meta {
     let mut settings = std::collections::BTreeMap::new();
     settings.insert("attached_pid".to_string(), pid.into());
     settings.insert("policy".to_string(), policy.into());

@@ -97,7 +97,11 @@ enum Access {
 }
 
 impl Engine {
-    pub fn new(opts: EngineOptions, machine: Machine, topology: &numalens_topology::Topology) -> Engine {
+    pub fn new(
+        opts: EngineOptions,
+        machine: Machine,
+        topology: &numalens_topology::Topology,
+    ) -> Engine {
         let position = |node: u32| machine.nodes.iter().position(|n| *n == node);
         let cpu_node = topology
             .nodes
@@ -216,7 +220,12 @@ impl Engine {
     }
 
     /// Closes the epoch's window, decides, and moves; the rows of what was done.
-    fn epoch(&mut self, now_ns: u64, origin_ns: u64, live: &std::collections::BTreeSet<u32>) -> Vec<Migration> {
+    fn epoch(
+        &mut self,
+        now_ns: u64,
+        origin_ns: u64,
+        live: &std::collections::BTreeSet<u32>,
+    ) -> Vec<Migration> {
         let mut cells: Vec<Cell> = self
             .current
             .drain()
@@ -232,12 +241,7 @@ impl Engine {
         self.windows.push(cells);
         self.stats.epochs += 1;
         self.stats.pages_tracked = self.pages.len() as u64;
-        if self.opts.soft_dirty {
-            for pid in live {
-                // Writing 4 clears the soft-dirty bits: the next write to each page faults.
-                let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "4");
-            }
-        }
+        self.clear_soft_dirty(live);
         if self.pages.is_empty() {
             return Vec::new();
         }
@@ -245,8 +249,34 @@ impl Engine {
         let started = std::time::Instant::now();
         let moves = self.decide();
         self.stats.decide_ns += started.elapsed().as_nanos() as u64;
-        let rows = self.carry_out(moves, now_ns, origin_ns);
-        rows
+        self.carry_out(moves, now_ns, origin_ns)
+    }
+}
+
+/// Whether this kernel tracks soft-dirty bits (`CONFIG_MEM_SOFT_DIRTY`): a page this process
+/// has just written must show bit 55 in its pagemap entry.
+pub fn soft_dirty_supported() -> bool {
+    let page = Box::new([1u8; 8192]);
+    let address = std::hint::black_box(page.as_ptr()) as u64 + 4096;
+    let page_size = numalens_record::perf::page_size() as u64;
+    let Ok(mut f) = std::fs::File::open("/proc/self/pagemap") else {
+        return false;
+    };
+    use std::io::{Read, Seek, SeekFrom};
+    let mut entry = [0u8; 8];
+    let ok = f.seek(SeekFrom::Start(address / page_size * 8)).is_ok()
+        && f.read_exact(&mut entry).is_ok();
+    ok && u64::from_le_bytes(entry) >> 55 & 1 == 1
+}
+
+impl Engine {
+    fn clear_soft_dirty(&self, live: &std::collections::BTreeSet<u32>) {
+        if self.opts.soft_dirty {
+            for pid in live {
+                // Writing 4 clears the soft-dirty bits: the next write to each page faults.
+                let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "4");
+            }
+        }
     }
 
     /// The policy on everything seen so far: its page moves at the end of the latest window.
@@ -284,7 +314,11 @@ impl Engine {
                 continue;
             }
             let page = &self.pages[m.page as usize];
-            out.push((page.pid, page.number * self.page_size, self.machine.nodes[m.to]));
+            out.push((
+                page.pid,
+                page.number * self.page_size,
+                self.machine.nodes[m.to],
+            ));
         }
         out
     }
@@ -300,7 +334,12 @@ impl Engine {
         }
     }
 
-    fn carry_out(&mut self, moves: Vec<(u32, u64, u32)>, now_ns: u64, origin_ns: u64) -> Vec<Migration> {
+    fn carry_out(
+        &mut self,
+        moves: Vec<(u32, u64, u32)>,
+        now_ns: u64,
+        origin_ns: u64,
+    ) -> Vec<Migration> {
         let mut per_pid: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();
         for (pid, address, node) in moves {
             per_pid.entry(pid).or_default().push((address, node));
@@ -343,9 +382,10 @@ impl Engine {
 
 impl LiveHook for Engine {
     fn tick(&mut self, view: LiveView<'_>) -> Vec<Migration> {
-        if self.start_ns.is_none() && (!view.faults.is_empty() || view.inst_dir.is_some()) {
+        if self.start_ns.is_none() {
             self.start_ns = Some(view.now_ns);
             self.epoch_start_ns = view.now_ns;
+            self.clear_soft_dirty(view.live);
         }
         for f in view.faults {
             self.ingest_fault(f);
@@ -355,7 +395,7 @@ impl LiveHook for Engine {
                 self.ingest_sample(&s);
             }
         }
-        if self.start_ns.is_none() || view.now_ns < self.epoch_start_ns + self.opts.epoch_ns {
+        if view.now_ns < self.epoch_start_ns + self.opts.epoch_ns {
             return Vec::new();
         }
         self.epoch_start_ns = view.now_ns;
@@ -425,7 +465,11 @@ mod tests {
             tick(&mut e, now + epoch, &uses);
         }
         assert!(e.stats.epochs >= 5, "{:?}", e.stats);
-        assert!(e.stats.requested >= 64, "the policy asked to move the pages: {:?}", e.stats);
+        assert!(
+            e.stats.requested >= 64,
+            "the policy asked to move the pages: {:?}",
+            e.stats
+        );
         // The process does not exist: the mover said so instead of moving anything.
         assert_eq!(e.stats.moved, 0);
         assert_eq!(e.stats.pages_tracked, 64);

@@ -21,9 +21,15 @@ fn neighbouring_pages_with_one_outcome_are_one_row() {
     rows.push(0x14000, Some(0), 1, "EBUSY".into());
     let rows = rows.finish();
     assert_eq!(rows.len(), 3);
-    assert_eq!((rows[0].start, rows[0].len, rows[0].to_node), (0x10000, 2 * PAGE, 1));
+    assert_eq!(
+        (rows[0].start, rows[0].len, rows[0].to_node),
+        (0x10000, 2 * PAGE, 1)
+    );
     assert_eq!((rows[1].result.as_str(), rows[2].start), ("EBUSY", 0x14000));
-    assert_eq!((rows[0].pid, rows[0].policy.as_str(), rows[0].time_ns), (7, "spm", 5));
+    assert_eq!(
+        (rows[0].pid, rows[0].policy.as_str(), rows[0].time_ns),
+        (7, "spm", 5)
+    );
 }
 
 #[test]
@@ -77,7 +83,10 @@ fn pages_in_place_and_untouched_pages_are_not_moved() {
     let requests: Vec<Request> = addresses.iter().map(|a| (*a, 0)).collect();
     let out = migrator(0.0).migrate(std::process::id(), 1, &requests, ("t", "r"), 0);
     assert_eq!(out.call_error, None);
-    assert_eq!((out.requested, out.already_in_place, out.untouched), (16, 8, 8));
+    assert_eq!(
+        (out.requested, out.already_in_place, out.untouched),
+        (16, 8, 8)
+    );
     assert_eq!((out.moved, out.rows.len()), (0, 0));
     unsafe { libc::munmap(base, 16 * PAGE as usize) };
 }

@@ -242,6 +242,12 @@ impl FaultSampler {
     }
 
     /// True when every task of the program has exited (the rings' hang-up), without waiting.
+    /// Starts sampling now: for a process that is already running (an event opened for a
+    /// program about to start is enabled by its exec).
+    pub fn enable(&self) -> io::Result<()> {
+        self.rings.iter().try_for_each(|r| r.enable())
+    }
+
     pub fn ended(&self) -> bool {
         self.wait(0)
     }

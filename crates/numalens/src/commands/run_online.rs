@@ -88,6 +88,19 @@ pub fn attach(args: &RunArgs, policy: &str, pid: u32) -> Result<()> {
     Ok(())
 }
 
+/// Soft-dirty write faults where the kernel tracks them; said once where it does not.
+fn soft_dirty() -> bool {
+    let supported = numalens_apply::engine::soft_dirty_supported();
+    if !supported {
+        eprintln!(
+            "numalens: this kernel does not track soft-dirty pages (CONFIG_MEM_SOFT_DIRTY): the \
+             engine sees first touches, the kernel's hinting faults and, for a program built \
+             with `numalens cc` and run with --backend inst, its sampled accesses"
+        );
+    }
+    supported
+}
+
 fn engine_options(args: &RunArgs, policy: Policy) -> EngineOptions {
     EngineOptions {
         policy,
@@ -97,7 +110,7 @@ fn engine_options(args: &RunArgs, policy: Policy) -> EngineOptions {
             rate_limit_mb_per_s: args.rate_limit,
             ..MigrateOptions::default()
         },
-        soft_dirty: true,
+        soft_dirty: soft_dirty(),
     }
 }
 
