@@ -63,6 +63,39 @@ pub struct EngineStats {
     /// The first epoch (seconds after the start) from which no more pages were moved.
     pub last_move_s: Option<f64>,
     pub decide_ns: u64,
+    /// CPU time of the engine's own work (reading signals, deciding, moving), on the
+    /// recorder's thread.
+    pub cpu_ns: u64,
+    /// Wall time from the first call to the last.
+    pub wall_ns: u64,
+    /// The engine's memory at its largest, from its tables' capacities.
+    pub peak_bytes: u64,
+}
+
+impl EngineStats {
+    /// The engine's CPU as a share of one core over the run.
+    pub fn cpu_share(&self) -> f64 {
+        if self.wall_ns == 0 {
+            0.0
+        } else {
+            self.cpu_ns as f64 / self.wall_ns as f64
+        }
+    }
+
+    /// Peak memory per tracked page, in bytes.
+    pub fn bytes_per_page(&self) -> f64 {
+        self.peak_bytes as f64 / self.pages_tracked.max(1) as f64
+    }
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 pub struct Engine {
@@ -382,11 +415,47 @@ impl Engine {
 
 impl LiveHook for Engine {
     fn tick(&mut self, view: LiveView<'_>) -> Vec<Migration> {
+        let cpu = thread_cpu_ns();
+        let rows = self.turn(view);
+        self.stats.cpu_ns += thread_cpu_ns().saturating_sub(cpu);
+        self.stats.peak_bytes = self.stats.peak_bytes.max(self.memory_bytes());
+        rows
+    }
+}
+
+impl Engine {
+    /// What the engine's tables hold now, by capacity.
+    pub fn memory_bytes(&self) -> u64 {
+        use std::mem::size_of;
+        let users: usize = self
+            .pages
+            .iter()
+            .map(|p| p.users.capacity() * size_of::<numalens_place::accesses::Use>())
+            .sum();
+        let cells: usize = self
+            .windows
+            .iter()
+            .map(|w| w.capacity() * size_of::<Cell>())
+            .sum();
+        let bytes = self.pages.capacity() * size_of::<Page>()
+            + users
+            + self.page_index.capacity() * (size_of::<((u32, u64), u32)>() + 1)
+            + self.windows.capacity() * size_of::<Vec<Cell>>()
+            + cells
+            + self.current.capacity() * (size_of::<((u32, u32), (u64, u64, u64))>() + 1)
+            + self.migrator.guard_bytes();
+        bytes as u64
+    }
+
+    fn turn(&mut self, view: LiveView<'_>) -> Vec<Migration> {
         if self.start_ns.is_none() {
             self.start_ns = Some(view.now_ns);
             self.epoch_start_ns = view.now_ns;
             self.clear_soft_dirty(view.live);
         }
+        self.stats.wall_ns = view
+            .now_ns
+            .saturating_sub(self.start_ns.unwrap_or(view.now_ns));
         for f in view.faults {
             self.ingest_fault(f);
         }

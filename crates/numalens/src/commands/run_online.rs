@@ -133,7 +133,8 @@ fn print_stats(policy: Policy, s: &EngineStats) {
     eprintln!(
         "numalens: {} engine: {} epochs, {} samples, {} pages tracked; {} pages moved ({} already \
          in place, {} deferred by the rate limit, {} frozen by the ping-pong guard, {} failed), \
-         {} threads moved; deciding took {:.1} ms",
+         {} threads moved; engine CPU {:.1} % of one core (deciding {:.1} ms), memory {:.0} bytes \
+         per tracked page",
         policy.name(),
         s.epochs,
         s.samples,
@@ -144,8 +145,13 @@ fn print_stats(policy: Policy, s: &EngineStats) {
         s.frozen,
         failed,
         s.thread_moves,
-        s.decide_ns as f64 / 1e6
+        s.cpu_share() * 100.0,
+        s.decide_ns as f64 / 1e6,
+        s.bytes_per_page()
     );
+    for (why, n) in &s.call_errors {
+        eprintln!("numalens: {n} epochs could not move: {why}");
+    }
     if !s.failed.is_empty() {
         let why: Vec<String> = s.failed.iter().map(|(e, n)| format!("{n} {e}")).collect();
         eprintln!("numalens: moves the kernel refused: {}", why.join(", "));
