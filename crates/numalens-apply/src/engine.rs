@@ -106,18 +106,28 @@ pub struct Engine {
     node_cpus: Vec<Vec<u32>>,
     page_size: u64,
     threads: Vec<ThreadInfo>,
-    tid_index: HashMap<(u32, u32), u32>,
+    tid_index: ahash::AHashMap<(u32, u32), u32>,
     thread_node: Vec<usize>,
     pages: Vec<Page>,
-    page_index: HashMap<(u32, u64), u32>,
+    page_index: ahash::AHashMap<(u32, u64), u32>,
     windows: Vec<Vec<Cell>>,
-    /// This epoch's (reads, writes, faults) per (page, thread).
-    current: HashMap<(u32, u32), (u64, u64, u64)>,
+    /// This epoch's accesses per (pid, tid, page number): one hash per sample; pages and
+    /// threads get their indices when the epoch closes.
+    current: ahash::AHashMap<(u32, u32, u64), Pending>,
     start_ns: Option<u64>,
     epoch_start_ns: u64,
     migrator: Migrator,
     inst: SamplesTail,
     pub stats: EngineStats,
+}
+
+/// One (thread, page)'s accesses within the current epoch.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pending {
+    reads: u64,
+    writes: u64,
+    faults: u64,
+    first_ns: u64,
 }
 
 /// How an access is counted in its window's cell.
@@ -163,12 +173,12 @@ impl Engine {
             node_cpus,
             page_size,
             threads: Vec::new(),
-            tid_index: HashMap::new(),
+            tid_index: ahash::AHashMap::new(),
             thread_node: Vec::new(),
             pages: Vec::new(),
-            page_index: HashMap::new(),
+            page_index: ahash::AHashMap::new(),
             windows: Vec::new(),
-            current: HashMap::new(),
+            current: ahash::AHashMap::new(),
             start_ns: None,
             epoch_start_ns: 0,
             migrator,
@@ -196,26 +206,51 @@ impl Engine {
     }
 
     fn count(&mut self, pid: u32, tid: u32, address: u64, time_ns: u64, access: Access) {
-        let thread = self.thread(pid, tid);
-        let number = address / self.page_size;
-        let next = self.pages.len() as u32;
-        let page = *self.page_index.entry((pid, number)).or_insert(next);
-        if page == next {
-            self.pages.push(Page {
-                pid,
-                number,
-                first_toucher: Some(thread),
+        let cell = self
+            .current
+            .entry((pid, tid, address / self.page_size))
+            .or_insert(Pending {
                 first_ns: time_ns,
-                ..Page::default()
+                ..Pending::default()
+            });
+        match access {
+            Access::Read(n) => cell.reads += n,
+            Access::Write(n) => cell.writes += n,
+            Access::Fault => cell.faults += 1,
+        }
+        cell.first_ns = cell.first_ns.min(time_ns);
+        self.stats.samples += 1;
+    }
+
+    /// The epoch's accesses as a window of cells; pages seen for the first time get the next
+    /// indices in the order of their first access, their first toucher its thread.
+    fn close_window(&mut self) -> Vec<Cell> {
+        let mut pending: Vec<((u32, u32, u64), Pending)> = self.current.drain().collect();
+        pending.sort_unstable_by_key(|(key, p)| (p.first_ns, *key));
+        let mut cells = Vec::with_capacity(pending.len());
+        for ((pid, tid, number), p) in pending {
+            let thread = self.thread(pid, tid);
+            let next = self.pages.len() as u32;
+            let page = *self.page_index.entry((pid, number)).or_insert(next);
+            if page == next {
+                self.pages.push(Page {
+                    pid,
+                    number,
+                    first_toucher: Some(thread),
+                    first_ns: p.first_ns,
+                    ..Page::default()
+                });
+            }
+            cells.push(Cell {
+                page,
+                thread,
+                reads: p.reads,
+                writes: p.writes,
+                other: p.faults,
             });
         }
-        let cell = self.current.entry((page, thread)).or_default();
-        match access {
-            Access::Read(n) => cell.0 += n,
-            Access::Write(n) => cell.1 += n,
-            Access::Fault => cell.2 += 1,
-        }
-        self.stats.samples += 1;
+        cells.sort_unstable_by_key(|c| (c.page, c.thread));
+        cells
     }
 
     /// Where each thread runs now: the CPU it last ran on (`/proc/PID/task/TID/stat`, field 39).
@@ -259,18 +294,7 @@ impl Engine {
         origin_ns: u64,
         live: &std::collections::BTreeSet<u32>,
     ) -> Vec<Migration> {
-        let mut cells: Vec<Cell> = self
-            .current
-            .drain()
-            .map(|((page, thread), (reads, writes, other))| Cell {
-                page,
-                thread,
-                reads,
-                writes,
-                other,
-            })
-            .collect();
-        cells.sort_unstable_by_key(|c| (c.page, c.thread));
+        let cells = self.close_window();
         self.windows.push(cells);
         self.stats.epochs += 1;
         self.stats.pages_tracked = self.pages.len() as u64;
@@ -442,7 +466,7 @@ impl Engine {
             + self.page_index.capacity() * (size_of::<((u32, u64), u32)>() + 1)
             + self.windows.capacity() * size_of::<Vec<Cell>>()
             + cells
-            + self.current.capacity() * (size_of::<((u32, u32), (u64, u64, u64))>() + 1)
+            + self.current.capacity() * (size_of::<((u32, u32, u64), Pending)>() + 1)
             + self.migrator.guard_bytes();
         bytes as u64
     }

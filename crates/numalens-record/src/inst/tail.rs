@@ -3,8 +3,10 @@
 //! its offset per file reads only what is new, and stops at a record still being written.
 
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::files::{
     HEADER_SIZE, InstSample, MAGIC_SAMPLES, SAMPLE_SIZE, find_inst_files, parse_header, sample_from,
@@ -14,12 +16,19 @@ use super::files::{
 #[derive(Debug, Default)]
 pub struct SamplesTail {
     files: HashMap<PathBuf, Tail>,
+    /// When the directory was last listed: new threads' files are looked for at most every
+    /// `RESCAN`, the known ones read at every call through descriptors kept open.
+    listed: Option<Instant>,
+    buffer: Vec<u8>,
     /// Samples read so far.
     pub read: u64,
 }
 
+const RESCAN: Duration = Duration::from_millis(250);
+
 #[derive(Debug)]
 struct Tail {
+    file: std::fs::File,
     pid: u32,
     tid: u32,
     offset: u64,
@@ -31,16 +40,19 @@ const MAX_BYTES_PER_CALL: usize = 4 << 20;
 impl SamplesTail {
     /// The samples written since the last call, file by file.
     pub fn read_new(&mut self, dir: &Path) -> Vec<InstSample> {
-        let mut out = Vec::new();
-        for path in find_inst_files(dir).1 {
-            if !self.files.contains_key(&path) {
-                match open_tail(&path) {
-                    Some(t) => self.files.insert(path.clone(), t),
-                    None => continue,
-                };
+        if self.listed.is_none_or(|t| t.elapsed() >= RESCAN) {
+            self.listed = Some(Instant::now());
+            for path in find_inst_files(dir).1 {
+                if !self.files.contains_key(&path)
+                    && let Some(t) = open_tail(&path)
+                {
+                    self.files.insert(path, t);
+                }
             }
-            let tail = self.files.get_mut(&path).expect("inserted above");
-            read_from(&path, tail, &mut out);
+        }
+        let mut out = Vec::new();
+        for tail in self.files.values_mut() {
+            read_from(tail, &mut self.buffer, &mut out);
         }
         self.read += out.len() as u64;
         out
@@ -49,28 +61,23 @@ impl SamplesTail {
 
 fn open_tail(path: &Path) -> Option<Tail> {
     let mut header = vec![0u8; HEADER_SIZE];
-    std::fs::File::open(path)
-        .ok()?
-        .read_exact(&mut header)
-        .ok()?;
+    let mut file = std::fs::File::open(path).ok()?;
+    file.read_exact(&mut header).ok()?;
     let h = parse_header(&header, MAGIC_SAMPLES).ok()?;
     (h.record_size as usize == SAMPLE_SIZE).then_some(Tail {
+        file,
         pid: h.pid,
         tid: h.tid,
         offset: HEADER_SIZE as u64,
     })
 }
 
-fn read_from(path: &Path, tail: &mut Tail, out: &mut Vec<InstSample>) {
-    let Ok(mut file) = std::fs::File::open(path) else {
+fn read_from(tail: &mut Tail, buffer: &mut Vec<u8>, out: &mut Vec<InstSample>) {
+    buffer.resize(MAX_BYTES_PER_CALL, 0);
+    let Ok(n) = tail.file.read_at(buffer, tail.offset) else {
         return;
     };
-    if file.seek(SeekFrom::Start(tail.offset)).is_err() {
-        return;
-    }
-    let mut bytes = Vec::new();
-    let _ = file.take(MAX_BYTES_PER_CALL as u64).read_to_end(&mut bytes);
-    for r in bytes.chunks_exact(SAMPLE_SIZE) {
+    for r in buffer[..n].chunks_exact(SAMPLE_SIZE) {
         // A record not yet marked valid is being written (or the file's unused tail): later.
         if r[31] != 1 {
             break;
