@@ -7,6 +7,7 @@ pub mod attach;
 pub mod balancing;
 pub mod engine;
 pub mod error;
+pub mod kernel_balancing;
 pub mod migrate;
 pub mod mover;
 pub mod rules;

@@ -176,3 +176,38 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
         .find(|p| p.is_file())
         .ok_or(())
 }
+
+#[test]
+fn kernel_balancing_switched_off_for_a_run_is_put_back() {
+    const SYSCTL: &str = "/proc/sys/kernel/numa_balancing";
+    let Ok(found) = std::fs::read_to_string(SYSCTL) else {
+        eprintln!("skipped: this kernel has no kernel.numa_balancing");
+        return;
+    };
+    if std::fs::write(SYSCTL, "1").is_err() {
+        eprintln!("skipped: writing kernel.numa_balancing needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let program = busy(dir.path());
+    let out = numalens(&[
+        "run",
+        "--kernel-balancing",
+        "off",
+        "--policy",
+        "spm",
+        "-o",
+        dir.path().join("p.numalens").to_str().unwrap(),
+        program.to_str().unwrap(),
+        "1",
+    ]);
+    let now = std::fs::read_to_string(SYSCTL).unwrap();
+    std::fs::write(SYSCTL, found.trim()).unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    assert!(
+        stderr.contains("switched from 1 to 0") && stderr.contains("is 1 again"),
+        "{stderr}"
+    );
+    assert_eq!(now.trim(), "1");
+}

@@ -17,6 +17,11 @@ mod wrapper;
 use crate::cli::{Cli, Command};
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    // A run killed with its guard left the kernel's NUMA balancing switched off: put it back.
+    let state = numalens_apply::kernel_balancing::default_state_dir();
+    if let Some(said) = numalens_apply::kernel_balancing::repair_stale(&state) {
+        eprintln!("numalens: {said}");
+    }
     match cli.command {
         Command::Topology(args) => topology::run(args),
         Command::Record(args) => record::run(args),

@@ -10,7 +10,9 @@ use numalens_apply::rules::{self, Compiled};
 use numalens_place::plan::Plan;
 use numalens_record::session::Recorded;
 
-use crate::cli::RunArgs;
+use numalens_apply::kernel_balancing::{self, Switched};
+
+use crate::cli::{KernelBalancingArg, RunArgs};
 use crate::commands::record::{
     print_summary, program_status, record_options, record_with_fallback,
 };
@@ -45,12 +47,46 @@ fn run_plan(args: &RunArgs, plan_path: &Path) -> Result<()> {
     }
     let rules_file = write_rules(&compiled)?;
     opts.plan_rules = Some(rules_file.clone());
+    let switch = kernel_balancing(args.kernel_balancing)?;
     let recorded = record_with_fallback(opts, backend, None);
     let _ = std::fs::remove_file(&rules_file);
+    restore(switch)?;
     let recorded = recorded?;
     print_summary(&recorded);
     report_rules(&plan, &compiled, &recorded);
     program_status(&recorded)
+}
+
+/// `--kernel-balancing off`: the kernel's NUMA balancing switched off until [`restore`], and
+/// put back by a guard if numalens is killed; `keep` leaves it alone.
+pub fn kernel_balancing(mode: KernelBalancingArg) -> Result<Option<Switched>> {
+    if mode == KernelBalancingArg::Keep {
+        return Ok(None);
+    }
+    let dir = kernel_balancing::default_state_dir();
+    let switched = kernel_balancing::switch_off(&dir).map_err(|e| ExitWith {
+        status: 2,
+        message: e.to_string(),
+    })?;
+    match &switched {
+        Some(s) => eprintln!(
+            "numalens: kernel.numa_balancing switched from {} to 0 for the run",
+            s.old()
+        ),
+        None => eprintln!("numalens: kernel.numa_balancing is off already"),
+    }
+    Ok(switched)
+}
+
+/// Puts the kernel's NUMA balancing back as the run found it.
+pub fn restore(switched: Option<Switched>) -> Result<()> {
+    if let Some(s) = switched {
+        let old = s.old();
+        s.restore()
+            .with_context(|| format!("putting kernel.numa_balancing back to {old}"))?;
+        eprintln!("numalens: kernel.numa_balancing is {old} again");
+    }
+    Ok(())
 }
 
 /// The program as the launcher will find it: a name without a slash is looked up in PATH.

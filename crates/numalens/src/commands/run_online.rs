@@ -7,10 +7,11 @@ use numalens_apply::engine::{Engine, EngineOptions, EngineStats};
 use numalens_apply::migrate::MigrateOptions;
 use numalens_place::{Machine, Params, Policy};
 
-use crate::cli::{KernelBalancingArg, RunArgs};
+use crate::cli::RunArgs;
 use crate::commands::record::{
     print_summary, program_status, record_options, record_with_fallback,
 };
+use crate::commands::run::{kernel_balancing, restore};
 use crate::exit::{ExitWith, UsageError};
 
 /// The online policies by the names `run --policy` takes.
@@ -43,7 +44,7 @@ pub fn launch(args: &RunArgs, policy: &str) -> Result<()> {
     let mut engine = Engine::new(engine_options(args, policy), machine, &topology);
     let switch = kernel_balancing(args.kernel_balancing)?;
     let recorded = record_with_fallback(opts, backend, Some(&mut engine));
-    let () = switch.unwrap_or(());
+    restore(switch)?;
     let recorded = recorded?;
     print_summary(&recorded);
     print_stats(policy, &engine.stats);
@@ -71,7 +72,7 @@ pub fn attach(args: &RunArgs, policy: &str, pid: u32) -> Result<()> {
         policy.name()
     );
     let attached = numalens_apply::attach::attach(pid, &mut engine, &output, meta);
-    let () = switch.unwrap_or(());
+    restore(switch)?;
     let attached = attached.map_err(|e| ExitWith {
         status: 1,
         message: e.to_string(),
@@ -114,27 +115,12 @@ fn engine_options(args: &RunArgs, policy: Policy) -> EngineOptions {
     }
 }
 
-/// The kernel's NUMA balancing for the run: left as it is (`keep`).
-fn kernel_balancing(mode: KernelBalancingArg) -> Result<Option<()>> {
-    if mode == KernelBalancingArg::Keep {
-        return Ok(None);
-    }
-    Err(ExitWith {
-        status: 2,
-        message: "--kernel-balancing off is not available yet: switch kernel.numa_balancing off \
-                  yourself (sysctl) or use --kernel-balancing keep"
-            .into(),
-    }
-    .into())
-}
-
 fn print_stats(policy: Policy, s: &EngineStats) {
     let failed: u64 = s.failed.values().sum();
     eprintln!(
         "numalens: {} engine: {} epochs, {} samples, {} pages tracked; {} pages moved ({} already \
          in place, {} deferred by the rate limit, {} frozen by the ping-pong guard, {} failed), \
-         {} threads moved; engine CPU {:.1} % of one core (deciding {:.1} ms), memory {:.0} bytes \
-         per tracked page",
+         {} threads moved; engine CPU {:.1} % of one core (deciding {:.1} ms), memory {}",
         policy.name(),
         s.epochs,
         s.samples,
@@ -147,7 +133,10 @@ fn print_stats(policy: Policy, s: &EngineStats) {
         s.thread_moves,
         s.cpu_share() * 100.0,
         s.decide_ns as f64 / 1e6,
-        s.bytes_per_page()
+        match s.pages_tracked {
+            0 => format!("{} KiB", s.peak_bytes / 1024),
+            _ => format!("{:.0} bytes per tracked page", s.bytes_per_page()),
+        }
     );
     for (why, n) in &s.call_errors {
         eprintln!("numalens: {n} epochs could not move: {why}");
