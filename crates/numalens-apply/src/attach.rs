@@ -134,6 +134,7 @@ pub fn attach(
             break format!("numalens got signal {signal}; the process runs on");
         }
     };
+    rows.extend(engine.finish(monotonic_ns()));
     write_profile(output, meta, &rows, &ended)?;
     Ok(Attached {
         migrations: rows.len() as u64,

@@ -30,7 +30,8 @@ use numalens_record::inst::files::InstSample;
 use numalens_record::inst::tail::SamplesTail;
 use numalens_record::record::{LiveHook, LiveView};
 
-use crate::migrate::{MigrateOptions, Migrator, Outcome};
+use crate::migrate::{MigrateOptions, Outcome};
+use crate::worker::{Job, MoveWorker};
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -116,7 +117,7 @@ pub struct Engine {
     current: ahash::AHashMap<(u32, u32, u64), Pending>,
     start_ns: Option<u64>,
     epoch_start_ns: u64,
-    migrator: Migrator,
+    mover: MoveWorker,
     inst: SamplesTail,
     pub stats: EngineStats,
 }
@@ -165,7 +166,7 @@ impl Engine {
             })
             .collect();
         let page_size = numalens_record::perf::page_size() as u64;
-        let migrator = Migrator::new(opts.migrate.clone(), page_size);
+        let mover = MoveWorker::start(opts.migrate.clone(), page_size);
         Engine {
             opts,
             machine,
@@ -181,7 +182,7 @@ impl Engine {
             current: ahash::AHashMap::new(),
             start_ns: None,
             epoch_start_ns: 0,
-            migrator,
+            mover,
             inst: SamplesTail::default(),
             stats: EngineStats::default(),
         }
@@ -306,7 +307,8 @@ impl Engine {
         let started = std::time::Instant::now();
         let moves = self.decide();
         self.stats.decide_ns += started.elapsed().as_nanos() as u64;
-        self.carry_out(moves, now_ns, origin_ns)
+        self.carry_out(moves, now_ns, origin_ns);
+        Vec::new()
     }
 }
 
@@ -338,6 +340,13 @@ impl Engine {
 
     /// The policy on everything seen so far: its page moves at the end of the latest window.
     fn decide(&mut self) -> Vec<(u32, u64, u32)> {
+        // SPM's one round comes after its whole observation (the policy, run on a shorter
+        // recorded run, would shorten the observation to the run instead).
+        if self.opts.policy == Policy::Spm
+            && self.windows.len() < self.opts.params.spm.observe_windows
+        {
+            return Vec::new();
+        }
         let accesses = Accesses::from_cells(
             self.page_size,
             CountSource::Sampled,
@@ -391,29 +400,41 @@ impl Engine {
         }
     }
 
-    fn carry_out(
-        &mut self,
-        moves: Vec<(u32, u64, u32)>,
-        now_ns: u64,
-        origin_ns: u64,
-    ) -> Vec<Migration> {
+    /// Hands the moves to the mover thread; skipped (and counted as deferred) while the last
+    /// epoch's are still being made.
+    fn carry_out(&mut self, moves: Vec<(u32, u64, u32)>, now_ns: u64, origin_ns: u64) {
+        if moves.is_empty() {
+            return;
+        }
+        if self.mover.busy() {
+            self.stats.deferred += moves.len() as u64;
+            return;
+        }
         let mut per_pid: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();
         for (pid, address, node) in moves {
             per_pid.entry(pid).or_default().push((address, node));
         }
-        let mut rows = Vec::new();
         let reason = format!("{} at epoch {}", self.opts.policy.name(), self.stats.epochs);
-        let time = now_ns.saturating_sub(origin_ns);
-        for (pid, list) in per_pid {
-            let outcome = self.migrator.migrate(
+        let jobs = per_pid
+            .into_iter()
+            .map(|(pid, requests)| Job {
                 pid,
-                self.stats.epochs,
-                &list,
-                (self.opts.policy.name(), &reason),
-                time,
-            );
-            self.tally(&outcome, now_ns);
-            rows.extend(outcome.rows);
+                epoch: self.stats.epochs,
+                requests,
+                policy: self.opts.policy.name().to_string(),
+                reason: reason.clone(),
+                time_ns: now_ns.saturating_sub(origin_ns),
+            })
+            .collect();
+        self.mover.send(jobs);
+    }
+
+    /// The rows of the moves the mover thread has finished.
+    fn collect(&mut self, now_ns: u64, outcomes: Vec<Outcome>) -> Vec<Migration> {
+        let mut rows = Vec::new();
+        for mut o in outcomes {
+            self.tally(&o, now_ns);
+            rows.append(&mut o.rows);
         }
         rows
     }
@@ -440,10 +461,18 @@ impl Engine {
 impl LiveHook for Engine {
     fn tick(&mut self, view: LiveView<'_>) -> Vec<Migration> {
         let cpu = thread_cpu_ns();
-        let rows = self.turn(view);
+        let now = view.now_ns;
+        let done = self.mover.poll();
+        let mut rows = self.collect(now, done);
+        rows.extend(self.turn(view));
         self.stats.cpu_ns += thread_cpu_ns().saturating_sub(cpu);
         self.stats.peak_bytes = self.stats.peak_bytes.max(self.memory_bytes());
         rows
+    }
+
+    fn finish(&mut self, now_ns: u64) -> Vec<Migration> {
+        let done = self.mover.finish();
+        self.collect(now_ns, done)
     }
 }
 
@@ -467,7 +496,7 @@ impl Engine {
             + self.windows.capacity() * size_of::<Vec<Cell>>()
             + cells
             + self.current.capacity() * (size_of::<((u32, u32, u64), Pending)>() + 1)
-            + self.migrator.guard_bytes();
+            + self.mover.guard_bytes;
         bytes as u64
     }
 
@@ -504,13 +533,15 @@ mod tests {
 
     /// A 4-node machine whose nodes have CPUs 0-5, 6-11, …: a fault's CPU says its node.
     fn engine(policy: Policy) -> (Engine, Vec<u32>) {
+        let mut params = Params::default();
+        params.spm.observe_windows = 3;
         let topology = numalens_topology::presets::preset("machine-b").unwrap();
         let first_cpus = topology.nodes.iter().map(|n| n.cpus[0]).collect();
         let machine = Machine::from_topology(&topology);
         let opts = EngineOptions {
             policy,
             epoch_ns: 1_000_000,
-            params: Params::default(),
+            params,
             migrate: MigrateOptions::default(),
             soft_dirty: false,
         };
@@ -557,6 +588,7 @@ mod tests {
                 .collect();
             tick(&mut e, now + epoch, &uses);
         }
+        e.finish(now + 10_000_000);
         assert!(e.stats.epochs >= 5, "{:?}", e.stats);
         assert!(
             e.stats.requested >= 64,

@@ -15,5 +15,6 @@ pub mod statics;
 
 pub mod outcome;
 pub mod threads;
+pub mod worker;
 
 pub use error::ApplyError;

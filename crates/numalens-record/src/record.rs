@@ -199,6 +199,10 @@ pub fn monotonic_ns() -> u64 {
 /// since the last call; returns the `migrations` rows of what it did.
 pub trait LiveHook {
     fn tick(&mut self, live: LiveView<'_>) -> Vec<numalens_format::Migration>;
+    /// The program has ended: what is still under way is finished and reported.
+    fn finish(&mut self, _now_ns: u64) -> Vec<numalens_format::Migration> {
+        Vec::new()
+    }
 }
 
 /// The run as the loop sees it now.
@@ -385,6 +389,9 @@ pub fn run_with(
             break Ended::Reaped(first.status);
         }
     };
+    if let Some(hook) = hook.as_deref_mut() {
+        raw.migrations.extend(hook.finish(monotonic_ns()));
+    }
     let running_cpu = own_cpu_time().saturating_sub(cpu_at_start);
     // Without rings, the runtime's logs tell how many processes there were.
     let processes = raw

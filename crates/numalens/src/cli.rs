@@ -148,6 +148,11 @@ pub struct RunArgs {
     /// Most the online engine migrates, in MB per second (0: no limit).
     #[arg(long, value_name = "MB_PER_S", default_value_t = 512.0)]
     pub rate_limit: f64,
+    /// A parameter of the online policy, e.g. `carrefour.maptu_min=5` (its DRAM-rate gate, in
+    /// accesses per µs) or `spm.observe_windows=10` (epochs observed before SPM's round);
+    /// repeatable. docs/POLICIES.md lists them.
+    #[arg(long = "policy-param", value_name = "GROUP.FIELD=VALUE")]
+    pub policy_params: Vec<String>,
     #[command(flatten)]
     pub recording: RecordingArgs,
     /// The program to run, then its arguments.

@@ -13,6 +13,7 @@ mod marathe;
 mod object_options;
 mod oracle;
 mod per_object;
+mod set_param;
 mod spm;
 mod spread;
 mod tiering;

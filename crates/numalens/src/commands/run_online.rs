@@ -32,6 +32,7 @@ fn online_policy(name: &str) -> Result<Policy, UsageError> {
 
 pub fn launch(args: &RunArgs, policy: &str) -> Result<()> {
     let policy = online_policy(policy)?;
+    let options = engine_options(args, policy)?;
     let (opts, backend) = record_options(&args.recording, &args.command)?;
     let topology = numalens_topology::host().context("reading this machine's NUMA topology")?;
     let machine = Machine::from_topology(&topology);
@@ -41,7 +42,7 @@ pub fn launch(args: &RunArgs, policy: &str) -> Result<()> {
              move pages"
         );
     }
-    let mut engine = Engine::new(engine_options(args, policy), machine, &topology);
+    let mut engine = Engine::new(options, machine, &topology);
     let switch = kernel_balancing(args.kernel_balancing)?;
     let recorded = record_with_fallback(opts, backend, Some(&mut engine));
     restore(switch)?;
@@ -59,7 +60,7 @@ pub fn attach(args: &RunArgs, policy: &str, pid: u32) -> Result<()> {
     })?;
     let topology = numalens_topology::host().context("reading this machine's NUMA topology")?;
     let machine = Machine::from_topology(&topology);
-    let mut engine = Engine::new(engine_options(args, policy), machine, &topology);
+    let mut engine = Engine::new(engine_options(args, policy)?, machine, &topology);
     let output = args
         .recording
         .output
@@ -102,17 +103,33 @@ fn soft_dirty() -> bool {
     supported
 }
 
-fn engine_options(args: &RunArgs, policy: Policy) -> EngineOptions {
-    EngineOptions {
+/// The policies' parameters with the command line's `--policy-param`s.
+fn params(args: &RunArgs) -> Result<Params, UsageError> {
+    let mut params = Params::default();
+    for setting in &args.policy_params {
+        let (key, value) = setting.split_once('=').ok_or_else(|| {
+            UsageError(format!(
+                "--policy-param {setting}: write it as GROUP.FIELD=VALUE"
+            ))
+        })?;
+        params
+            .set(key, value)
+            .map_err(|e| UsageError(format!("--policy-param {setting}: {e}")))?;
+    }
+    Ok(params)
+}
+
+fn engine_options(args: &RunArgs, policy: Policy) -> Result<EngineOptions, UsageError> {
+    Ok(EngineOptions {
         policy,
         epoch_ns: args.epoch.as_nanos() as u64,
-        params: Params::default(),
+        params: params(args)?,
         migrate: MigrateOptions {
             rate_limit_mb_per_s: args.rate_limit,
             ..MigrateOptions::default()
         },
         soft_dirty: soft_dirty(),
-    }
+    })
 }
 
 fn print_stats(policy: Policy, s: &EngineStats) {
