@@ -389,7 +389,7 @@ pub fn run_with(
             break Ended::Reaped(first.status);
         }
     };
-    if let Some(hook) = hook.as_deref_mut() {
+    if let Some(hook) = hook {
         raw.migrations.extend(hook.finish(monotonic_ns()));
     }
     let running_cpu = own_cpu_time().saturating_sub(cpu_at_start);
