@@ -1,19 +1,18 @@
-//! Placement for real: a plan compiled into the rules the runtime applies as objects and threads
-//! appear (`rules`), the online engine that moves pages and threads while the program runs
-//! (`engine`, in progress), batched page migration (`mover`), and the kernel's own NUMA balancing switched off
-//! for a run and always restored (`balancing`). See docs/PLACEMENT.md.
+//! Placement for real (docs/PLACEMENT.md): a plan compiled into the rules the runtime applies as
+//! objects and threads appear (`rules`, `statics`, read back by `outcome`), the online engine
+//! that moves pages and threads while the program runs (`engine`, on a running process
+//! `attach`), batched page migration on a thread of its own (`migrate`, `worker`), threads
+//! moved (`threads`), and the kernel's own NUMA balancing switched off for a run and always
+//! restored (`kernel_balancing`).
 
 pub mod attach;
-pub mod balancing;
 pub mod engine;
 pub mod error;
 pub mod kernel_balancing;
 pub mod migrate;
-pub mod mover;
+pub mod outcome;
 pub mod rules;
 pub mod statics;
-
-pub mod outcome;
 pub mod threads;
 pub mod worker;
 
