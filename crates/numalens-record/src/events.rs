@@ -387,12 +387,14 @@ pub enum Event {
         len: u64,
         /// Index of the rule in the plan's `objects[]` (or `threads[]`).
         rule: u32,
-        /// The node, or -1 when the action spreads over several.
+        /// The node; of an action that spreads pages over several, the lowest of them.
         node: i64,
         /// 0, or the errno the kernel gave.
         errno: i32,
         /// What was placed (`enum nl_place_what`): 0 heap/mmap object, 1 static, 2 thread.
         what: u8,
+        /// The pages were spread over the rule's nodes (interleave, weighted pattern).
+        spread: bool,
     },
     /// A fatal signal arrived; the process died of it.
     Signal {
@@ -701,6 +703,7 @@ impl Record {
                 node: d as i64,
                 errno: e as i32,
                 what: self.f as u8,
+                spread: self.f & 0x100 != 0,
             },
             RecordKind::Signal => Event::Signal {
                 signal: a as i32,

@@ -72,8 +72,9 @@ enum nl_record_kind {
                                 arrived, buffers were flushed, the signal is re-raised */
     NL_REC_DAEMON = 19,      /* daemon(3) is called, every earlier record written: once it has forked,
                                 the process ends with _exit(0), so a log that ends here ended cleanly */
-    NL_REC_PLACE = 20,       /* a=first address b=length c=plan rule index d=node (int64, -1: several)
-                                e=0 or the errno mbind/sched_setaffinity gave f=what (nl_place_what):
+    NL_REC_PLACE = 20,       /* a=first address b=length c=plan rule index d=node (int64; of a spread
+                                rule, the lowest of its nodes) e=0 or the errno mbind/sched_setaffinity
+                                gave f=what (nl_place_what, NL_PLACE_SPREAD or'ed in):
                                 a rule of `numalens run --plan` applied */
 };
 

@@ -74,6 +74,9 @@ enum nl_place_what {
     NL_PLACE_OBJECT = 0,
     NL_PLACE_STATIC = 1,
     NL_PLACE_THREAD = 2,
+    /* Or'ed in: the pages were spread over the rule's nodes (interleave, weighted pattern); the
+     * record's node is the lowest of them. */
+    NL_PLACE_SPREAD = 0x100,
 };
 
 #endif

@@ -101,6 +101,12 @@ static long nl_mbind(uint64_t start, uint64_t len, int mode, uint64_t mask)
     return r == 0 ? 0 : errno;
 }
 
+/** The lowest node of @p mask (the node a spread rule's record names). */
+static int64_t nl_lowest(uint64_t mask)
+{
+    return mask ? (int64_t)__builtin_ctzll(mask) : 0;
+}
+
 static void nl_place_emit(uint64_t start, uint64_t len, uint32_t rule, int64_t node, long err,
                           int what)
 {
@@ -137,7 +143,7 @@ static void nl_apply_pattern(const struct nl_plan_action *a, uint64_t base, uint
         if (err && !first_err)
             first_err = err;
     }
-    nl_place_emit(base, pages * ps, a->rule, -1, first_err, what);
+    nl_place_emit(base, pages * ps, a->rule, nl_lowest(a->nodes), first_err, what | NL_PLACE_SPREAD);
 }
 
 static void nl_apply(const struct nl_plan_action *a, uint64_t start, uint64_t size, int what)
@@ -153,7 +159,7 @@ static void nl_apply(const struct nl_plan_action *a, uint64_t start, uint64_t si
     case NL_PLAN_INTERLEAVE: {
         uint64_t len = (end - base + ps - 1) / ps * ps;
         long err = nl_mbind(base, len, NL_MPOL_INTERLEAVE, a->nodes);
-        nl_place_emit(base, len, a->rule, -1, err, what);
+        nl_place_emit(base, len, a->rule, nl_lowest(a->nodes), err, what | NL_PLACE_SPREAD);
         break;
     }
     case NL_PLAN_RANGES:

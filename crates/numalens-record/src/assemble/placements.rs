@@ -18,6 +18,7 @@ pub fn plan_row(time_ns: u64, pid: u32, event: &Event, origin: u64) -> Option<Mi
         node,
         errno,
         what,
+        spread,
     } = *event
     else {
         return None;
@@ -27,11 +28,14 @@ pub fn plan_row(time_ns: u64, pid: u32, event: &Event, origin: u64) -> Option<Mi
         1 => "static object",
         _ => return None,
     };
-    let (to_node, spread) = match u32::try_from(node) {
-        Ok(n) => (n, ""),
-        // Spread over several nodes (an interleave or a weighted pattern): the row names the
-        // rule, the nodes are in the plan.
-        Err(_) => (0, ", spread over the rule's nodes"),
+    // A node a damaged log could not have: the row would make the table unreadable.
+    let to_node = u32::try_from(node).ok().filter(|n| *n < 1 << 16)?;
+    // Spread over several nodes (an interleave or a weighted pattern): the row names the lowest,
+    // the plan has the others.
+    let spread = if spread {
+        ", spread over the rule's nodes"
+    } else {
+        ""
     };
     Some(Migration {
         time_ns: time_ns.saturating_sub(origin),
@@ -79,9 +83,10 @@ mod tests {
             address: 0x7f00_0000_0000,
             len: 8192,
             rule: 3,
-            node,
+            node: node.max(0),
             errno,
             what,
+            spread: node < 0,
         }
     }
 
@@ -105,5 +110,15 @@ mod tests {
         assert!(row.reason.contains("spread"));
         assert!(plan_row(0, 1, &place(-1, 0, 2), 0).is_none());
         assert!(plan_row(0, 1, &Event::End, 0).is_none());
+        let damaged = Event::Place {
+            address: 0,
+            len: 1,
+            rule: 0,
+            node: i64::MAX,
+            errno: 0,
+            what: 0,
+            spread: false,
+        };
+        assert!(plan_row(0, 1, &damaged, 0).is_none());
     }
 }

@@ -73,6 +73,11 @@ pub fn kernel_balancing(mode: KernelBalancingArg) -> Result<Option<Switched>> {
             "numalens: kernel.numa_balancing switched from {} to 0 for the run",
             s.old()
         ),
+        None if kernel_balancing::current().is_none() => {
+            eprintln!(
+                "numalens: this kernel has no NUMA balancing (kernel.numa_balancing): nothing to switch off"
+            )
+        }
         None => eprintln!("numalens: kernel.numa_balancing is off already"),
     }
     Ok(switched)
@@ -134,10 +139,20 @@ fn check_build(plan: &Plan, plan_path: &Path, program: &Path, force: bool) -> Re
     .into())
 }
 
-/// The rules file, where the program's processes can read it.
+/// The rules file, where the program's processes can read it: a new file (never one that
+/// exists, nor a link someone left at the name).
 fn write_rules(compiled: &Compiled) -> Result<PathBuf> {
-    let path = std::env::temp_dir().join(format!("numalens-rules-{}.bin", std::process::id()));
-    std::fs::write(&path, &compiled.bytes)
+    use std::io::Write;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let path =
+        std::env::temp_dir().join(format!("numalens-rules-{}-{stamp}.bin", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(&compiled.bytes))
         .with_context(|| format!("cannot write the plan's rules to {}", path.display()))?;
     Ok(path)
 }

@@ -34,6 +34,14 @@ pub fn launch(args: &RunArgs, policy: &str) -> Result<()> {
     let policy = online_policy(policy)?;
     let options = engine_options(args, policy)?;
     let (opts, backend) = record_options(&args.recording, &args.command)?;
+    if backend == crate::cli::BackendArg::None {
+        return Err(UsageError(
+            "the online engine decides from samples, and `--backend none` takes none: use the \
+             default backend (page faults), or `--backend inst` for a build with `numalens cc`"
+                .into(),
+        )
+        .into());
+    }
     let topology = numalens_topology::host().context("reading this machine's NUMA topology")?;
     let machine = Machine::from_topology(&topology);
     if machine.memory_nodes().len() < 2 {
