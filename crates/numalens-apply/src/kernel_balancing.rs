@@ -65,6 +65,14 @@ pub fn switch_off(state_dir: &Path) -> Result<Option<Switched>, BalancingError> 
     let Some(old) = current().filter(|v| *v != 0) else {
         return Ok(None);
     };
+    // May it be written at all? Asked before anything is left behind that would need it.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(SYSCTL)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS) => BalancingError::Denied,
+            _ => BalancingError::Io(e),
+        })?;
     std::fs::create_dir_all(state_dir)?;
     let state = state_dir.join(STATE_FILE);
     // SAFETY: getpid has no preconditions.
