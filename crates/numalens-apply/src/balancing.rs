@@ -428,11 +428,19 @@ impl Guard {
         if restored {
             // SAFETY: sending one byte from a local on a socket we own; MSG_NOSIGNAL because a
             // guard killed by someone must not turn into a SIGPIPE here.
-            unsafe { libc::send(self.tell.as_raw_fd(), c"d".as_ptr().cast(), 1, libc::MSG_NOSIGNAL) };
+            unsafe {
+                libc::send(
+                    self.tell.as_raw_fd(),
+                    c"d".as_ptr().cast(),
+                    1,
+                    libc::MSG_NOSIGNAL,
+                )
+            };
         }
         drop(self.tell);
         // SAFETY: the guard is our child; a null status pointer is allowed.
-        while unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) } < 0 && errno() == libc::EINTR
+        while unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) } < 0
+            && errno() == libc::EINTR
         {}
     }
 }
@@ -720,9 +728,11 @@ mod tests {
 
     #[test]
     fn messages() {
-        assert!(BalancingError::NeedsRoot.to_string().contains(
-            "needs root (CAP_SYS_ADMIN); run as root or use --kernel-balancing keep"
-        ));
+        assert!(
+            BalancingError::NeedsRoot
+                .to_string()
+                .contains("needs root (CAP_SYS_ADMIN); run as root or use --kernel-balancing keep")
+        );
         assert!(why_not_switched(None).contains("no NUMA balancing"));
         assert!(why_not_switched(Some(0)).contains("already"));
         assert_eq!(ago(59), "59 s");

@@ -3,13 +3,20 @@
 //! here the tests take turns, and each puts back the value it found, even when it fails.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use numalens_apply::balancing::{
-    self, BalancingError, KernelBalancing, current, repair_stale, set, state_file, switch_off,
+// Compiled into this test binary from its source, so that these tests run whether or not the
+// library exports the module; its own unit tests run here too.
+#[allow(dead_code)]
+#[path = "../src/balancing.rs"]
+mod balancing;
+
+use balancing::{
+    BalancingError, KernelBalancing, current, repair_stale, set, state_file, switch_off,
 };
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -272,10 +279,10 @@ fn the_guard_restores_even_if_its_socket_leaked_into_another_process() {
     killed_numalens(true);
 }
 
-/// Run as an unprivileged user by the next test: what switch_off says there.
+/// Run without the right to write the setting by the next tests: what switch_off says there.
 #[test]
-#[ignore = "a helper process of the unprivileged test"]
-fn helper_without_root() {
+#[ignore = "a helper process of the tests without the right"]
+fn helper_without_the_right() {
     let Some(dir) = std::env::var_os("NL_BALANCING_UNPRIVILEGED") else {
         return;
     };
@@ -285,6 +292,25 @@ fn helper_without_root() {
     }
 }
 
+/// What the helper says about switching off with the state in `dir`, as `command` (from
+/// [`helper_without_the_right`]) runs it; `None` when it could not be run so.
+fn refusal(command: &mut Command, dir: &Path) -> Option<String> {
+    let output = command
+        .args([
+            "--exact",
+            "helper_without_the_right",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("NL_BALANCING_UNPRIVILEGED", dir)
+        .output()
+        .ok()?;
+    let said = String::from_utf8_lossy(&output.stdout);
+    Some(said.split_once("nl-helper ")?.1.lines().next()?.to_string())
+}
+
+const REFUSED: &str = "needs root (CAP_SYS_ADMIN); run as root or use --kernel-balancing keep";
+
 #[test]
 fn a_user_without_root_is_told_so_and_nothing_changes() {
     let Some((_lock, _found)) = usable() else {
@@ -292,27 +318,45 @@ fn a_user_without_root_is_told_so_and_nothing_changes() {
     };
     set(1).unwrap();
     let dir = std::env::temp_dir().join(format!("nl-unprivileged-{}", std::process::id()));
-    let output = std::os::unix::process::CommandExt::uid(
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "helper_without_root", "--ignored", "--nocapture"])
-            .env("NL_BALANCING_UNPRIVILEGED", &dir),
-        65534,
-    )
-    .gid(65534)
-    .output();
-    let said = output
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-    let Some(said) = said.filter(|s| s.contains("nl-helper")) else {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command.uid(65534).gid(65534);
+    let Some(said) = refusal(&mut command, &dir) else {
         eprintln!("skipped: this test binary cannot be run as uid 65534");
         return;
     };
-    assert!(
-        said.contains("needs root (CAP_SYS_ADMIN); run as root or use --kernel-balancing keep"),
-        "{said}"
-    );
+    assert!(said.contains(REFUSED), "{said}");
     assert_eq!(current(), Some(1));
     assert!(!dir.exists(), "nothing written before the refusal");
+}
+
+/// Root without CAP_SYS_ADMIN may open the file but not write it: the state file and the guard
+/// are undone.
+#[test]
+fn root_without_cap_sys_admin_is_told_so_and_nothing_is_left() {
+    let Some((_lock, _found)) = usable() else {
+        return;
+    };
+    set(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    const CAP_SYS_ADMIN: libc::c_ulong = 21;
+    // SAFETY: prctl only, between fork and exec.
+    unsafe {
+        command.pre_exec(
+            || match libc::prctl(libc::PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            },
+        )
+    };
+    let said = refusal(&mut command, dir.path()).unwrap_or_default();
+    if said.is_empty() || said.starts_with("switched") {
+        eprintln!("skipped: CAP_SYS_ADMIN cannot be dropped here ({said:?})");
+        return;
+    }
+    assert!(said.contains(REFUSED), "{said}");
+    assert_eq!(current(), Some(1));
+    assert!(!state_file(dir.path()).exists());
 }
 
 /// A state file as a run writes it.
