@@ -34,8 +34,8 @@ pub const SYSCTL: &str = "/proc/sys/kernel/numa_balancing";
 const SYSCTL_C: &CStr = c"/proc/sys/kernel/numa_balancing";
 /// The state file's name in the state directory.
 pub const STATE_FILE: &str = "numa_balancing.json";
-/// The state file of `kernel_balancing`, the first version of this module ("VALUE PID START"):
-/// still repaired, so that a run killed under that version is put right too.
+/// The state file of earlier numalens versions ("VALUE PID START"): still repaired, so that a
+/// run killed under one is put right too.
 const LEGACY_STATE_FILE: &str = "numa_balancing.state";
 /// How often the guard checks that numalens is still its parent, in ms.
 const GUARD_POLL_MS: libc::c_int = 200;
@@ -324,7 +324,7 @@ impl Record {
         })
     }
 
-    /// `kernel_balancing`'s "VALUE PID START".
+    /// An earlier version's "VALUE PID START".
     fn from_legacy(text: &str) -> Option<Record> {
         let mut words = text.split_whitespace().map(str::parse::<u64>);
         let (original, pid) = (words.next()?.ok()?, words.next()?.ok()?);

@@ -3,12 +3,12 @@
 //! that moves pages and threads while the program runs (`engine`, on a running process
 //! `attach`), batched page migration on a thread of its own (`migrate`, `worker`), threads
 //! moved (`threads`), and the kernel's own NUMA balancing switched off for a run and always
-//! restored (`kernel_balancing`).
+//! restored (`balancing`).
 
 pub mod attach;
+pub mod balancing;
 pub mod engine;
 pub mod error;
-pub mod kernel_balancing;
 pub mod migrate;
 pub mod outcome;
 pub mod rules;

@@ -9,13 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-// Compiled into this test binary from its source, so that these tests run whether or not the
-// library exports the module; its own unit tests run here too.
-#[allow(dead_code)]
-#[path = "../src/balancing.rs"]
-mod balancing;
-
-use balancing::{
+use numalens_apply::balancing;
+use numalens_apply::balancing::{
     BalancingError, KernelBalancing, current, repair_stale, set, state_file, switch_off,
 };
 

@@ -18,8 +18,8 @@ use crate::cli::{Cli, Command};
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     // A run killed with its guard left the kernel's NUMA balancing switched off: put it back.
-    let state = numalens_apply::kernel_balancing::default_state_dir();
-    if let Some(said) = numalens_apply::kernel_balancing::repair_stale(&state) {
+    let state = numalens_apply::balancing::default_state_dir();
+    if let Some(said) = numalens_apply::balancing::repair_stale(&state) {
         eprintln!("numalens: {said}");
     }
     match cli.command {

@@ -10,7 +10,7 @@ use numalens_apply::rules::{self, Compiled};
 use numalens_place::plan::Plan;
 use numalens_record::session::Recorded;
 
-use numalens_apply::kernel_balancing::{self, Switched};
+use numalens_apply::balancing::{self, BalancingSwitch};
 
 use crate::cli::{KernelBalancingArg, RunArgs};
 use crate::commands::record::{
@@ -59,34 +59,32 @@ fn run_plan(args: &RunArgs, plan_path: &Path) -> Result<()> {
 
 /// `--kernel-balancing off`: the kernel's NUMA balancing switched off until [`restore`], and
 /// put back by a guard if numalens is killed; `keep` leaves it alone.
-pub fn kernel_balancing(mode: KernelBalancingArg) -> Result<Option<Switched>> {
+pub fn kernel_balancing(mode: KernelBalancingArg) -> Result<Option<BalancingSwitch>> {
     if mode == KernelBalancingArg::Keep {
         return Ok(None);
     }
-    let dir = kernel_balancing::default_state_dir();
-    let switched = kernel_balancing::switch_off(&dir).map_err(|e| ExitWith {
+    let dir = balancing::default_state_dir();
+    let switched = balancing::switch_off(&dir).map_err(|e| ExitWith {
         status: 2,
         message: e.to_string(),
     })?;
     match &switched {
         Some(s) => eprintln!(
             "numalens: kernel.numa_balancing switched from {} to 0 for the run",
-            s.old()
+            s.original()
         ),
-        None if kernel_balancing::current().is_none() => {
-            eprintln!(
-                "numalens: this kernel has no NUMA balancing (kernel.numa_balancing): nothing to switch off"
-            )
-        }
-        None => eprintln!("numalens: kernel.numa_balancing is off already"),
+        None => eprintln!(
+            "numalens: {}",
+            balancing::why_not_switched(balancing::current())
+        ),
     }
     Ok(switched)
 }
 
 /// Puts the kernel's NUMA balancing back as the run found it.
-pub fn restore(switched: Option<Switched>) -> Result<()> {
+pub fn restore(switched: Option<BalancingSwitch>) -> Result<()> {
     if let Some(s) = switched {
-        let old = s.old();
+        let old = s.original();
         s.restore()
             .with_context(|| format!("putting kernel.numa_balancing back to {old}"))?;
         eprintln!("numalens: kernel.numa_balancing is {old} again");
