@@ -128,6 +128,12 @@ fn params(args: &RunArgs) -> Result<Params, UsageError> {
 }
 
 fn engine_options(args: &RunArgs, policy: Policy) -> Result<EngineOptions, UsageError> {
+    if !(args.rate_limit >= 0.0 && args.rate_limit.is_finite()) {
+        return Err(UsageError(format!(
+            "--rate-limit {}: give MB per second, 0 or more (0: no limit)",
+            args.rate_limit
+        )));
+    }
     Ok(EngineOptions {
         policy,
         epoch_ns: args.epoch.as_nanos() as u64,
