@@ -176,9 +176,11 @@ impl Migrator {
             let mut status = vec![0i32; chunk.len()];
             out.syscalls += 1;
             if let Err(e) = move_pages(pid, &pages, Some(&nodes), &mut status) {
-                // The whole batch failed (e.g. the process ended): said once, never fatal.
+                // The whole batch failed (e.g. the process ended): said once, never fatal; what
+                // earlier batches moved keeps its rows, the rest counts as deferred.
                 out.call_error = Some(call_error(pid, e));
-                return;
+                out.deferred += (todo.len() as u64).saturating_sub(out.moved + failed(out));
+                break;
             }
             for (((address, to), from), got) in chunk.iter().map(|(r, f)| (*r, *f)).zip(status) {
                 let result = if got >= 0 {
@@ -233,8 +235,16 @@ fn move_pages(
     }
 }
 
+fn failed(out: &Outcome) -> u64 {
+    out.failed.values().sum()
+}
+
 fn call_error(pid: u32, e: std::io::Error) -> String {
     match e.raw_os_error() {
+        Some(libc::EINVAL) | Some(libc::ENODEV) => format!(
+            "move_pages on process {pid}: a target node is not allowed (not online, no memory, or \
+             outside the process's cpuset): {e}"
+        ),
         Some(libc::ESRCH) => format!("process {pid} has ended"),
         Some(libc::EPERM) => format!(
             "moving the pages of process {pid} needs CAP_SYS_NICE (it belongs to another user)"
