@@ -33,6 +33,17 @@ use numalens_record::record::{LiveHook, LiveView};
 use crate::migrate::{MigrateOptions, Outcome};
 use crate::worker::{Job, MoveWorker};
 
+/// Epochs kept apart in the history the policies decide on.
+const MAX_WINDOWS_KEPT: usize = 128;
+
+/// Two windows' cells as one (sorted by page and thread, counts added).
+fn merge_cells(mut a: Vec<Cell>, b: Vec<Cell>) -> Vec<Cell> {
+    a.extend(b);
+    a.sort_unstable_by_key(|c| (c.page, c.thread));
+    numalens_place::accesses::merge_equal_cells(&mut a);
+    a
+}
+
 /// How the engine runs.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
@@ -297,6 +308,12 @@ impl Engine {
     ) -> Vec<Migration> {
         let cells = self.close_window();
         self.windows.push(cells);
+        if self.windows.len() > MAX_WINDOWS_KEPT {
+            // A long run (a server under --pid) keeps its recent epochs apart and merges the
+            // oldest two: deciding stays bounded, at the price of a coarser distant past.
+            let oldest = self.windows.remove(0);
+            self.windows[0] = merge_cells(oldest, std::mem::take(&mut self.windows[0]));
+        }
         self.stats.epochs += 1;
         self.stats.pages_tracked = self.pages.len() as u64;
         self.clear_soft_dirty(live);
@@ -598,6 +615,18 @@ mod tests {
         // The process does not exist: the mover said so instead of moving anything.
         assert_eq!(e.stats.moved, 0);
         assert_eq!(e.stats.pages_tracked, 64);
+    }
+
+    #[test]
+    fn a_long_run_keeps_a_bounded_history() {
+        let (mut e, cpus) = engine(Policy::Carrefour);
+        for epoch in 0..(MAX_WINDOWS_KEPT as u64 + 10) {
+            let now = epoch * 1_000_000;
+            tick(&mut e, now, &[fault(1, cpus[0], 0x1000 * (epoch % 3), now)]);
+        }
+        assert_eq!(e.windows.len(), MAX_WINDOWS_KEPT);
+        let merged: u64 = e.windows[0].iter().map(|c| c.total()).sum();
+        assert!(merged >= 2, "the oldest epochs are merged, not dropped");
     }
 
     #[test]

@@ -272,7 +272,8 @@ fn add_use(page: &mut Page, c: &Cell) {
 }
 
 /// Adds up adjacent cells of the same (page, thread) in a sorted window.
-fn merge_equal_cells(cells: &mut Vec<Cell>) {
+/// Cells sorted by page and thread with equal neighbours added together.
+pub fn merge_equal_cells(cells: &mut Vec<Cell>) {
     let mut out: Vec<Cell> = Vec::with_capacity(cells.len());
     for c in cells.drain(..) {
         match out.last_mut() {
