@@ -169,6 +169,12 @@ fn print_stats(policy: Policy, s: &EngineStats) {
             _ => format!("{:.0} bytes per tracked page", s.bytes_per_page()),
         }
     );
+    if s.epochs == 0 {
+        eprintln!(
+            "numalens: the engine made no decision: the run ended within its first epoch \
+             (--epoch), or no samples reached it (a kernel refusing page-fault sampling)"
+        );
+    }
     for (why, n) in &s.call_errors {
         eprintln!("numalens: {n} epochs could not move: {why}");
     }
