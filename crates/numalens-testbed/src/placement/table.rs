@@ -213,6 +213,8 @@ pub fn workload_rows(workload: &str, dir: &Path, measure: MeasureFn<'_>) -> Vec<
                 },
             };
             row.stem = "recommended".into();
+            // Its own row, not one more online run for the targets.
+            row.online = false;
             row
         }
         None => Row {

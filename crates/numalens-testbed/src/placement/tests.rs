@@ -635,5 +635,6 @@ fn rows_come_from_a_workloads_files() {
     );
     let rec = by("recommended");
     assert_eq!(rec.label, "recommended: first-touch (= first-touch)");
+    assert!(!rec.online);
     assert_eq!(rec.measured().unwrap().lar, Some(0.3));
 }
