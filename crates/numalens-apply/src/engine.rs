@@ -1,14 +1,13 @@
 //! The online engine of `numalens run --policy`: while the program runs, the samples of each
-//! epoch become a window of the run's accesses, the policy's own code (the one `simulate` and
-//! `plan` run) decides on everything seen so far, and the moves it makes at the end of the
-//! latest window are carried out for real with batched `move_pages` ([`Mover`]).
-//!
-//! The online policies are causal and deterministic: given the same windows they decide the
-//! same moves, and a move at the end of window w depends on windows ≤ w only. So deciding on
-//! the whole history at each epoch and taking the last window's moves is the policy run live;
-//! pages get indices in order of first sight so earlier windows never change. What the kernel
-//! did differently (a refused move) is seen through the mover, which asks where each page is
-//! before moving it.
+//! epoch become a window of the run's accesses, and the policy's own code (the stepper that
+//! `simulate` and `plan` run window by window, `numalens_place::policies::Stepper`) takes that
+//! window and gives the moves it makes at its end; they are carried out for real with batched
+//! `move_pages` ([`crate::migrate`]). Deciding costs one window's work, and what is kept between
+//! epochs is the policy's state per page plus the page indices ([`PageTable`]), not the run's
+//! history. Moves the mover has not taken yet wait in a backlog (the latest destination of a
+//! page wins), so a busy mover delays a decision, never loses it. What the kernel did
+//! differently (a refused move) is seen through the mover, which asks where each page is before
+//! moving it.
 //!
 //! Signals: the `inst` sampled stream (a program built with `numalens cc`: every Nth access of
 //! each thread, read live from the hooks' files); page-fault samples (first touches; the
@@ -21,28 +20,21 @@
 use std::collections::{BTreeMap, HashMap};
 
 use numalens_format::Migration;
-use numalens_place::accesses::{Cell, Page, ThreadInfo, Windows};
+use numalens_place::accesses::{Cell, ThreadInfo};
 use numalens_place::layout::MoveKind;
-use numalens_place::policies::{self, Input};
-use numalens_place::{Accesses, CountSource, Machine, Params, Policy};
+use numalens_place::policies::{StepInput, Stepper};
+use numalens_place::{Machine, Params, Policy};
 use numalens_record::faults::Fault;
 use numalens_record::inst::files::InstSample;
 use numalens_record::inst::tail::SamplesTail;
 use numalens_record::record::{LiveHook, LiveView};
 
 use crate::migrate::{MigrateOptions, Outcome};
+use crate::page_table::PageTable;
 use crate::worker::{Job, MoveWorker};
 
-/// Epochs kept apart in the history the policies decide on.
-const MAX_WINDOWS_KEPT: usize = 128;
-
-/// Two windows' cells as one (sorted by page and thread, counts added).
-fn merge_cells(mut a: Vec<Cell>, b: Vec<Cell>) -> Vec<Cell> {
-    a.extend(b);
-    a.sort_unstable_by_key(|c| (c.page, c.thread));
-    numalens_place::accesses::merge_equal_cells(&mut a);
-    a
-}
+/// SPM's observation live when not set: one second of epochs.
+const SPM_OBSERVE_NS: u64 = 1_000_000_000;
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -80,8 +72,11 @@ pub struct EngineStats {
     pub cpu_ns: u64,
     /// Wall time from the first call to the last.
     pub wall_ns: u64,
-    /// The engine's memory at its largest, from its tables' capacities.
-    pub peak_bytes: u64,
+    /// What the engine keeps between epochs at its largest (page indices, the policy's state
+    /// per page, the backlog), from its tables' capacities.
+    pub peak_state_bytes: u64,
+    /// The per-epoch sample table at its largest (proportional to one epoch's samples).
+    pub peak_epoch_bytes: u64,
 }
 
 impl EngineStats {
@@ -94,9 +89,9 @@ impl EngineStats {
         }
     }
 
-    /// Peak memory per tracked page, in bytes.
+    /// What the engine keeps per tracked page, at its largest, in bytes.
     pub fn bytes_per_page(&self) -> f64 {
-        self.peak_bytes as f64 / self.pages_tracked.max(1) as f64
+        self.peak_state_bytes as f64 / self.pages_tracked.max(1) as f64
     }
 }
 
@@ -120,9 +115,10 @@ pub struct Engine {
     threads: Vec<ThreadInfo>,
     tid_index: ahash::AHashMap<(u32, u32), u32>,
     thread_node: Vec<usize>,
-    pages: Vec<Page>,
-    page_index: ahash::AHashMap<(u32, u64), u32>,
-    windows: Vec<Vec<Cell>>,
+    pages: PageTable,
+    stepper: Stepper,
+    /// Page moves decided and not handed to the mover yet: page index → node position.
+    backlog: ahash::AHashMap<u32, usize>,
     /// This epoch's accesses per (pid, tid, page number): one hash per sample; pages and
     /// threads get their indices when the epoch closes.
     current: ahash::AHashMap<(u32, u32, u64), Pending>,
@@ -177,6 +173,13 @@ impl Engine {
             })
             .collect();
         let page_size = numalens_record::perf::page_size() as u64;
+        let mut opts = opts;
+        if opts.params.spm.observe_windows == 0 {
+            opts.params.spm.observe_windows =
+                SPM_OBSERVE_NS.div_ceil(opts.epoch_ns.max(1)).max(1) as usize;
+        }
+        let stepper = Stepper::new(opts.policy, &machine, &opts.params, page_size, None)
+            .expect("the engine runs online policies only");
         let mover = MoveWorker::start(opts.migrate.clone(), page_size);
         Engine {
             opts,
@@ -187,9 +190,9 @@ impl Engine {
             threads: Vec::new(),
             tid_index: ahash::AHashMap::new(),
             thread_node: Vec::new(),
-            pages: Vec::new(),
-            page_index: ahash::AHashMap::new(),
-            windows: Vec::new(),
+            pages: PageTable::default(),
+            stepper,
+            backlog: ahash::AHashMap::new(),
             current: ahash::AHashMap::new(),
             start_ns: None,
             epoch_start_ns: 0,
@@ -235,23 +238,19 @@ impl Engine {
     }
 
     /// The epoch's accesses as a window of cells; pages seen for the first time get the next
-    /// indices in the order of their first access, their first toucher its thread.
+    /// indices in the order of their first access and are given to the policy placed where
+    /// their first toucher runs (first touch).
     fn close_window(&mut self) -> Vec<Cell> {
         let mut pending: Vec<((u32, u32, u64), Pending)> = self.current.drain().collect();
+        self.current.shrink_to(pending.len() / 2);
         pending.sort_unstable_by_key(|(key, p)| (p.first_ns, *key));
         let mut cells = Vec::with_capacity(pending.len());
+        let mut new_pages = Vec::new();
         for ((pid, tid, number), p) in pending {
             let thread = self.thread(pid, tid);
-            let next = self.pages.len() as u32;
-            let page = *self.page_index.entry((pid, number)).or_insert(next);
-            if page == next {
-                self.pages.push(Page {
-                    pid,
-                    number,
-                    first_toucher: Some(thread),
-                    first_ns: p.first_ns,
-                    ..Page::default()
-                });
+            let (page, new) = self.pages.index(pid, number);
+            if new {
+                new_pages.push(self.thread_node[thread as usize]);
             }
             cells.push(Cell {
                 page,
@@ -261,6 +260,7 @@ impl Engine {
                 other: p.faults,
             });
         }
+        self.stepper.add_pages(&new_pages);
         cells.sort_unstable_by_key(|c| (c.page, c.thread));
         cells
     }
@@ -306,25 +306,18 @@ impl Engine {
         origin_ns: u64,
         live: &std::collections::BTreeSet<u32>,
     ) -> Vec<Migration> {
+        self.locate_threads();
         let cells = self.close_window();
-        self.windows.push(cells);
-        if self.windows.len() > MAX_WINDOWS_KEPT {
-            // A long run (a server under --pid) keeps its recent epochs apart and merges the
-            // oldest two: deciding stays bounded, at the price of a coarser distant past.
-            let oldest = self.windows.remove(0);
-            self.windows[0] = merge_cells(oldest, std::mem::take(&mut self.windows[0]));
-        }
         self.stats.epochs += 1;
         self.stats.pages_tracked = self.pages.len() as u64;
         self.clear_soft_dirty(live);
         if self.pages.is_empty() {
             return Vec::new();
         }
-        self.locate_threads();
         let started = std::time::Instant::now();
-        let moves = self.decide();
+        self.decide(&cells);
         self.stats.decide_ns += started.elapsed().as_nanos() as u64;
-        self.carry_out(moves, now_ns, origin_ns);
+        self.carry_out(now_ns, origin_ns);
         Vec::new()
     }
 }
@@ -355,55 +348,36 @@ impl Engine {
         }
     }
 
-    /// The policy on everything seen so far: its page moves at the end of the latest window.
-    fn decide(&mut self) -> Vec<(u32, u64, u32)> {
-        // SPM's one round comes after its whole observation (the policy, run on a shorter
-        // recorded run, would shorten the observation to the run instead).
-        if self.opts.policy == Policy::Spm
-            && self.windows.len() < self.opts.params.spm.observe_windows
-        {
-            return Vec::new();
-        }
-        let accesses = Accesses::from_cells(
-            self.page_size,
-            CountSource::Sampled,
-            self.threads.clone(),
-            Vec::new(),
-            self.pages.clone(),
-            Windows {
-                start_ns: self.start_ns.unwrap_or(0),
-                length_ns: self.opts.epoch_ns,
-                cells: self.windows.clone(),
+    /// The policy's step on the epoch's window: its thread moves made at once, its page moves
+    /// added to the backlog.
+    fn decide(&mut self, cells: &[Cell]) {
+        let table = &self.pages;
+        let page_number = |p: u32| table.key(p).1;
+        let step = self.stepper.step(
+            &StepInput {
+                machine: &self.machine,
+                params: &self.opts.params,
+                threads: &self.thread_node,
+                pages: table.len(),
+                page_number: &page_number,
+                page_size: self.page_size,
+                window_ns: self.opts.epoch_ns,
+                sample_period: 1,
+                last: false,
             },
+            cells,
         );
-        let input = Input {
-            accesses: &accesses,
-            machine: &self.machine,
-            threads: &self.thread_node,
-            params: &self.opts.params,
-        };
-        let Ok(schedule) = policies::run(self.opts.policy, &input) else {
-            return Vec::new();
-        };
-        let last = self.windows.len() - 1;
-        for t in schedule.thread_moves.get(last).into_iter().flatten() {
+        for t in step.thread_moves {
             self.move_thread(t.thread, t.to);
         }
-        let mut out = Vec::new();
-        for m in schedule.moves.get(last).into_iter().flatten() {
+        for m in step.moves {
             if m.kind == MoveKind::Replicate {
                 // User space cannot replicate transparently: the page stays where it is.
                 self.stats.replications_skipped += 1;
                 continue;
             }
-            let page = &self.pages[m.page as usize];
-            out.push((
-                page.pid,
-                page.number * self.page_size,
-                self.machine.nodes[m.to],
-            ));
+            self.backlog.insert(m.page, m.to);
         }
-        out
     }
 
     fn move_thread(&mut self, thread: u32, to: usize) {
@@ -417,30 +391,34 @@ impl Engine {
         }
     }
 
-    /// Hands the moves to the mover thread; skipped (and counted as deferred) while the last
-    /// epoch's are still being made.
-    fn carry_out(&mut self, moves: Vec<(u32, u64, u32)>, now_ns: u64, origin_ns: u64) {
-        if moves.is_empty() {
-            return;
-        }
-        if self.mover.busy() {
-            self.stats.deferred += moves.len() as u64;
+    /// Hands the backlog to the mover thread unless it is still making the last batch (then
+    /// the moves wait for the next epoch).
+    fn carry_out(&mut self, now_ns: u64, origin_ns: u64) {
+        if self.backlog.is_empty() || self.mover.busy() {
             return;
         }
         let mut per_pid: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();
-        for (pid, address, node) in moves {
-            per_pid.entry(pid).or_default().push((address, node));
+        for (page, to) in self.backlog.drain() {
+            let (pid, number) = self.pages.key(page);
+            per_pid
+                .entry(pid)
+                .or_default()
+                .push((number * self.page_size, self.machine.nodes[to]));
         }
+        self.backlog.shrink_to(0);
         let reason = format!("{} at epoch {}", self.opts.policy.name(), self.stats.epochs);
         let jobs = per_pid
             .into_iter()
-            .map(|(pid, requests)| Job {
-                pid,
-                epoch: self.stats.epochs,
-                requests,
-                policy: self.opts.policy.name().to_string(),
-                reason: reason.clone(),
-                time_ns: now_ns.saturating_sub(origin_ns),
+            .map(|(pid, mut requests)| {
+                requests.sort_unstable();
+                Job {
+                    pid,
+                    epoch: self.stats.epochs,
+                    requests,
+                    policy: self.opts.policy.name().to_string(),
+                    reason: reason.clone(),
+                    time_ns: now_ns.saturating_sub(origin_ns),
+                }
             })
             .collect();
         self.mover.send(jobs);
@@ -483,7 +461,8 @@ impl LiveHook for Engine {
         let mut rows = self.collect(now, done);
         rows.extend(self.turn(view));
         self.stats.cpu_ns += thread_cpu_ns().saturating_sub(cpu);
-        self.stats.peak_bytes = self.stats.peak_bytes.max(self.memory_bytes());
+        self.stats.peak_state_bytes = self.stats.peak_state_bytes.max(self.state_bytes());
+        self.stats.peak_epoch_bytes = self.stats.peak_epoch_bytes.max(self.epoch_bytes());
         rows
     }
 
@@ -494,27 +473,19 @@ impl LiveHook for Engine {
 }
 
 impl Engine {
-    /// What the engine's tables hold now, by capacity.
-    pub fn memory_bytes(&self) -> u64 {
-        use std::mem::size_of;
-        let users: usize = self
-            .pages
-            .iter()
-            .map(|p| p.users.capacity() * size_of::<numalens_place::accesses::Use>())
-            .sum();
-        let cells: usize = self
-            .windows
-            .iter()
-            .map(|w| w.capacity() * size_of::<Cell>())
-            .sum();
-        let bytes = self.pages.capacity() * size_of::<Page>()
-            + users
-            + self.page_index.capacity() * (size_of::<((u32, u64), u32)>() + 1)
-            + self.windows.capacity() * size_of::<Vec<Cell>>()
-            + cells
-            + self.current.capacity() * (size_of::<((u32, u32, u64), Pending)>() + 1)
-            + self.mover.guard_bytes;
-        bytes as u64
+    /// What the engine keeps between epochs, by capacity: page indices, the policy's state,
+    /// the backlog, the mover's guard.
+    pub fn state_bytes(&self) -> u64 {
+        (self.pages.memory_bytes()
+            + self.stepper.memory_bytes()
+            + self.backlog.capacity() * (std::mem::size_of::<(u32, usize)>() + 1)
+            + self.mover.guard_bytes) as u64
+    }
+
+    /// The current epoch's samples, by capacity: proportional to the distinct (thread, page)
+    /// pairs one epoch sees, not to the pages tracked.
+    pub fn epoch_bytes(&self) -> u64 {
+        (self.current.capacity() * (std::mem::size_of::<((u32, u32, u64), Pending)>() + 1)) as u64
     }
 
     fn turn(&mut self, view: LiveView<'_>) -> Vec<Migration> {
@@ -618,15 +589,25 @@ mod tests {
     }
 
     #[test]
-    fn a_long_run_keeps_a_bounded_history() {
+    fn a_long_run_keeps_state_by_pages_not_by_epochs() {
         let (mut e, cpus) = engine(Policy::Carrefour);
-        for epoch in 0..(MAX_WINDOWS_KEPT as u64 + 10) {
+        let mut after_ten = 0;
+        for epoch in 0..2_000u64 {
             let now = epoch * 1_000_000;
-            tick(&mut e, now, &[fault(1, cpus[0], 0x1000 * (epoch % 3), now)]);
+            let faults: Vec<Fault> = (0..32)
+                .map(|p| fault(1, cpus[(epoch % 4) as usize], 0x1000 * p, now))
+                .collect();
+            tick(&mut e, now, &faults);
+            if epoch == 10 {
+                after_ten = e.state_bytes();
+            }
         }
-        assert_eq!(e.windows.len(), MAX_WINDOWS_KEPT);
-        let merged: u64 = e.windows[0].iter().map(|c| c.total()).sum();
-        assert!(merged >= 2, "the oldest epochs are merged, not dropped");
+        assert_eq!(e.stats.pages_tracked, 32);
+        assert_eq!(
+            e.state_bytes(),
+            after_ten,
+            "2,000 epochs kept as much as ten"
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::layout::{Move, MoveKind, Schedule};
 use crate::machine::Machine;
 
 use super::Input;
+use super::online::{Step, StepInput, compact_node, node_bit};
 
 /// Machine A's total controller bandwidth (4 × 7.58 GB/s), the machine `maptu_min` was set on.
 const MACHINE_A_GBPS: f64 = 4.0 * 7.58;
@@ -116,63 +117,86 @@ struct PageRound {
     total: u64,
 }
 
-struct State {
-    current: Vec<usize>,
-    left: Vec<HashSet<usize>>,
+/// Carrefour's state between rounds: where each page is and which nodes it left (the
+/// ping-pong guard), in a few bytes a page; the sets hold the few pages they name.
+#[derive(Default)]
+pub struct Online {
+    current: Vec<u16>,
+    left: Vec<u64>,
     frozen: HashSet<u32>,
     replicated: HashSet<u32>,
     never_replicate: HashSet<u32>,
+    windows: usize,
+    /// Windows with the policy on, replication, interleaving, migration.
+    counts: [usize; 4],
 }
 
 pub(super) fn schedule(input: &Input) -> Schedule {
     let base = super::first_touch::schedule(input);
-    let a = input.accesses;
-    let p = &input.params.carrefour;
-    let mut st = State {
-        current: base.initial.page_node.clone(),
-        left: vec![HashSet::new(); a.pages.len()],
-        frozen: HashSet::new(),
-        replicated: HashSet::new(),
-        never_replicate: HashSet::new(),
-    };
-    let mut moves = Vec::with_capacity(a.windows.cells.len());
-    let mut counts = [0usize; 4];
-    for cells in &a.windows.cells {
-        let metrics = metrics(input, cells, &st.current);
-        let g = gates(&metrics, p, input.machine);
+    super::online::run_batch(super::Policy::Carrefour, input, base)
+}
+
+impl Online {
+    pub(super) fn add_pages(&mut self, initial_nodes: &[usize]) {
+        self.current
+            .extend(initial_nodes.iter().map(|&n| compact_node(n)));
+        self.left.resize(self.current.len(), 0);
+    }
+
+    pub(super) fn step(&mut self, input: &StepInput, cells: &[Cell]) -> Step {
+        self.windows += 1;
+        let metrics = metrics(input, cells, &self.current);
+        let g = gates(&metrics, &input.params.carrefour, input.machine);
         for (i, on) in [g.enabled, g.replicate, g.interleave, g.migrate]
             .iter()
             .enumerate()
         {
-            counts[i] += usize::from(*on);
+            self.counts[i] += usize::from(*on);
         }
-        moves.push(if g.enabled {
-            round(input, cells, &g, &mut st)
-        } else {
-            Vec::new()
-        });
+        Step {
+            moves: if g.enabled {
+                self.round(input, cells, &g)
+            } else {
+                Vec::new()
+            },
+            thread_moves: Vec::new(),
+        }
     }
-    let mut s = Schedule { moves, ..base };
-    s.notes.push(format!(
-        "on in {} of {} windows (replication {}, interleaving {}, migration {}); {} pages frozen by the ping-pong guard",
-        counts[0],
-        a.windows.cells.len(),
-        counts[1],
-        counts[2],
-        counts[3],
-        st.frozen.len()
-    ));
-    s
+
+    pub(super) fn notes(&self) -> Vec<String> {
+        let c = &self.counts;
+        vec![format!(
+            "on in {} of {} windows (replication {}, interleaving {}, migration {}); {} pages frozen by the ping-pong guard",
+            c[0],
+            self.windows,
+            c[1],
+            c[2],
+            c[3],
+            self.frozen.len()
+        )]
+    }
+
+    pub(super) fn memory_bytes(&self) -> usize {
+        let set = |s: &HashSet<u32>| s.capacity() * (size_of::<u32>() + 1);
+        self.current.capacity() * size_of::<u16>()
+            + self.left.capacity() * size_of::<u64>()
+            + set(&self.frozen)
+            + set(&self.replicated)
+            + set(&self.never_replicate)
+    }
+
+    fn home(&self, page: u32) -> usize {
+        usize::from(self.current[page as usize])
+    }
 }
 
-fn metrics(input: &Input, cells: &[Cell], current: &[usize]) -> Metrics {
-    let a = input.accesses;
+fn metrics(input: &StepInput, cells: &[Cell], current: &[u16]) -> Metrics {
     let machine = input.machine;
     let mut load = vec![0f64; machine.node_count()];
     let (mut local, mut all, mut reads, mut writes) = (0f64, 0f64, 0f64, 0f64);
     for c in cells {
         let n = c.total() as f64;
-        let home = current[c.page as usize];
+        let home = usize::from(current[c.page as usize]);
         load[home] += n;
         all += n;
         if input.threads[c.thread as usize] == home {
@@ -183,9 +207,9 @@ fn metrics(input: &Input, cells: &[Cell], current: &[usize]) -> Metrics {
     }
     let memory: Vec<f64> = machine.memory_nodes().iter().map(|&m| load[m]).collect();
     let total_memory: u64 = machine.memory_bytes.iter().map(|m| m.unwrap_or(0)).sum();
-    let used = a.pages.len() as f64 * a.page_size as f64;
+    let used = input.pages as f64 * input.page_size as f64;
     Metrics {
-        maptu: all / (a.windows.length_ns.max(1) as f64 / 1000.0),
+        maptu: all / (input.window_ns.max(1) as f64 / 1000.0),
         lar: if all > 0.0 { local / all } else { 1.0 },
         imbalance: crate::sim::relative_stddev(&memory).unwrap_or(0.0),
         read_ratio: if reads + writes > 0.0 {
@@ -201,78 +225,85 @@ fn metrics(input: &Input, cells: &[Cell], current: &[usize]) -> Metrics {
     }
 }
 
-/// One round of per-page decisions.
-fn round(input: &Input, cells: &[Cell], g: &Gates, st: &mut State) -> Vec<Move> {
-    let machine = input.machine;
-    let p = &input.params.carrefour;
-    let mut pages: HashMap<u32, PageRound> = HashMap::new();
-    for c in cells {
-        let r = pages.entry(c.page).or_insert_with(|| PageRound {
-            nodes: vec![0; machine.node_count()],
-            writes: 0,
-            total: 0,
-        });
-        let n = &mut r.nodes[input.threads[c.thread as usize]];
-        *n = n.saturating_add(c.total());
-        r.writes = r.writes.saturating_add(c.writes);
-        r.total = r.total.saturating_add(c.total());
-    }
-    let mut hot: Vec<(u32, PageRound)> = pages.into_iter().collect();
-    hot.sort_by_key(|(page, r)| (std::cmp::Reverse(r.total), *page));
-    hot.truncate(p.max_pages_per_round);
-    let mut load = vec![0u64; machine.node_count()];
-    for (page, r) in &hot {
-        let l = &mut load[st.current[*page as usize]];
-        *l = l.saturating_add(r.total);
-    }
-    let period = input.accesses.sample_period.max(1);
-    let memory = machine.memory_nodes();
-    let mut out = Vec::new();
-    for (page, r) in hot {
-        if r.writes > 0 && st.replicated.remove(&page) {
-            st.never_replicate.insert(page);
+impl Online {
+    /// One round of per-page decisions.
+    fn round(&mut self, input: &StepInput, cells: &[Cell], g: &Gates) -> Vec<Move> {
+        let machine = input.machine;
+        let p = &input.params.carrefour;
+        let mut pages: HashMap<u32, PageRound> = HashMap::new();
+        for c in cells {
+            let r = pages.entry(c.page).or_insert_with(|| PageRound {
+                nodes: vec![0; machine.node_count()],
+                writes: 0,
+                total: 0,
+            });
+            let n = &mut r.nodes[input.threads[c.thread as usize]];
+            *n = n.saturating_add(c.total());
+            r.writes = r.writes.saturating_add(c.writes);
+            r.total = r.total.saturating_add(c.total());
         }
-        if r.total.div_ceil(period) < p.min_samples || st.frozen.contains(&page) {
-            continue;
+        let mut hot: Vec<(u32, PageRound)> = pages.into_iter().collect();
+        hot.sort_by_key(|(page, r)| (std::cmp::Reverse(r.total), *page));
+        hot.truncate(p.max_pages_per_round);
+        let mut load = vec![0u64; machine.node_count()];
+        for (page, r) in &hot {
+            let l = &mut load[self.home(*page)];
+            *l = l.saturating_add(r.total);
         }
-        let seen: Vec<usize> = (0..r.nodes.len()).filter(|&n| r.nodes[n] > 0).collect();
-        let here = st.current[page as usize];
-        if g.replicate && seen.len() > 1 && r.writes == 0 && !st.never_replicate.contains(&page) {
-            if st.replicated.insert(page) {
-                out.push(Move {
-                    page,
-                    to: here,
-                    kind: MoveKind::Replicate,
-                });
+        let period = input.sample_period.max(1);
+        let memory = machine.memory_nodes();
+        let mut out = Vec::new();
+        for (page, r) in hot {
+            if r.writes > 0 && self.replicated.remove(&page) {
+                self.never_replicate.insert(page);
             }
-            continue;
-        }
-        let to = if g.interleave && seen.len() > 1 {
-            let least = memory.iter().copied().min_by_key(|&n| (load[n], n));
-            match least {
-                Some(n) if load[n] < load[here] => n,
-                _ => continue,
+            if r.total.div_ceil(period) < p.min_samples || self.frozen.contains(&page) {
+                continue;
             }
-        } else if g.migrate && seen.len() == 1 && memory.contains(&seen[0]) {
-            seen[0]
-        } else {
-            continue;
-        };
-        if to == here {
-            continue;
+            let seen: Vec<usize> = (0..r.nodes.len()).filter(|&n| r.nodes[n] > 0).collect();
+            let here = self.home(page);
+            if g.replicate
+                && seen.len() > 1
+                && r.writes == 0
+                && !self.never_replicate.contains(&page)
+            {
+                if self.replicated.insert(page) {
+                    out.push(Move {
+                        page,
+                        to: here,
+                        kind: MoveKind::Replicate,
+                    });
+                }
+                continue;
+            }
+            let to = if g.interleave && seen.len() > 1 {
+                let least = memory.iter().copied().min_by_key(|&n| (load[n], n));
+                match least {
+                    Some(n) if load[n] < load[here] => n,
+                    _ => continue,
+                }
+            } else if g.migrate && seen.len() == 1 && memory.contains(&seen[0]) {
+                seen[0]
+            } else {
+                continue;
+            };
+            if to == here {
+                continue;
+            }
+            // Counts from a damaged profile can reach u64's end: the loads saturate.
+            load[here] = load[here].saturating_sub(r.total);
+            load[to] = load[to].saturating_add(r.total);
+            let left = &mut self.left[page as usize];
+            if p.ping_pong_guard && *left & node_bit(to) != 0 {
+                self.frozen.insert(page);
+            }
+            *left |= node_bit(here);
+            self.current[page as usize] = compact_node(to);
+            self.replicated.remove(&page);
+            out.push(Move::migrate(page, to));
         }
-        // Counts from a damaged profile can reach u64's end: the loads saturate.
-        load[here] = load[here].saturating_sub(r.total);
-        load[to] = load[to].saturating_add(r.total);
-        if p.ping_pong_guard && st.left[page as usize].contains(&to) {
-            st.frozen.insert(page);
-        }
-        st.left[page as usize].insert(here);
-        st.current[page as usize] = to;
-        st.replicated.remove(&page);
-        out.push(Move::migrate(page, to));
+        out
     }
-    out
 }
 
 #[cfg(test)]

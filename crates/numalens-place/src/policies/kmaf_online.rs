@@ -10,6 +10,7 @@ use crate::layout::{Move, Schedule, ThreadMove};
 
 use super::Input;
 use super::kmaf::{KmafDecision, add_sharing, communication_groups, kmaf_decide};
+use super::online::{Step, StepInput, compact_node};
 
 /// What a remap must save on communication, as a share of the latency of the accesses seen so
 /// far: below it, a thread move buys less than the cache it leaves behind.
@@ -17,90 +18,146 @@ const REMAP_GAIN: f64 = 0.05;
 
 pub(super) fn schedule(input: &Input) -> Schedule {
     let base = super::first_touch::schedule(input);
-    let a = input.accesses;
-    let m = input.machine;
-    let memory = m.memory_nodes();
-    let n = m.node_count();
-    let mut pages = base.initial.page_node.clone();
-    let mut threads = base.initial.thread_node.clone();
-    // NUMA vectors of the pages seen so far, n counters each, in one flat array.
-    let mut slot_of: Vec<u32> = vec![u32::MAX; a.pages.len()];
-    let mut nv: Vec<u64> = Vec::new();
-    let mut comm = vec![vec![0u64; a.threads.len()]; a.threads.len()];
-    // Accesses of each thread to pages on each node, as they were placed when accessed.
-    let mut to_node = vec![vec![0u64; n]; a.threads.len()];
-    let windows = a.windows.cells.len();
-    let mut moves = vec![Vec::new(); windows];
-    let mut thread_moves = vec![Vec::new(); windows];
-    let mut remaps = 0;
-    for (w, cells) in a.windows.cells.iter().enumerate() {
+    super::online::run_batch(super::Policy::KmafOnline, input, base)
+}
+
+/// Online kMAF's state: where pages and threads are, the NUMA vectors of the pages seen since
+/// the last remap, and the communication and accesses so far.
+#[derive(Default)]
+pub struct Online {
+    pages: Vec<u16>,
+    /// The policy's own thread mapping (threads seen later join where they run).
+    threads: Vec<usize>,
+    /// Slot of each page's NUMA vector in `nv` (u32::MAX: none since the last remap).
+    slot_of: Vec<u32>,
+    /// NUMA vectors, node-count counters each, in one flat array.
+    nv: Vec<u64>,
+    comm: Vec<Vec<u64>>,
+    /// Accesses of each thread to pages on each node, as they were placed when accessed.
+    to_node: Vec<Vec<u64>>,
+    remaps: usize,
+    thread_moves: usize,
+}
+
+impl Online {
+    pub(super) fn add_pages(&mut self, initial_nodes: &[usize]) {
+        self.pages
+            .extend(initial_nodes.iter().map(|&n| compact_node(n)));
+        self.slot_of.resize(self.pages.len(), u32::MAX);
+    }
+
+    /// Threads seen for the first time join the mapping where they run.
+    fn add_threads(&mut self, input: &StepInput) {
+        let n = input.machine.node_count();
+        let known = self.threads.len();
+        if input.threads.len() <= known {
+            return;
+        }
+        self.threads.extend_from_slice(&input.threads[known..]);
+        let count = self.threads.len();
+        for row in &mut self.comm {
+            row.resize(count, 0);
+        }
+        self.comm.resize_with(count, || vec![0; count]);
+        self.to_node.resize_with(count, || vec![0; n]);
+    }
+
+    pub(super) fn step(&mut self, input: &StepInput, cells: &[Cell]) -> Step {
+        self.add_threads(input);
+        let n = input.machine.node_count();
+        let memory = input.machine.memory_nodes();
         let mut touched: Vec<u32> = Vec::new();
         for c in cells {
             let page = c.page as usize;
-            if slot_of[page] == u32::MAX {
-                slot_of[page] = (nv.len() / n) as u32;
-                nv.resize(nv.len() + n, 0);
+            if self.slot_of[page] == u32::MAX {
+                self.slot_of[page] = (self.nv.len() / n) as u32;
+                self.nv.resize(self.nv.len() + n, 0);
             }
-            let at = slot_of[page] as usize * n + threads[c.thread as usize];
-            nv[at] = nv[at].saturating_add(c.total());
-            let seen = &mut to_node[c.thread as usize][pages[page]];
+            let at = self.slot_of[page] as usize * n + self.threads[c.thread as usize];
+            self.nv[at] = self.nv[at].saturating_add(c.total());
+            let seen = &mut self.to_node[c.thread as usize][usize::from(self.pages[page])];
             *seen = seen.saturating_add(c.total());
             if touched.last() != Some(&c.page) {
                 touched.push(c.page);
             }
         }
+        let mut step = Step::default();
         for page in touched {
-            let number = a.pages[page as usize].number;
-            let at = slot_of[page as usize] as usize * n;
-            let target = match kmaf_decide(&nv[at..at + n], number, &memory, &input.params.kmaf) {
+            let number = (input.page_number)(page);
+            let at = self.slot_of[page as usize] as usize * n;
+            let decision = kmaf_decide(&self.nv[at..at + n], number, &memory, &input.params.kmaf);
+            let target = match decision {
                 KmafDecision::Locality(t) | KmafDecision::Balance(t) => t,
                 KmafDecision::None => continue,
             };
-            if pages[page as usize] != target {
-                pages[page as usize] = target;
-                moves[w].push(Move::migrate(page, target));
+            if usize::from(self.pages[page as usize]) != target {
+                self.pages[page as usize] = compact_node(target);
+                step.moves.push(Move::migrate(page, target));
             }
         }
-        add_communication(&mut comm, cells);
-        if w + 1 == windows {
-            break; // a remap at the run's end changes nothing
+        add_communication(&mut self.comm, cells);
+        if !input.last {
+            // A remap at the run's end changes nothing.
+            step.thread_moves = self.remap(input);
         }
-        let mapped = map_to_data(&comm, &to_node, &threads, input);
-        // Communication must be worth it: what the remap saves on it, a share of the latency
-        // of every access so far (threads with private data would otherwise chase crumbs).
-        let saved = communication_cost(&comm, &threads, m) - communication_cost(&comm, &mapped, m);
-        if saved > access_latency(&to_node, &threads, m) * REMAP_GAIN {
-            for (t, (&from, &to)) in threads.iter().zip(&mapped).enumerate() {
-                if from != to {
-                    thread_moves[w].push(ThreadMove {
-                        thread: t as u32,
-                        to,
-                    });
-                }
-            }
-            threads = mapped;
-            slot_of.fill(u32::MAX);
-            nv.clear();
-            remaps += 1;
-        }
+        step
     }
-    let mut s = Schedule {
-        moves,
-        thread_moves,
-        ..base
-    };
-    let moved: usize = s.thread_moves.iter().map(Vec::len).sum();
-    s.notes.push(if remaps == 0 {
-        "threads stay on the default spread: no remap by communication paid".to_string()
-    } else {
-        let times = if remaps == 1 {
-            "once".to_string()
+
+    /// kMAF's groups placed by their data, when the communication they save is worth it: a
+    /// share of the latency of every access so far (threads with private data would otherwise
+    /// chase crumbs). After a remap the NUMA vectors start over.
+    fn remap(&mut self, input: &StepInput) -> Vec<ThreadMove> {
+        let m = input.machine;
+        let mapped = map_to_data(&self.comm, &self.to_node, &self.threads, input);
+        let saved = communication_cost(&self.comm, &self.threads, m)
+            - communication_cost(&self.comm, &mapped, m);
+        if saved <= access_latency(&self.to_node, &self.threads, m) * REMAP_GAIN {
+            return Vec::new();
+        }
+        let moves: Vec<ThreadMove> = self
+            .threads
+            .iter()
+            .zip(&mapped)
+            .enumerate()
+            .filter(|(_, (from, to))| from != to)
+            .map(|(t, (_, &to))| ThreadMove {
+                thread: t as u32,
+                to,
+            })
+            .collect();
+        self.threads = mapped;
+        self.slot_of.fill(u32::MAX);
+        self.nv.clear();
+        self.remaps += 1;
+        self.thread_moves += moves.len();
+        moves
+    }
+
+    pub(super) fn notes(&self) -> Vec<String> {
+        vec![if self.remaps == 0 {
+            "threads stay on the default spread: no remap by communication paid".to_string()
         } else {
-            format!("{remaps} times")
-        };
-        format!("threads remapped by communication {times} ({moved} thread moves)")
-    });
-    s
+            let times = if self.remaps == 1 {
+                "once".to_string()
+            } else {
+                format!("{} times", self.remaps)
+            };
+            format!(
+                "threads remapped by communication {times} ({} thread moves)",
+                self.thread_moves
+            )
+        }]
+    }
+
+    pub(super) fn memory_bytes(&self) -> usize {
+        let square: usize = self.comm.iter().map(|r| r.capacity() * 8).sum();
+        let rows: usize = self.to_node.iter().map(|r| r.capacity() * 8).sum();
+        self.pages.capacity() * size_of::<u16>()
+            + self.slot_of.capacity() * size_of::<u32>()
+            + self.nv.capacity() * size_of::<u64>()
+            + square
+            + rows
+    }
 }
 
 /// kMAF's groups of communicating threads, each group on the node that holds most of what its
@@ -110,7 +167,7 @@ fn map_to_data(
     comm: &[Vec<u64>],
     to_node: &[Vec<u64>],
     threads: &[usize],
-    input: &Input,
+    input: &StepInput,
 ) -> Vec<usize> {
     let m = input.machine;
     let Some((groups, sized_for)) = communication_groups(comm, m, &input.params.kmaf) else {

@@ -11,6 +11,9 @@ mod kmaf;
 mod kmaf_online;
 mod marathe;
 mod object_options;
+mod online;
+#[cfg(test)]
+mod online_tests;
 mod oracle;
 mod per_object;
 mod set_param;
@@ -23,6 +26,7 @@ pub(crate) use first_touch::layout as first_touch_layout;
 pub use interleave::{interleave_nodes, weighted_interleave_weights};
 pub use kmaf::{KmafDecision, KmafParams, dominates, kmaf_decide, locality_move, map_threads};
 pub use marathe::{marathe_hop_node, marathe_uniform_node};
+pub use online::{Step, StepInput, Stepper};
 pub use oracle::{OracleReport, lower_bound_s, with_candidates as oracle_with_candidates};
 pub use spm::SpmParams;
 pub use tiering::TieringParams;

@@ -8,9 +8,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::accesses::Cell;
 use crate::layout::{Move, Schedule};
 
 use super::Input;
+use super::online::{Step, StepInput, compact_node};
 
 /// The defaults: a quarter of the run observed, no threshold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -23,46 +25,105 @@ pub struct SpmParams {
 
 pub(super) fn schedule(input: &Input) -> Schedule {
     let base = super::first_touch::schedule(input);
-    let a = input.accesses;
-    let windows = a.windows.cells.len();
-    let mut moves = vec![Vec::new(); windows];
-    if windows == 0 {
+    if input.accesses.windows.cells.is_empty() {
         return base;
     }
-    let observe = match input.params.spm.observe_windows {
-        0 => windows.div_ceil(4),
-        n => n,
-    };
-    let last = observe.clamp(1, windows) - 1;
-    let n = input.machine.node_count();
-    let memory = input.machine.memory_nodes();
-    let period = a.sample_period.max(1);
-    let mut seen: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
-    for cells in &a.windows.cells[..=last] {
-        for c in cells {
-            let row = seen.entry(c.page).or_insert_with(|| vec![0; n]);
-            let slot = &mut row[input.threads[c.thread as usize]];
-            *slot = slot.saturating_add(c.total().div_ceil(period));
-        }
-    }
-    for (page, row) in seen {
-        let best = memory
-            .iter()
-            .copied()
-            .max_by_key(|&m| (row[m], std::cmp::Reverse(m)));
-        let Some(dest) = best.filter(|&m| row[m] > input.params.spm.threshold) else {
-            continue;
+    super::online::run_batch(super::Policy::Spm, input, base)
+}
+
+/// SPM's state: samples per page and node during the observation, then nothing.
+pub struct Online {
+    /// The window whose end brings the round (0-based).
+    round_at: usize,
+    windows: usize,
+    /// Where each page was placed, kept until the round.
+    initial: Vec<u16>,
+    /// Samples per page and node position (the machine's node count a page), until the round.
+    seen: Vec<u32>,
+}
+
+impl Online {
+    /// The observation: `observe_windows`, else (0) a quarter of a run of known length, else one
+    /// window; never beyond the run's end.
+    pub(super) fn new(p: &SpmParams, total_windows: Option<usize>) -> Online {
+        let observe = match (p.observe_windows, total_windows) {
+            (0, Some(total)) => total.div_ceil(4),
+            (0, None) => 1,
+            (n, _) => n,
         };
-        if base.initial.page_node[page as usize] != dest {
-            moves[last].push(Move::migrate(page, dest));
+        let observe = total_windows.map_or(observe, |t| observe.min(t));
+        Online {
+            round_at: observe.max(1) - 1,
+            windows: 0,
+            initial: Vec::new(),
+            seen: Vec::new(),
         }
     }
-    let mut s = Schedule { moves, ..base };
-    s.notes.push(format!(
-        "one migration round after {} window(s) of observation",
-        last + 1
-    ));
-    s
+
+    pub(super) fn add_pages(&mut self, initial_nodes: &[usize]) {
+        if self.windows <= self.round_at {
+            self.initial
+                .extend(initial_nodes.iter().map(|&n| compact_node(n)));
+        }
+    }
+
+    pub(super) fn step(&mut self, input: &StepInput, cells: &[Cell]) -> Step {
+        let w = self.windows;
+        self.windows += 1;
+        if w > self.round_at {
+            return Step::default();
+        }
+        let n = input.machine.node_count();
+        self.seen.resize(self.initial.len() * n, 0);
+        let period = input.sample_period.max(1);
+        for c in cells {
+            let slot = &mut self.seen[c.page as usize * n + input.threads[c.thread as usize]];
+            let samples = u32::try_from(c.total().div_ceil(period)).unwrap_or(u32::MAX);
+            *slot = slot.saturating_add(samples);
+        }
+        if w < self.round_at {
+            return Step::default();
+        }
+        let memory = input.machine.memory_nodes();
+        let mut moves = Vec::new();
+        for (page, row) in std::mem::take(&mut self.seen).chunks(n).enumerate() {
+            let best = memory
+                .iter()
+                .copied()
+                .max_by_key(|&m| (row[m], std::cmp::Reverse(m)));
+            let Some(dest) = best.filter(|&m| u64::from(row[m]) > input.params.spm.threshold)
+            else {
+                continue;
+            };
+            if usize::from(self.initial[page]) != dest {
+                moves.push(Move::migrate(page as u32, dest));
+            }
+        }
+        self.initial = Vec::new();
+        Step {
+            moves,
+            thread_moves: Vec::new(),
+        }
+    }
+
+    pub(super) fn notes(&self) -> Vec<String> {
+        vec![if self.windows > self.round_at {
+            format!(
+                "one migration round after {} window(s) of observation",
+                self.round_at + 1
+            )
+        } else {
+            format!(
+                "observing: the round comes after {} window(s), {} seen",
+                self.round_at + 1,
+                self.windows
+            )
+        }]
+    }
+
+    pub(super) fn memory_bytes(&self) -> usize {
+        self.initial.capacity() * size_of::<u16>() + self.seen.capacity() * size_of::<u32>()
+    }
 }
 
 #[cfg(test)]

@@ -11,9 +11,12 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::accesses::Cell;
 use crate::layout::{Move, Schedule};
+use crate::machine::Machine;
 
 use super::Input;
+use super::online::{Step, StepInput};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TieringParams {
@@ -37,56 +40,91 @@ impl Default for TieringParams {
 
 pub(super) fn schedule(input: &Input) -> Schedule {
     let mut base = super::first_touch::schedule(input);
-    let m = input.machine;
-    let memory = m.memory_nodes();
-    let slow: Vec<usize> = memory.iter().copied().filter(|&n| m.cpus[n] == 0).collect();
-    let fast: Vec<usize> = memory.iter().copied().filter(|&n| m.cpus[n] > 0).collect();
-    if slow.is_empty() || fast.is_empty() {
-        base.notes
-            .push("no memory-only node: tiering is first-touch".to_string());
+    if Online::new(input.machine, input.accesses.page_size).off() {
+        base.notes.extend(Online::new(input.machine, 1).notes());
         return base;
     }
-    let mut tiers = Tiers::new(input, base.initial.page_node.clone());
-    let mut moves = Vec::with_capacity(input.accesses.windows.cells.len());
-    let (mut promoted, mut demoted) = (0, 0);
-    for cells in &input.accesses.windows.cells {
-        tiers.age(input, cells);
-        let (window, p, d) = tiers.rebalance(input, &fast, &slow);
-        promoted += p;
-        demoted += d;
-        moves.push(window);
-    }
-    let mut s = Schedule { moves, ..base };
-    s.notes
-        .push(format!("{promoted} promotions, {demoted} demotions"));
-    s
+    super::online::run_batch(super::Policy::Tiering, input, base)
 }
 
-struct Tiers {
+/// The tiers' state: where each page is, its decayed hotness and users, nodes' fill.
+pub struct Online {
     node: Vec<usize>,
     hot: HashMap<u32, f64>,
     /// Accesses by node position per page, decayed like hotness (where its users are).
     users: HashMap<u32, Vec<f64>>,
     used: Vec<u64>,
     capacity: Vec<Option<u64>>,
+    fast: Vec<usize>,
+    slow: Vec<usize>,
+    promoted: u64,
+    demoted: u64,
 }
 
-impl Tiers {
-    fn new(input: &Input, node: Vec<usize>) -> Tiers {
-        let mut used = vec![0u64; input.machine.node_count()];
-        for &n in &node {
-            used[n] += 1;
-        }
-        Tiers {
-            node,
+impl Online {
+    pub(super) fn new(m: &Machine, page_size: u64) -> Online {
+        let memory = m.memory_nodes();
+        Online {
+            node: Vec::new(),
             hot: HashMap::new(),
             users: HashMap::new(),
-            used,
-            capacity: input.machine.capacity_pages(input.accesses.page_size),
+            used: vec![0; m.node_count()],
+            capacity: m.capacity_pages(page_size),
+            slow: memory.iter().copied().filter(|&n| m.cpus[n] == 0).collect(),
+            fast: memory.iter().copied().filter(|&n| m.cpus[n] > 0).collect(),
+            promoted: 0,
+            demoted: 0,
         }
     }
 
-    fn age(&mut self, input: &Input, cells: &[crate::accesses::Cell]) {
+    /// Without both tiers there is nothing to do: first touch.
+    fn off(&self) -> bool {
+        self.slow.is_empty() || self.fast.is_empty()
+    }
+
+    pub(super) fn add_pages(&mut self, initial_nodes: &[usize]) {
+        for &n in initial_nodes {
+            self.used[n] += 1;
+        }
+        self.node.extend_from_slice(initial_nodes);
+    }
+
+    pub(super) fn step(&mut self, input: &StepInput, cells: &[Cell]) -> Step {
+        if self.off() {
+            return Step::default();
+        }
+        self.age(input, cells);
+        let (fast, slow) = (
+            std::mem::take(&mut self.fast),
+            std::mem::take(&mut self.slow),
+        );
+        let (moves, p, d) = self.rebalance(input, &fast, &slow);
+        (self.fast, self.slow) = (fast, slow);
+        self.promoted += p;
+        self.demoted += d;
+        Step {
+            moves,
+            thread_moves: Vec::new(),
+        }
+    }
+
+    pub(super) fn notes(&self) -> Vec<String> {
+        vec![if self.off() {
+            "no memory-only node: tiering is first-touch".to_string()
+        } else {
+            format!("{} promotions, {} demotions", self.promoted, self.demoted)
+        }]
+    }
+
+    pub(super) fn memory_bytes(&self) -> usize {
+        let rows: usize = self.users.values().map(|r| r.capacity() * 8).sum();
+        self.node.capacity() * size_of::<usize>()
+            + self.hot.capacity() * (size_of::<(u32, f64)>() + 1)
+            + self.users.capacity() * (size_of::<(u32, Vec<f64>)>() + 1)
+            + rows
+    }
+
+    fn age(&mut self, input: &StepInput, cells: &[Cell]) {
         let decay = input.params.tiering.decay;
         self.hot.values_mut().for_each(|h| *h *= decay);
         self.users
@@ -105,7 +143,7 @@ impl Tiers {
     }
 
     /// The fast node (position) with the lowest latency-weighted cost for `page`'s users.
-    fn nearest(&self, input: &Input, page: u32, among: &[usize]) -> usize {
+    fn nearest(&self, input: &StepInput, page: u32, among: &[usize]) -> usize {
         let row = &self.users[&page];
         let cost = |m: usize| -> f64 {
             row.iter()
@@ -131,7 +169,7 @@ impl Tiers {
     /// Promotions (with demotions to make room) for this window: (moves, promoted, demoted).
     fn rebalance(
         &mut self,
-        input: &Input,
+        input: &StepInput,
         fast: &[usize],
         slow: &[usize],
     ) -> (Vec<Move>, u64, u64) {

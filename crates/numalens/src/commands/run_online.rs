@@ -165,8 +165,12 @@ fn print_stats(policy: Policy, s: &EngineStats) {
         s.cpu_share() * 100.0,
         s.decide_ns as f64 / 1e6,
         match s.pages_tracked {
-            0 => format!("{} KiB", s.peak_bytes / 1024),
-            _ => format!("{:.0} bytes per tracked page", s.bytes_per_page()),
+            0 => format!("{} KiB", s.peak_state_bytes / 1024),
+            _ => format!(
+                "{:.1} bytes per tracked page kept between epochs, {} KiB for an epoch's samples",
+                s.bytes_per_page(),
+                s.peak_epoch_bytes / 1024
+            ),
         }
     );
     if s.epochs == 0 {
