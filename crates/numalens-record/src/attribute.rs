@@ -2,14 +2,14 @@
 //!
 //! Objects come and go (an address range can hold several objects over time), so a fault at
 //! address A and time T belongs to the object live at A at T. Faults and object lifetimes are
-//! swept together in time order over an interval map of the live objects. Tracked objects
-//! (allocations, statics, stacks, TLS) win over fallback objects (mappings seen in
-//! `/proc/PID/maps`), which only answer for addresses no tracked object covers.
-
-use std::collections::{BTreeMap, HashMap};
+//! swept together in time order over an index of the live objects (`attribute_index`). Tracked
+//! objects (allocations, statics, stacks, TLS) win over fallback objects (mappings seen in
+//! `/proc/PID/maps`), which only answer for addresses no tracked object covers; among either,
+//! the smallest containing object wins (ties: the lowest start, then the earliest allocated).
 
 use numalens_format::{ObjectKind, SampleKind};
 
+use crate::attribute_index::LiveIndex;
 use crate::faults::Fault;
 use crate::page_times::PageTimes;
 use crate::pagesize::PageSizes;
@@ -28,102 +28,6 @@ pub struct ObjectSpec {
     pub site_key: Option<u64>,
     /// False for fallback objects from the maps snapshots.
     pub tracked: bool,
-}
-
-/// Live objects of one class (tracked or fallback), per process, by size class and start.
-///
-/// An object of size class k (size in [2^k, 2^(k+1))) can contain an address only if it starts
-/// less than 2^(k+1) below it, so a lookup scans a bounded window in each class: exact for any
-/// nesting (a TLS block inside a stack inside a mapping) without walking over every object below
-/// the address.
-#[derive(Default)]
-struct LiveSet {
-    by_pid: HashMap<u32, Vec<BTreeMap<u64, Vec<usize>>>>,
-    /// The last answer, valid while nothing is inserted or removed: consecutive faults mostly
-    /// hit the same object, and a lookup costs a range query per size class.
-    cached: Option<Cached>,
-}
-
-/// Object `id` of process `pid` is the answer for every address in [start, end).
-#[derive(Clone, Copy)]
-struct Cached {
-    pid: u32,
-    start: u64,
-    end: u64,
-    id: usize,
-}
-
-fn size_class(size: u64) -> usize {
-    63 - size.max(1).leading_zeros() as usize
-}
-
-impl LiveSet {
-    fn insert(&mut self, pid: u32, o: &ObjectSpec, id: usize) {
-        self.cached = None;
-        let classes = self.by_pid.entry(pid).or_default();
-        let class = size_class(o.size);
-        if classes.len() <= class {
-            classes.resize_with(class + 1, BTreeMap::new);
-        }
-        classes[class].entry(o.start).or_default().push(id);
-    }
-
-    fn remove(&mut self, pid: u32, o: &ObjectSpec, id: usize) {
-        self.cached = None;
-        if let Some(classes) = self.by_pid.get_mut(&pid)
-            && let Some(map) = classes.get_mut(size_class(o.size))
-            && let Some(ids) = map.get_mut(&o.start)
-        {
-            ids.retain(|i| *i != id);
-            if ids.is_empty() {
-                map.remove(&o.start);
-            }
-        }
-    }
-
-    /// The smallest live object containing `address`.
-    fn find(&mut self, pid: u32, address: u64, objects: &[ObjectSpec]) -> Option<usize> {
-        if let Some(c) = self.cached
-            && c.pid == pid
-            && (c.start..c.end).contains(&address)
-        {
-            return Some(c.id);
-        }
-        let classes = self.by_pid.get(&pid)?;
-        let mut best: Option<usize> = None;
-        for (class, map) in classes.iter().enumerate() {
-            if map.is_empty() {
-                continue;
-            }
-            let window = 1u64.checked_shl(class as u32 + 1).unwrap_or(u64::MAX);
-            for (_, ids) in map.range(address.saturating_sub(window)..=address) {
-                for &id in ids {
-                    let o = &objects[id];
-                    if address < o.start.saturating_add(o.size)
-                        && best.is_none_or(|b| o.size < objects[b].size)
-                    {
-                        best = Some(id);
-                    }
-                }
-            }
-        }
-        let id = best?;
-        let (start, end) = (objects[id].start, objects[id].start + objects[id].size);
-        // The answer holds for the whole object unless another object starts inside it.
-        let nested = classes
-            .iter()
-            .flat_map(|map| map.range(start..end))
-            .any(|(_, ids)| ids.iter().any(|i| *i != id));
-        if !nested {
-            self.cached = Some(Cached {
-                pid,
-                start,
-                end,
-                id,
-            });
-        }
-        best
-    }
 }
 
 /// What each fault became: its object (index into the objects), its kind and the size of the page
@@ -218,12 +122,10 @@ impl ExactSizeIterator for Attributions<'_> {}
 /// Which object held an address at a time, for queries in time order: the smallest live tracked
 /// object (allocation, static, stack, TLS) containing it, else the smallest fallback mapping.
 pub struct Locator<'a> {
-    objects: &'a [ObjectSpec],
     /// (time, starts, object): allocations and frees in time order.
     lifetimes: Vec<(u64, bool, usize)>,
     next: usize,
-    tracked: LiveSet,
-    fallback: LiveSet,
+    live: LiveIndex<'a>,
 }
 
 impl<'a> Locator<'a> {
@@ -239,11 +141,9 @@ impl<'a> Locator<'a> {
         // object.
         lifetimes.sort_by_key(|(t, start, id)| (*t, *start, *id));
         Locator {
-            objects,
             lifetimes,
             next: 0,
-            tracked: LiveSet::default(),
-            fallback: LiveSet::default(),
+            live: LiveIndex::new(objects),
         }
     }
 
@@ -251,16 +151,10 @@ impl<'a> Locator<'a> {
     pub fn advance_to(&mut self, time_ns: u64) {
         while self.next < self.lifetimes.len() && self.lifetimes[self.next].0 <= time_ns {
             let (_, starts, id) = self.lifetimes[self.next];
-            let o = &self.objects[id];
-            let set = if o.tracked {
-                &mut self.tracked
-            } else {
-                &mut self.fallback
-            };
             if starts {
-                set.insert(o.pid, o, id);
+                self.live.insert(id);
             } else {
-                set.remove(o.pid, o, id);
+                self.live.remove(id);
             }
             self.next += 1;
         }
@@ -268,9 +162,7 @@ impl<'a> Locator<'a> {
 
     /// The object holding `address` of process `pid` at the time last advanced to.
     pub fn find(&mut self, pid: u32, address: u64) -> Option<usize> {
-        self.tracked
-            .find(pid, address, self.objects)
-            .or_else(|| self.fallback.find(pid, address, self.objects))
+        self.live.find(pid, address)
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod assemble;
 pub mod attribute;
+mod attribute_index;
 pub mod events;
 pub mod events_tail;
 pub mod faults;
