@@ -403,52 +403,143 @@ fn false_sharing_by_page(sampled: &AccessTally) -> HashMap<PageKey, u64> {
 }
 
 /// Object positions by address, per process, for pages that came without an object.
+///
+/// Objects may nest and crowd (a heap arena and the blocks inside it, thousands of small blocks
+/// on one page), so no fixed number of neighbours is enough to look at. `find` reads the answer
+/// from intervals worked out once; `overlapping` searches by size class, which bounds how far
+/// below a range an overlapping object can start.
 pub(crate) struct ObjectRanges {
-    by_pid: HashMap<u32, Vec<(u64, u64, u32)>>,
+    by_pid: HashMap<u32, PidRanges>,
+}
+
+/// One process's objects.
+#[derive(Default)]
+struct PidRanges {
+    /// Non-overlapping, sorted `(start, end, object)`: the object `find` answers for every
+    /// address in `[start, end)`.
+    winners: Vec<(u64, u64, u32)>,
+    /// By size class k (size in [2^k, 2^(k+1)), empty objects in class 0), `(start, end,
+    /// object)` sorted.
+    classes: Vec<Vec<(u64, u64, u32)>>,
+}
+
+/// An object's size class: sizes in [2^k, 2^(k+1)) are class k; 0 and 1 are class 0.
+fn size_class(size: u64) -> usize {
+    (63 - (size | 1).leading_zeros()) as usize
+}
+
+/// How far below an address an object of class `k` can start and still reach it: less than
+/// 2^(k+1) bytes.
+fn class_reach(k: usize) -> u64 {
+    1u64.checked_shl(k as u32 + 1).unwrap_or(u64::MAX)
 }
 
 impl ObjectRanges {
     pub(crate) fn new(objects: &[Object]) -> Self {
-        let mut by_pid: HashMap<u32, Vec<(u64, u64, u32)>> = HashMap::new();
-        for (i, o) in objects.iter().enumerate() {
-            let end = o.start.saturating_add(o.size);
-            by_pid
-                .entry(o.pid)
+        Self::from_ranges(
+            objects
+                .iter()
+                .enumerate()
+                .map(|(i, o)| (o.pid, o.start, o.size, i as u32)),
+        )
+    }
+
+    /// From `(pid, start, size, object)`.
+    fn from_ranges(ranges: impl IntoIterator<Item = (u32, u64, u64, u32)>) -> Self {
+        let mut lists: HashMap<u32, Vec<(u64, u64, u32)>> = HashMap::new();
+        for (pid, start, size, i) in ranges {
+            lists
+                .entry(pid)
                 .or_default()
-                .push((o.start, end, i as u32));
+                .push((start, start.saturating_add(size), i));
         }
-        for list in by_pid.values_mut() {
-            list.sort_unstable();
-        }
+        let by_pid = lists
+            .into_iter()
+            .map(|(pid, mut list)| {
+                list.sort_unstable();
+                let mut classes: Vec<Vec<(u64, u64, u32)>> = Vec::new();
+                for &(start, end, i) in &list {
+                    let k = size_class(end - start);
+                    if classes.len() <= k {
+                        classes.resize_with(k + 1, Vec::new);
+                    }
+                    classes[k].push((start, end, i));
+                }
+                let winners = winners(&list);
+                (pid, PidRanges { winners, classes })
+            })
+            .collect();
         ObjectRanges { by_pid }
     }
 
-    /// The object containing `address` (the latest starting one when several do).
+    /// The object containing `address` (the latest starting one when several do; of those, the
+    /// one ending last, then the last listed).
     pub(crate) fn find(&self, pid: u32, address: u64) -> Option<u32> {
-        let list = self.by_pid.get(&pid)?;
-        let after = list.partition_point(|(start, _, _)| *start <= address);
-        list[..after]
-            .iter()
-            .rev()
-            .take(64)
-            .find(|(_, end, _)| *end > address)
-            .map(|(_, _, i)| *i)
+        let winners = &self.by_pid.get(&pid)?.winners;
+        let after = winners.partition_point(|(start, _, _)| *start <= address);
+        let &(_, end, i) = winners[..after].last()?;
+        (address < end).then_some(i)
     }
 
-    /// Objects overlapping `[lo, hi)`.
+    /// Objects overlapping `[lo, hi)`, latest starting first (in `find`'s order of preference).
     pub(crate) fn overlapping(&self, pid: u32, lo: u64, hi: u64) -> Vec<u32> {
-        let Some(list) = self.by_pid.get(&pid) else {
+        let Some(ranges) = self.by_pid.get(&pid) else {
             return Vec::new();
         };
-        let after = list.partition_point(|(start, _, _)| *start < hi);
-        list[..after]
-            .iter()
-            .rev()
-            .take(256)
-            .filter(|(start, end, _)| *end > lo && *start < hi)
-            .map(|(_, _, i)| *i)
-            .collect()
+        let mut found: Vec<(u64, u64, u32)> = Vec::new();
+        for (k, class) in ranges.classes.iter().enumerate() {
+            // An object of this class ending after `lo` starts less than its reach below `lo`.
+            let from = lo.saturating_sub(class_reach(k));
+            let first = class.partition_point(|(start, _, _)| *start < from);
+            found.extend(
+                class[first..]
+                    .iter()
+                    .take_while(|(start, _, _)| *start < hi)
+                    .filter(|(_, end, _)| *end > lo),
+            );
+        }
+        found.sort_unstable_by(|a, b| b.cmp(a));
+        found.into_iter().map(|(_, _, i)| i).collect()
     }
+}
+
+/// For objects sorted by `(start, end, object)`, the sorted non-overlapping intervals over which
+/// one object is the greatest `(start, end, object)` among those containing the address, with
+/// that object. A sweep over the objects' boundaries with the containing objects in an ordered
+/// set.
+fn winners(sorted: &[(u64, u64, u32)]) -> Vec<(u64, u64, u32)> {
+    let mut bounds: Vec<u64> = sorted.iter().flat_map(|&(s, e, _)| [s, e]).collect();
+    bounds.sort_unstable();
+    bounds.dedup();
+    let mut ends: Vec<(u64, u64, u64, u32)> =
+        sorted.iter().map(|&(s, e, i)| (e, s, e, i)).collect();
+    ends.sort_unstable();
+    let (mut next_start, mut next_end) = (0, 0);
+    let mut live = std::collections::BTreeSet::new();
+    let mut out: Vec<(u64, u64, u32)> = Vec::new();
+    for pair in bounds.windows(2) {
+        let (at, to) = (pair[0], pair[1]);
+        while next_end < ends.len() && ends[next_end].0 <= at {
+            let (_, s, e, i) = ends[next_end];
+            live.remove(&(s, e, i));
+            next_end += 1;
+        }
+        while next_start < sorted.len() && sorted[next_start].0 <= at {
+            let o = sorted[next_start];
+            if o.1 > at {
+                live.insert(o);
+            }
+            next_start += 1;
+        }
+        let Some(&(_, _, i)) = live.last() else {
+            continue;
+        };
+        match out.last_mut() {
+            Some(last) if last.1 == at && last.2 == i => last.1 = to,
+            _ => out.push((at, to, i)),
+        }
+    }
+    out
 }
 
 /// Whether the object's accessed pages have a hot band: stddev/mean of accesses per page.
@@ -477,4 +568,151 @@ pub(crate) fn cv(values: &[f64]) -> f64 {
 
 pub(crate) const fn thresholds() -> crate::model::Thresholds {
     THRESHOLDS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small deterministic generator, so failures reproduce.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    type Ranges = Vec<(u32, u64, u64, u32)>;
+
+    fn brute_find(ranges: &Ranges, pid: u32, address: u64) -> Option<u32> {
+        ranges
+            .iter()
+            .filter(|&&(p, s, n, _)| p == pid && s <= address && address < s.saturating_add(n))
+            .map(|&(_, s, n, i)| (s, s.saturating_add(n), i))
+            .max()
+            .map(|(_, _, i)| i)
+    }
+
+    fn brute_overlapping(ranges: &Ranges, pid: u32, lo: u64, hi: u64) -> Vec<u32> {
+        let mut found: Vec<(u64, u64, u32)> = ranges
+            .iter()
+            .map(|&(p, s, n, i)| (p, s, s.saturating_add(n), i))
+            .filter(|&(p, s, e, _)| p == pid && e > lo && s < hi)
+            .map(|(_, s, e, i)| (s, e, i))
+            .collect();
+        found.sort_unstable_by(|a, b| b.cmp(a));
+        found.into_iter().map(|(_, _, i)| i).collect()
+    }
+
+    #[test]
+    fn an_arena_behind_a_crowd_of_its_blocks_is_still_found() {
+        // One arena, then 100 freed-and-listed 16-byte blocks inside it, all below the address:
+        // more candidates start below the address than any fixed window looks at.
+        let mut ranges: Ranges = vec![(1, 0x10000, 0x10000, 0)];
+        for b in 0..100u32 {
+            ranges.push((1, 0x10000 + 16 * u64::from(b), 16, b + 1));
+        }
+        let index = ObjectRanges::from_ranges(ranges.clone());
+        for address in [0x10000, 0x10008, 0x10000 + 16 * 100, 0x1ffff] {
+            assert_eq!(
+                index.find(1, address),
+                brute_find(&ranges, 1, address),
+                "{address:#x}"
+            );
+        }
+        assert_eq!(index.find(1, 0x1ffff), Some(0));
+        assert_eq!(index.find(1, 0x20000), None);
+        assert_eq!(index.find(2, 0x10000), None);
+    }
+
+    #[test]
+    fn a_page_with_more_objects_than_a_window_overlaps_them_all() {
+        // 300 8-byte objects on one 4 KiB page inside a 1 MiB mapping that starts below it.
+        let mut ranges: Ranges = vec![(1, 0, 1 << 20, 0)];
+        for b in 0..300u32 {
+            ranges.push((1, 0x8000 + 8 * u64::from(b), 8, b + 1));
+        }
+        let index = ObjectRanges::from_ranges(ranges.clone());
+        let all = index.overlapping(1, 0x8000, 0x9000);
+        assert_eq!(all.len(), 301);
+        assert_eq!(all, brute_overlapping(&ranges, 1, 0x8000, 0x9000));
+        assert_eq!(
+            all.last(),
+            Some(&0),
+            "the mapping, starting first, comes last"
+        );
+    }
+
+    #[test]
+    fn deeply_nested_objects_are_found() {
+        // 200 objects each inside the last, the innermost too small to hold the addresses asked.
+        let ranges: Ranges = (0..200u32)
+            .map(|d| (7, 1000 + u64::from(d), 10_000 - 2 * u64::from(d), d))
+            .collect();
+        let index = ObjectRanges::from_ranges(ranges.clone());
+        for address in [
+            999, 1000, 1100, 1199, 1200, 5000, 10_799, 10_800, 10_999, 11_000,
+        ] {
+            assert_eq!(
+                index.find(7, address),
+                brute_find(&ranges, 7, address),
+                "{address}"
+            );
+            let lo = address.saturating_sub(50);
+            assert_eq!(
+                index.overlapping(7, lo, address + 1),
+                brute_overlapping(&ranges, 7, lo, address + 1),
+                "{address}"
+            );
+        }
+    }
+
+    #[test]
+    fn lookups_agree_with_a_search_of_every_object() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for round in 0..40 {
+            let count = 1 + rng.below(600);
+            let span = 1 + rng.below(1 << (4 + round % 20));
+            let ranges: Ranges = (0..count as u32)
+                .map(|i| {
+                    let size = match rng.below(10) {
+                        0 => 0,
+                        1 => rng.below(span * 4) + span,
+                        2 if round % 7 == 0 => u64::MAX - rng.below(3),
+                        _ => rng.below(64) + 1,
+                    };
+                    let start = if rng.below(50) == 0 {
+                        u64::MAX - rng.below(100)
+                    } else {
+                        rng.below(span)
+                    };
+                    (rng.below(2) as u32, start, size, i)
+                })
+                .collect();
+            let index = ObjectRanges::from_ranges(ranges.clone());
+            for _ in 0..300 {
+                let pid = rng.below(3) as u32;
+                let address = if rng.below(20) == 0 {
+                    u64::MAX - rng.below(200)
+                } else {
+                    rng.below(span + 128)
+                };
+                assert_eq!(
+                    index.find(pid, address),
+                    brute_find(&ranges, pid, address),
+                    "round {round}, pid {pid}, {address}"
+                );
+                let hi = address.saturating_add(1 + rng.below(64));
+                assert_eq!(
+                    index.overlapping(pid, address, hi),
+                    brute_overlapping(&ranges, pid, address, hi),
+                    "round {round}, pid {pid}, [{address}, {hi})"
+                );
+            }
+        }
+    }
 }
