@@ -19,7 +19,7 @@ use numalens_format::{
 use numalens_topology::Topology;
 
 use crate::attribute::{Attributions, ObjectSpec, attributions};
-use crate::events::{Event, EventLog, find_event_logs, read_event_log};
+use crate::events::{Event, EventLog, EventsError, find_event_logs, read_event_log};
 use crate::faults::Fault;
 use crate::pagesize::{self, PageSizes, ThpMode};
 use crate::procmaps::SeenMapping;
@@ -71,7 +71,21 @@ pub struct AssembleOptions<'a> {
 
 /// Reads the runtime's logs; unreadable ones are reported as reasons for incompleteness.
 fn read_logs(dir: &Path, reasons: &mut Vec<String>) -> Vec<EventLog> {
-    let paths = find_event_logs(dir).unwrap_or_default();
+    let paths = match find_event_logs(dir) {
+        Ok(paths) => paths,
+        // Not one log could be read: the profile lacks every tracked object and thread name.
+        Err(EventsError::Io { source, .. }) => {
+            reasons.push(format!(
+                "runtime logs unreadable: cannot list {}: {source}",
+                dir.display()
+            ));
+            Vec::new()
+        }
+        Err(e) => {
+            reasons.push(format!("runtime logs unreadable: {e}"));
+            Vec::new()
+        }
+    };
     let mut logs = Vec::new();
     for path in paths {
         match read_event_log(&path) {
@@ -678,4 +692,40 @@ fn cpu_nodes(topology: Option<&Topology>) -> HashMap<u32, u32> {
         }
     }
     map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_events_directory_that_cannot_be_listed_is_a_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file where the directory should be: listing fails even for root, unlike a mode.
+        let not_a_dir = dir.path().join("events");
+        std::fs::write(&not_a_dir, b"").unwrap();
+        let mut reasons = Vec::new();
+        assert!(read_logs(&not_a_dir, &mut reasons).is_empty());
+        assert_eq!(reasons.len(), 1, "{reasons:?}");
+        assert!(
+            reasons[0].starts_with("runtime logs unreadable: cannot list"),
+            "{reasons:?}"
+        );
+        assert!(reasons[0].contains("events"), "{reasons:?}");
+    }
+
+    #[test]
+    fn an_unreadable_log_is_a_reason_and_an_empty_directory_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut reasons = Vec::new();
+        assert!(read_logs(dir.path(), &mut reasons).is_empty());
+        assert!(reasons.is_empty(), "{reasons:?}");
+        std::fs::write(dir.path().join("events-1.bin"), b"short").unwrap();
+        assert!(read_logs(dir.path(), &mut reasons).is_empty());
+        assert_eq!(reasons.len(), 1, "{reasons:?}");
+        assert!(
+            reasons[0].starts_with("runtime log unreadable"),
+            "{reasons:?}"
+        );
+    }
 }
