@@ -132,8 +132,15 @@ mod tests {
                 -1,
                 0,
             )
-        } as *mut u8;
-        assert!(!base.is_null());
+        };
+        // mmap reports failure as MAP_FAILED, not null.
+        assert_ne!(
+            base,
+            libc::MAP_FAILED,
+            "{}",
+            std::io::Error::last_os_error()
+        );
+        let base = base as *mut u8;
         for i in 0..16 {
             // SAFETY: within the mapping.
             unsafe { base.add(i * page as usize).write(1) };
