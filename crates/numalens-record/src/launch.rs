@@ -93,7 +93,9 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
     let (go_read, go_write) = pipe().map_err(spawn_failed)?;
     let (child_pid_fd, child_go_fd) = (pid_write.as_raw_fd(), go_read.as_raw_fd());
     let (parent_pid_fd, parent_go_fd) = (pid_read.as_raw_fd(), go_write.as_raw_fd());
-    // SAFETY: the closure only calls async-signal-safe functions (getpid, close, write, read).
+    // SAFETY: the closure only calls async-signal-safe functions (getpid, close, write, read,
+    // errno) and allocates nothing: another thread of the recorder may have held the allocator's
+    // lock at the fork.
     unsafe {
         command.pre_exec(move || {
             // The recorder's ends, which the fork copied: with the child holding the write end of
@@ -103,8 +105,17 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
             let pid = libc::getpid().to_le_bytes();
             libc::write(child_pid_fd, pid.as_ptr().cast(), pid.len());
             let mut go = [0u8; 1];
-            if libc::read(child_go_fd, go.as_mut_ptr().cast(), 1) != 1 || go[0] != b'g' {
-                return Err(io::Error::other("the recorder could not attach"));
+            let read = loop {
+                let n = libc::read(child_go_fd, go.as_mut_ptr().cast(), 1);
+                if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                    break n;
+                }
+            };
+            if read != 1 || go[0] != b'g' {
+                // An error made of an errno holds no allocation (a message would be boxed), and
+                // only the errno reaches the recorder anyway: spawn reports it, after the sampler's
+                // own error, which says why.
+                return Err(io::Error::from_raw_os_error(libc::ECANCELED));
             }
             Ok(())
         });
