@@ -118,7 +118,7 @@ pub struct Engine {
     pages: PageTable,
     stepper: Stepper,
     /// Page moves decided and not handed to the mover yet: page index → node position.
-    backlog: ahash::AHashMap<u32, usize>,
+    backlog: ahash::AHashMap<u32, u16>,
     /// This epoch's accesses per (pid, tid, page number): one hash per sample; pages and
     /// threads get their indices when the epoch closes.
     current: ahash::AHashMap<(u32, u32, u64), Pending>,
@@ -376,7 +376,8 @@ impl Engine {
                 self.stats.replications_skipped += 1;
                 continue;
             }
-            self.backlog.insert(m.page, m.to);
+            self.backlog
+                .insert(m.page, u16::try_from(m.to).unwrap_or(u16::MAX));
         }
     }
 
@@ -403,7 +404,7 @@ impl Engine {
             per_pid
                 .entry(pid)
                 .or_default()
-                .push((number * self.page_size, self.machine.nodes[to]));
+                .push((number * self.page_size, self.machine.nodes[usize::from(to)]));
         }
         self.backlog.shrink_to(0);
         let reason = format!("{} at epoch {}", self.opts.policy.name(), self.stats.epochs);
@@ -478,7 +479,7 @@ impl Engine {
     pub fn state_bytes(&self) -> u64 {
         (self.pages.memory_bytes()
             + self.stepper.memory_bytes()
-            + self.backlog.capacity() * (std::mem::size_of::<(u32, usize)>() + 1)
+            + self.backlog.capacity() * (std::mem::size_of::<(u32, u16)>() + 1)
             + self.mover.guard_bytes) as u64
     }
 

@@ -58,8 +58,11 @@ pub struct Migrator {
     /// Token bucket: bytes that may be moved now, refilled with wall time.
     budget: f64,
     refilled: Instant,
-    /// Pages the engine moved: (epoch of the first move counted, moves since).
+    /// Pages the engine moved within the guard's epochs: (epoch of the first move counted,
+    /// moves since). Older entries say nothing and are dropped, so this holds the recent moves,
+    /// not every page ever moved.
     moved: HashMap<(u32, u64), (u64, u8)>,
+    pruned_at: u64,
 }
 
 /// Where to move one page: (page address, node).
@@ -73,6 +76,7 @@ impl Migrator {
             page_size,
             refilled: Instant::now(),
             moved: HashMap::new(),
+            pruned_at: 0,
         }
     }
 
@@ -95,6 +99,7 @@ impl Migrator {
             requested: requests.len() as u64,
             ..Outcome::default()
         };
+        self.prune(epoch);
         let wanted: Vec<Request> = requests
             .iter()
             .copied()
@@ -121,6 +126,20 @@ impl Migrator {
         todo.truncate(allowed);
         self.move_batches(pid, epoch, &todo, &mut out, label, time_ns);
         out
+    }
+
+    /// Drops the guard's entries that are too old to freeze anything (once per epoch).
+    fn prune(&mut self, epoch: u64) {
+        if epoch == self.pruned_at {
+            return;
+        }
+        self.pruned_at = epoch;
+        let window = self.opts.ping_pong_epochs;
+        self.moved
+            .retain(|_, (since, _)| epoch.saturating_sub(*since) < window);
+        if self.moved.len() < self.moved.capacity() / 4 {
+            self.moved.shrink_to(self.moved.len() * 2);
+        }
     }
 
     fn frozen(&mut self, pid: u32, address: u64, epoch: u64, out: &mut Outcome) -> bool {

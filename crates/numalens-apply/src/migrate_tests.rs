@@ -55,6 +55,20 @@ fn a_page_moved_back_and_forth_is_frozen_for_a_while() {
     assert!(m.guard_bytes() > 0);
 }
 
+#[test]
+fn the_guard_forgets_pages_moved_longer_ago_than_its_window() {
+    let mut m = migrator(0.0);
+    for page in 0..10_000u64 {
+        m.note_moved(1, page * PAGE, 1);
+    }
+    m.note_moved(1, 0, 2);
+    m.prune(3);
+    assert_eq!(m.moved.len(), 10_000, "within the window: kept");
+    m.prune(5);
+    assert!(m.moved.is_empty(), "{} entries left", m.moved.len());
+    assert!(m.guard_bytes() < 10_000, "{} bytes kept", m.guard_bytes());
+}
+
 /// `pages` pages of this process, the first `touched` of them written.
 fn own_pages(pages: usize, touched: usize) -> (Vec<u64>, *mut libc::c_void) {
     let len = pages * PAGE as usize;

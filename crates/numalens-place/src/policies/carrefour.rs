@@ -122,7 +122,7 @@ struct PageRound {
 #[derive(Default)]
 pub struct Online {
     current: Vec<u16>,
-    left: Vec<u64>,
+    left: Vec<u32>,
     frozen: HashSet<u32>,
     replicated: HashSet<u32>,
     never_replicate: HashSet<u32>,
@@ -179,7 +179,7 @@ impl Online {
     pub(super) fn memory_bytes(&self) -> usize {
         let set = |s: &HashSet<u32>| s.capacity() * (size_of::<u32>() + 1);
         self.current.capacity() * size_of::<u16>()
-            + self.left.capacity() * size_of::<u64>()
+            + self.left.capacity() * size_of::<u32>()
             + set(&self.frozen)
             + set(&self.replicated)
             + set(&self.never_replicate)

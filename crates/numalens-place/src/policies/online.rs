@@ -150,10 +150,10 @@ pub(super) fn run_batch(policy: Policy, input: &Input, base: Schedule) -> Schedu
     s
 }
 
-/// A set of node positions in one word: positions from 63 on share the last bit (a guard that
+/// A set of node positions in one word: positions from 31 on share the last bit (a guard that
 /// errs towards freezing on machines with more nodes than that).
-pub(crate) fn node_bit(node: usize) -> u64 {
-    1u64 << node.min(63)
+pub(crate) fn node_bit(node: usize) -> u32 {
+    1u32 << node.min(31)
 }
 
 /// A node position in two bytes (machines have far fewer nodes).

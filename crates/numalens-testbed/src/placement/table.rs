@@ -456,11 +456,19 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
                     Verdict::NotMet
                 },
                 format!(
-                    "{} {:.1} % vs Linux {:.1} % and 0.9 × oracle {:.1} %",
+                    "{} {:.1} % vs Linux {:.1} % and 0.9 × oracle {:.1} %{}",
                     r.label,
                     b * 100.0,
                     l * 100.0,
-                    0.9 * o * 100.0
+                    0.9 * o * 100.0,
+                    if b + LAR_TOLERANCE >= l.max(0.9 * o) && b < l.max(0.9 * o) {
+                        format!(
+                            " (below by less than {:.1} points: a tie)",
+                            LAR_TOLERANCE * 100.0
+                        )
+                    } else {
+                        String::new()
+                    }
                 ),
             ),
             _ => (

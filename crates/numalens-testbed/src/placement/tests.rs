@@ -517,6 +517,13 @@ fn targets_are_met_not_met_or_not_applicable() {
         "{t:#?}"
     );
     assert!(t[0].detail.contains("online spm"), "{}", t[0].detail);
+    assert!(
+        t[0].detail
+            .ends_with("(below by less than 0.5 points: a tie)"),
+        "{}",
+        t[0].detail
+    );
+    assert!(!t[1].detail.contains("a tie"), "{}", t[1].detail);
     assert_eq!(t[2].detail, "engine not available");
     assert!(t[3].detail.contains("stencil"), "{}", t[3].detail);
 }
