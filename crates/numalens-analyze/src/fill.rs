@@ -212,10 +212,11 @@ fn findings(
 
 fn site_text(site: &SiteReport) -> String {
     let f = &site.location;
-    let function = f.function.as_deref().unwrap_or("?");
-    match (&f.file, f.line) {
-        (Some(file), Some(line)) => format!("{function} {file}:{line}"),
-        _ => function.to_string(),
+    match (f.function.as_deref(), &f.file, f.line) {
+        (Some(function), Some(file), Some(line)) => format!("{function} {file}:{line}"),
+        // A static's definition outside any function.
+        (None, Some(file), Some(line)) => format!("{file}:{line}"),
+        (function, _, _) => function.unwrap_or("?").to_string(),
     }
 }
 

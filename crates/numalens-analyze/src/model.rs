@@ -162,6 +162,7 @@ pub struct ObjectReport {
     pub alloc_tid: Option<u32>,
     /// Logical id of the allocating thread, when it is in the threads table.
     pub alloc_thread: Option<u32>,
+    /// Where it was allocated; for a static, where it is defined.
     pub site: Option<SiteReport>,
     pub samples: KindCounts,
     pub weight: u64,
@@ -173,7 +174,8 @@ pub struct ObjectReport {
     pub access: Option<ObjectAccess>,
 }
 
-/// An allocation call site.
+/// An allocation call site, or a static's definition: one frame at the static's address, with
+/// the file and line that define it and no function.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SiteReport {
     /// The site key, as hex (it does not fit a JSON number exactly).

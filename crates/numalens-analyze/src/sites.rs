@@ -16,6 +16,9 @@ pub(crate) fn read_sites(profile: &Profile) -> Result<HashMap<u64, SiteReport>, 
         .into_iter()
         .map(|(key, mut rows)| {
             rows.sort_by_key(|f| f.depth);
+            // Processes of one image (a fork's children) write the same site each: its frames
+            // once.
+            rows.dedup_by_key(|f| f.depth);
             (key, site(key, rows))
         })
         .collect())

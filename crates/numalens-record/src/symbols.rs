@@ -1,9 +1,11 @@
 //! Offline symbolisation: function, file and line of an address in a module, and the static data
 //! objects of a module's symbol table. Runs in the recorder, never in the profiled program.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use addr2line::gimli;
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
 /// Where an address is in the source.
@@ -20,6 +22,8 @@ pub struct SourceLocation {
 #[derive(Default)]
 pub struct Symbolizer {
     loaders: HashMap<PathBuf, Option<addr2line::Loader>>,
+    /// Definitions of each module's statics, read on the first question about the module.
+    definitions: HashMap<PathBuf, HashMap<u64, Definition>>,
 }
 
 impl Symbolizer {
@@ -69,6 +73,146 @@ impl Symbolizer {
         }
         chain
     }
+
+    /// Where the variable at `svma` (the address its symbol gives) is defined, when the module's
+    /// debug information has it.
+    pub fn definition(&mut self, module: &Path, svma: u64) -> Option<&Definition> {
+        self.definitions
+            .entry(module.to_path_buf())
+            .or_insert_with(|| static_definitions(module).unwrap_or_default())
+            .get(&svma)
+    }
+}
+
+/// The source file and line that define a variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Definition {
+    pub file: String,
+    pub line: u32,
+}
+
+/// Definitions of the variables with a fixed address in `module`, by that address: the
+/// `DW_TAG_variable` entries whose location is an address, with the file and line they declare
+/// (a C++ class or namespace member defined apart from its declaration has them on the
+/// declaration its definition names). Empty without debug information.
+pub fn static_definitions(module: &Path) -> Result<HashMap<u64, Definition>, gimli::Error> {
+    let Ok(bytes) = map_file(module) else {
+        return Ok(HashMap::new());
+    };
+    let Ok(file) = object::File::parse(&*bytes) else {
+        return Ok(HashMap::new());
+    };
+    let endian = if file.is_little_endian() {
+        gimli::RunTimeEndian::Little
+    } else {
+        gimli::RunTimeEndian::Big
+    };
+    // Compressed sections (`-gz`) are inflated; the others are borrowed from the mapping.
+    let sections = gimli::DwarfSections::load(|id| -> Result<Cow<[u8]>, gimli::Error> {
+        Ok(file
+            .section_by_name(id.name())
+            .and_then(|s| s.uncompressed_data().ok())
+            .unwrap_or(Cow::Borrowed(&[])))
+    })?;
+    let dwarf = sections.borrow(|s| gimli::EndianSlice::new(s, endian));
+    let mut found = HashMap::new();
+    let mut units = dwarf.units();
+    while let Some(header) = units.next()? {
+        let unit = dwarf.unit(header)?;
+        let mut entries = unit.entries();
+        while let Some(entry) = entries.next_dfs()? {
+            if entry.tag() != gimli::DW_TAG_variable {
+                continue;
+            }
+            let Some(address) = fixed_address(&dwarf, &unit, entry) else {
+                continue;
+            };
+            if let Some(definition) = declared_at(&dwarf, &unit, entry) {
+                found.entry(address).or_insert(definition);
+            }
+        }
+    }
+    Ok(found)
+}
+
+type Slice<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
+
+/// The address of a variable whose location is one (`DW_OP_addr`, or `DW_OP_addrx` into
+/// `.debug_addr`); none for locals on the stack, thread-locals and declarations.
+fn fixed_address(
+    dwarf: &gimli::Dwarf<Slice>,
+    unit: &gimli::Unit<Slice>,
+    entry: &gimli::DebuggingInformationEntry<Slice>,
+) -> Option<u64> {
+    let gimli::AttributeValue::Exprloc(expression) = entry.attr_value(gimli::DW_AT_location)?
+    else {
+        return None;
+    };
+    let mut operations = expression.operations(unit.encoding());
+    let address = match operations.next().ok()?? {
+        gimli::Operation::Address { address } => address,
+        gimli::Operation::AddressIndex { index } => dwarf.address(unit, index).ok()?,
+        _ => return None,
+    };
+    // More operations compute something from the address (a thread-local's offset, a value):
+    // the variable is not at it.
+    operations.next().ok()?.is_none().then_some(address)
+}
+
+/// `DW_AT_decl_file` and `DW_AT_decl_line` of `entry`; either one it lacks is that of the
+/// declaration it completes (a C++ member defined outside its class states the line of the
+/// definition but not the file when that is the declaration's).
+fn declared_at(
+    dwarf: &gimli::Dwarf<Slice>,
+    unit: &gimli::Unit<Slice>,
+    entry: &gimli::DebuggingInformationEntry<Slice>,
+) -> Option<Definition> {
+    // One step only: a declaration names no other.
+    let declaration = [gimli::DW_AT_specification, gimli::DW_AT_abstract_origin]
+        .into_iter()
+        .find_map(|link| match entry.attr_value(link)? {
+            gimli::AttributeValue::UnitRef(offset) => unit.entry(offset).ok(),
+            _ => None,
+        });
+    let attr = |name| {
+        entry
+            .attr_value(name)
+            .or_else(|| declaration.as_ref()?.attr_value(name))
+    };
+    let gimli::AttributeValue::FileIndex(file) = attr(gimli::DW_AT_decl_file)? else {
+        return None;
+    };
+    let line = attr(gimli::DW_AT_decl_line)?.udata_value()?;
+    Some(Definition {
+        file: source_file(dwarf, unit, file)?,
+        line: u32::try_from(line).ok()?,
+    })
+}
+
+/// The path of file `index` of the unit's line table, made absolute with its directory and the
+/// unit's compilation directory as far as they allow, as call sites' files are.
+fn source_file(
+    dwarf: &gimli::Dwarf<Slice>,
+    unit: &gimli::Unit<Slice>,
+    index: u64,
+) -> Option<String> {
+    let header = unit.line_program.as_ref()?.header();
+    let entry = header.file(index)?;
+    let text = |value| {
+        dwarf
+            .attr_string(unit, value)
+            .ok()
+            .map(|s| s.to_string_lossy().into_owned())
+    };
+    let mut path = PathBuf::new();
+    if let Some(dir) = unit.comp_dir {
+        path.push(dir.to_string_lossy().as_ref());
+    }
+    if let Some(dir) = entry.directory(header).and_then(text) {
+        path.push(dir);
+    }
+    path.push(text(entry.path_name())?);
+    Some(path.to_string_lossy().into_owned())
 }
 
 /// A mangled name (C++'s and Rust's legacy `_Z…`, Rust's v0 `_R…`) in source form; any other
@@ -197,5 +341,118 @@ mod tests {
         assert_eq!(location.function.as_deref(), Some("main"));
         assert!(location.file.unwrap().ends_with("s.c"));
         assert_eq!(location.line, Some(5));
+    }
+
+    /// Compiles `source` (named `name`) with `compiler -g` into the directory, returns the
+    /// executable.
+    fn compile(dir: &Path, compiler: &str, name: &str, source: &str, flags: &[&str]) -> PathBuf {
+        let src = dir.join(name);
+        std::fs::write(&src, source).unwrap();
+        let exe = dir.join(format!("{name}.out"));
+        let out = std::process::Command::new(compiler)
+            .args(["-g", "-O1"])
+            .args(flags)
+            .arg("-o")
+            .arg(&exe)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        exe
+    }
+
+    fn definition_of(exe: &Path, name: &str) -> (StaticSymbol, Definition) {
+        let statics = static_objects(exe, 4096).unwrap();
+        let symbol = statics
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("{name}: {statics:?}"))
+            .clone();
+        let definition = Symbolizer::new()
+            .definition(exe, symbol.svma)
+            .unwrap_or_else(|| panic!("{name} has no definition"))
+            .clone();
+        (symbol, definition)
+    }
+
+    #[test]
+    fn c_statics_keep_their_names_and_say_where_they_are_defined() {
+        let dir = tempfile::tempdir().unwrap();
+        // `a`, `b`, `c`, `d` spell signed char, bool, char and double in the Itanium mangling.
+        let source = [
+            "#define N 100000",
+            "double a[N];",
+            "double b[N] = {1};",
+            "static double c[N];",
+            "double d[N];",
+            "double *use(int i) {",
+            "  static double local[N];",
+            "  local[i] = c[i];",
+            "  c[i] = d[i];",
+            "  return i ? local : c;",
+            "}",
+            "int main(int n, char **v) { a[n] = b[n] + *use(n); return 0; }",
+        ]
+        .join("\n");
+        // Clang's DWARF 5 gives addresses as indices into `.debug_addr`.
+        let builds = [
+            ("gcc", &[][..], "local.0"),
+            ("gcc", &["-gdwarf-4"][..], "local.0"),
+            ("clang", &[][..], "use.local"),
+        ];
+        for (compiler, flags, local) in builds {
+            let label = format!("{compiler} {flags:?}");
+            let exe = compile(dir.path(), compiler, "grid.c", &source, flags);
+            // A function's static is `local.0` in GCC's symbol table, `use.local` in Clang's.
+            for (name, line) in [("a", 2), ("b", 3), ("c", 4), ("d", 5), (local, 7)] {
+                let (symbol, definition) = definition_of(&exe, name);
+                assert_eq!(symbol.size, 800_000, "{label} {name}");
+                assert!(
+                    definition.file.starts_with('/') && definition.file.ends_with("/grid.c"),
+                    "{label} {name}: {definition:?}"
+                );
+                assert_eq!(definition.line, line, "{label} {name}");
+            }
+        }
+    }
+
+    #[test]
+    fn cxx_statics_are_demangled_and_defined_where_their_declaration_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = [
+            "namespace solver {",
+            "",
+            "int scratch[100000];",
+            "",
+            "double field[100000];",
+            "struct Grid {",
+            "  static double cells[100000];",
+            "};",
+            "}",
+            "double solver::Grid::cells[100000];",
+            "int main(int n, char **) {",
+            "  solver::scratch[n + 1] = n;",
+            "  solver::field[n] = solver::scratch[n] + solver::Grid::cells[n];",
+            "  return 0;",
+            "}",
+        ]
+        .join("\n");
+        let exe = compile(dir.path(), "g++", "solver.cc", &source, &[]);
+        for (name, line) in [
+            ("solver::scratch", 3),
+            ("solver::field", 5),
+            ("solver::Grid::cells", 10),
+        ] {
+            let (_, definition) = definition_of(&exe, name);
+            assert!(
+                definition.file.ends_with("/solver.cc"),
+                "{name}: {definition:?}"
+            );
+            assert_eq!(definition.line, line, "{name}");
+        }
     }
 }

@@ -57,7 +57,12 @@ pub(crate) fn findings(out: &mut String, s: Style, m: &ReportModel) {
             let _ = writeln!(out, "       {}  {text}", s.dim(&format!("{label:<9}")));
         };
         if let Some(site) = &f.object.site {
-            line(out, "site", site);
+            let label = if f.object.kind == "static" {
+                "defined"
+            } else {
+                "site"
+            };
+            line(out, label, site);
         }
         line(out, "evidence", &f.summary);
         line(out, "fix", &format!("{} ({})", f.fix, f.advice));

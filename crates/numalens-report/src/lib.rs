@@ -11,3 +11,13 @@ mod whatif;
 
 pub use text::render_text;
 pub use whatif::render_what_if;
+
+/// What an object's site is: a static is defined at a line of the source, not allocated by a
+/// call stack.
+pub(crate) fn site_label(kind: &str) -> &'static str {
+    if kind == "static" {
+        "defined at"
+    } else {
+        "allocated at"
+    }
+}

@@ -252,7 +252,7 @@ fn object_details(
         let by = by.as_ref().map(|b| format!(" by {b}")).unwrap_or_default();
         detail(
             out,
-            "allocated at",
+            crate::site_label(&o.kind),
             format!("{}{by}", frame(&site.location)),
         );
     } else if let Some(by) = by {
@@ -273,12 +273,13 @@ fn object_details(
     detail(out, "samples", kinds(&o.samples));
 }
 
-/// `function at file:line`, or what is known of the frame.
+/// `function file:line`, or what is known of the frame.
 fn frame(f: &Frame) -> String {
-    let function = f.function.as_deref().unwrap_or("?");
-    match (&f.file, f.line) {
-        (Some(file), Some(line)) => format!("{function} {file}:{line}"),
-        _ => format!("{function} ({}+{:#x})", f.module, f.offset),
+    match (f.function.as_deref(), &f.file, f.line) {
+        (Some(function), Some(file), Some(line)) => format!("{function} {file}:{line}"),
+        // A static's definition outside any function.
+        (None, Some(file), Some(line)) => format!("{file}:{line}"),
+        (function, _, _) => format!("{} ({}+{:#x})", function.unwrap_or("?"), f.module, f.offset),
     }
 }
 

@@ -139,3 +139,33 @@ fn lost_samples_are_said_before_the_figures() {
     let at = html.find(note).expect("the note is in the report");
     assert!(at < html.find("<div class=\"cards\">").unwrap());
 }
+
+#[test]
+fn a_static_is_defined_at_its_source_line_not_allocated() {
+    let mut model = snapshot_model();
+    let object = model
+        .objects
+        .iter_mut()
+        .find(|o| o.access.is_some())
+        .expect("an object with accesses");
+    object.kind = "static".into();
+    let frame = numalens_analyze::model::Frame {
+        module: "/bin/app".into(),
+        offset: 0x4040,
+        function: None,
+        file: Some("/src/grid.c".into()),
+        line: Some(12),
+    };
+    object.site = Some(numalens_analyze::model::SiteReport {
+        key: "0x00000000000000aa".into(),
+        location: frame.clone(),
+        frames: vec![frame],
+    });
+    let html = render(&model);
+    assert!(
+        html.contains("<th>defined at</th><td><code>/src/grid.c:12</code></td>"),
+        "{html}"
+    );
+    // Under the name in the objects table: the file's base name.
+    assert!(html.contains(">grid.c:12</span>"));
+}

@@ -182,3 +182,38 @@ fn findings_come_first_with_fix_and_cost() {
     assert!(text.contains("Placement (what-if on machine-a)"), "{text}");
     assert!(line_with(&text, "local access ratio").contains("41% (211 local, 301 remote"));
 }
+
+/// The site of a static: one frame with the file and line of its definition and no function.
+fn definition(file: &str, line: u32) -> numalens_analyze::model::SiteReport {
+    let frame = numalens_analyze::model::Frame {
+        module: "/bin/app".into(),
+        offset: 0x4040,
+        function: None,
+        file: Some(file.into()),
+        line: Some(line),
+    };
+    numalens_analyze::model::SiteReport {
+        key: "0x00000000000000aa".into(),
+        location: frame.clone(),
+        frames: vec![frame],
+    }
+}
+
+#[test]
+fn a_static_is_defined_at_its_source_line_not_allocated() {
+    let mut model = fixture();
+    let table = model
+        .objects
+        .iter_mut()
+        .find(|o| o.name == "table")
+        .unwrap();
+    assert_eq!(table.kind, "static");
+    table.site = Some(definition("/src/tables.c", 7));
+    let text = render_text(&model, false);
+    assert!(
+        line_with(&text, "defined at").ends_with("defined at     /src/tables.c:7"),
+        "{text}"
+    );
+    // The heap object's site is still an allocation.
+    assert!(line_with(&text, "allocated at").ends_with("make_grid grid.c:42 by T0"));
+}

@@ -285,7 +285,8 @@ pub struct FindingObject {
     pub pid: u32,
     pub name: String,
     pub kind: String,
-    /// `function file:line` of the allocation site, when known.
+    /// `function file:line` of the allocation site, when known; for a static, `file:line` of its
+    /// definition.
     pub site: Option<String>,
 }
 

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use numalens_format::ObjectKind;
 
-use super::sites::{LoadedModule, SiteTable};
+use super::sites::{LoadedModule, SiteTable, definition_site};
 use crate::attribute::ObjectSpec;
 use crate::events::{Event, EventLog, TimedEvent};
 use crate::symbols::{Symbolizer, static_objects};
@@ -137,7 +137,7 @@ pub fn process_view(
     for e in events {
         apply(&mut view, &mut live, &mut stacks, e, symbols);
     }
-    add_statics(&mut view, min_object);
+    add_statics(&mut view, min_object, symbols);
     view
 }
 
@@ -410,14 +410,23 @@ fn free_range(
     }
 }
 
-/// Static data objects of every loaded module.
-fn add_statics(view: &mut ProcessView, min_object: u64) {
+/// Static data objects of every loaded module, with the file and line that define them when the
+/// module's debug information has them.
+fn add_statics(view: &mut ProcessView, min_object: u64, symbols: &mut Symbolizer) {
     for module in view.modules.clone() {
-        let Ok(statics) = static_objects(Path::new(&module.path), min_object) else {
+        let path = Path::new(&module.path);
+        let Ok(statics) = static_objects(path, min_object) else {
             continue;
         };
         for s in statics {
             let start = module.load_bias.wrapping_add(s.svma);
+            let site = symbols
+                .definition(path, s.svma)
+                .map(|d| definition_site(&module, s.svma, &s.name, d.file.clone(), d.line));
+            let site_key = site.as_ref().map(|site| site.key);
+            if let Some(site) = site {
+                view.sites.add_definition(site);
+            }
             push_named(
                 view,
                 ObjectKind::Static,
@@ -426,7 +435,7 @@ fn add_statics(view: &mut ProcessView, min_object: u64) {
                 s.size,
                 0,
                 None,
-                None,
+                site_key,
             );
         }
     }

@@ -109,11 +109,50 @@ fn site_name(frames: &[SiteFrame]) -> String {
     }
 }
 
+/// The site of a static variable: one frame, its definition's file and line, at the variable's
+/// address in its module (no call stack allocates a static). Keyed like call sites, so the same
+/// variable has the same key in every run of the same build.
+pub fn definition_site(
+    module: &LoadedModule,
+    svma: u64,
+    name: &str,
+    file: String,
+    line: u32,
+) -> Site {
+    let mut key = Fnv::new();
+    key.write(if module.build_id.is_empty() {
+        module.path.as_bytes()
+    } else {
+        &module.build_id
+    });
+    key.write(&svma.to_le_bytes());
+    let key = key.finish();
+    let short = Path::new(&file)
+        .file_name()
+        .map_or(file.clone(), |n| n.to_string_lossy().into_owned());
+    Site {
+        key,
+        name: format!("{name} ({short}:{line})"),
+        frames: vec![SiteFrame {
+            site_key: key,
+            depth: 0,
+            module: module.path.clone(),
+            offset: svma,
+            // A static at file scope is in no function.
+            function: None,
+            file: Some(file),
+            line: Some(line),
+        }],
+    }
+}
+
 /// Sites of one process, symbolised once each.
 #[derive(Default)]
 pub struct SiteTable {
     raw: HashMap<u64, Vec<u64>>,
     done: HashMap<u64, Site>,
+    /// Definitions of statics: not the runtime's, so kept apart from its site ids.
+    definitions: Vec<Site>,
 }
 
 impl SiteTable {
@@ -136,8 +175,12 @@ impl SiteTable {
         self.done.get(&site_id)
     }
 
+    pub fn add_definition(&mut self, site: Site) {
+        self.definitions.push(site);
+    }
+
     pub fn used(&self) -> impl Iterator<Item = &Site> {
-        self.done.values()
+        self.done.values().chain(&self.definitions)
     }
 }
 

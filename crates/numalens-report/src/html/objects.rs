@@ -168,10 +168,16 @@ fn short_site(site: Option<&SiteReport>) -> String {
     let file = f
         .and_then(|f| f.file.as_deref())
         .map(|p| p.rsplit('/').next().unwrap_or(p));
+    let line = f.and_then(|f| f.line);
     let brief = match (f.and_then(|f| f.function.as_deref()), file) {
-        (Some(func), Some(file)) => match f.and_then(|f| f.line) {
+        (Some(func), Some(file)) => match line {
             Some(line) => format!("{func} {file}:{line}"),
             None => format!("{func} {file}"),
+        },
+        // A static's definition outside any function.
+        (None, Some(file)) => match line {
+            Some(line) => format!("{file}:{line}"),
+            None => file.to_string(),
         },
         _ => full.clone(),
     };
@@ -182,20 +188,22 @@ fn short_site(site: Option<&SiteReport>) -> String {
     )
 }
 
-/// `function file:line` of an allocation site, as far as it is known.
+/// `function file:line` of an allocation site, as far as it is known; `file:line` of a static's
+/// definition outside any function.
 pub(crate) fn site_text(site: Option<&SiteReport>) -> Option<String> {
     let f = &site?.location;
-    let mut s = f
-        .function
-        .clone()
-        .unwrap_or_else(|| format!("{}+{:#x}", f.module, f.offset));
+    let mut s = match (&f.function, &f.file) {
+        (Some(function), _) => format!("{function} "),
+        (None, Some(_)) => String::new(),
+        (None, None) => format!("{}+{:#x}", f.module, f.offset),
+    };
     if let Some(file) = &f.file {
-        let _ = write!(s, " {file}");
+        s.push_str(file);
         if let Some(line) = f.line {
             let _ = write!(s, ":{line}");
         }
     }
-    Some(s)
+    Some(s.trim_end().to_string())
 }
 
 pub(crate) fn details(out: &mut String, m: &ReportModel) {
@@ -264,9 +272,14 @@ fn object_facts(out: &mut String, o: &ObjectReport, a: &ObjectAccess, names: &Th
     });
     let site = site_text(o.site.as_ref())
         .map_or("unknown".into(), |s| format!("<code>{}</code>", esc(&s)));
-    super::summary::fact(out, "allocated at", &format!("{site}{frames}"));
-    let by = ThreadNames::logical(o.alloc_thread);
-    super::summary::fact(out, "allocated by", &esc(&by));
+    if o.kind == "static" {
+        // One line of the source, no call stack, no thread: the loader made it.
+        super::summary::fact(out, crate::site_label(&o.kind), &site);
+    } else {
+        super::summary::fact(out, crate::site_label(&o.kind), &format!("{site}{frames}"));
+        let by = ThreadNames::logical(o.alloc_thread);
+        super::summary::fact(out, "allocated by", &esc(&by));
+    }
     super::summary::fact(
         out,
         "address",

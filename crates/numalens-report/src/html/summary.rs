@@ -195,7 +195,7 @@ fn finding(out: &mut String, rank: usize, f: &Finding) {
     let site = f.object.site.as_deref().map_or("unknown".to_string(), |s| {
         format!("<code>{}</code>", esc(s))
     });
-    fact(out, "allocated at", &site);
+    fact(out, crate::site_label(&f.object.kind), &site);
     fact(
         out,
         "object",

@@ -92,12 +92,13 @@ fn objects(m: &ReportModel) -> Table {
                     .file
                     .as_ref()
                     .zip(f.line)
-                    .map(|(file, l)| format!(" {file}:{l}"));
-                format!(
-                    "{}{}",
-                    f.function.as_deref().unwrap_or("?"),
-                    at.unwrap_or_default()
-                )
+                    .map(|(file, l)| format!("{file}:{l}"));
+                match (f.function.as_deref(), at) {
+                    (Some(function), Some(at)) => format!("{function} {at}"),
+                    // A static's definition outside any function.
+                    (None, Some(at)) => at,
+                    (function, None) => function.unwrap_or("?").to_string(),
+                }
             });
             vec![
                 o.id.into(),
