@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use numalens_format::{Migration, Object};
+use numalens_format::{Migration, Object, ObjectKind};
 use numalens_place::plan::Plan;
 
 use crate::rules::Compiled;
@@ -97,9 +97,12 @@ fn candidates(rule: &numalens_place::plan::ObjectRule, objects: &[Object]) -> Ve
     scored.sort_by_key(|(score, distance, o)| (*score, *distance, o.object_id));
     let mut seen = Vec::new();
     for (_, _, o) in scored {
+        // Statics carry the site of their definition too; a plan names them by symbol.
         let text = match o.site_key {
-            Some(key) => format!("{} ({} bytes, site {key:#x})", o.name, o.size),
-            None => format!("{} ({} bytes, static)", o.name, o.size),
+            Some(key) if o.kind != ObjectKind::Static => {
+                format!("{} ({} bytes, site {key:#x})", o.name, o.size)
+            }
+            _ => format!("{} ({} bytes, static)", o.name, o.size),
         };
         if !seen.contains(&text) {
             seen.push(text);
