@@ -4,6 +4,7 @@
 //! every recording killed after the program started leaves a directory that `report` reads or
 //! that `recover` makes readable, and nothing stays in `/dev/shm`.
 
+mod prerequisites;
 mod recover_common;
 
 use std::ffi::OsStr;
@@ -212,10 +213,12 @@ fn a_full_disk_under_the_profile_never_costs_the_program() {
         let native = native_output(&worker, dir.path());
         // The runtime's log outgrows the first; the profile's tables the others.
         for size in ["16k", "48k", "1m"] {
-            let Some(disk) = SmallDisk::mount(size) else {
-                eprintln!("SKIPPED: cannot mount a tmpfs here (needs root)");
+            let disk = SmallDisk::mount(size);
+            let remedy = "mounting one needs root (CAP_SYS_ADMIN): run the tests as root";
+            if !prerequisites::require(disk.is_some(), "a small tmpfs", remedy) {
                 return;
-            };
+            }
+            let disk = disk.expect("mounted");
             let what = format!("{backend} on a {size} file system");
             let profile = disk.path().join("p.numalens");
             let out = dir.path().join(format!("{backend}-{size}.out"));
@@ -266,8 +269,19 @@ fn with_small_shm(size: &str, args: &[&OsStr]) -> Command {
 #[test]
 fn a_full_dev_shm_is_passed_over_and_a_killed_recording_still_recovered() {
     let probe = with_small_shm("256k", &["--version".as_ref()]).output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("SKIPPED: cannot mount a tmpfs over /dev/shm in a mount namespace here");
+    let remedy = match &probe {
+        Err(e) => format!("running unshare failed ({e}): install the `util-linux` package"),
+        Ok(o) => format!(
+            "`unshare -m` then mount was refused ({}): run the tests as root (CAP_SYS_ADMIN)",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+    };
+    let mounted = probe.as_ref().is_ok_and(|o| o.status.success());
+    if !prerequisites::require(
+        mounted,
+        "a tmpfs over /dev/shm in a mount namespace",
+        &remedy,
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

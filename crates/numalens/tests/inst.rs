@@ -9,6 +9,7 @@
 
 mod common;
 mod inst_common;
+mod prerequisites;
 
 use inst_common::{PRIVATE_BLOCKS_SMALL, STENCIL_SMALL, SmallRun, code_locations, logical_threads};
 
@@ -704,8 +705,17 @@ fn a_full_file_system_stops_the_files_not_the_program() {
         .args(["-Urm", "sh", "-c", "mount -t tmpfs -o size=64k none \"$0\""])
         .arg(&small)
         .output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("SKIPPED: cannot mount a tmpfs in a user namespace here (unshare -Urm)");
+    let remedy = match &probe {
+        Err(e) => format!("running unshare failed ({e}): install the `util-linux` package"),
+        Ok(o) => format!(
+            "`unshare -Urm` then mount was refused ({}): allow user namespaces \
+             (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone, the container's \
+             seccomp profile)",
+            common::text(&o.stderr).trim()
+        ),
+    };
+    let mounted = probe.as_ref().is_ok_and(|o| o.status.success());
+    if !prerequisites::require(mounted, "a tmpfs in a user namespace", &remedy) {
         return;
     }
     let program = build_with("c++", None, &prog("vec.cc"), &dir.path().join("vec"), &[]);

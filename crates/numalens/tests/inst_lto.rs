@@ -3,10 +3,12 @@
 //! the instrumented code is left with no call to an access hook, the programs compute what they
 //! compute natively, their exact counts are their manifests', per object and thread, and sampled
 //! accesses name the program's own code. `NUMALENS_INST_INLINE=0` gives back one call per
-//! access. A compiler that is not installed is skipped, saying so.
+//! access. A compiler that is not installed fails the tests, naming its package (see
+//! `prerequisites`).
 
 mod common;
 mod inst_common;
+mod prerequisites;
 
 use inst_common::{PRIVATE_BLOCKS_SMALL, STENCIL_SMALL, SmallRun, code_locations, logical_threads};
 
@@ -18,15 +20,34 @@ use std::process::Command;
 use numalens_format::{Object, PageStat, Profile, Sample, SampleKind, SiteFrame};
 use numalens_workloads::{Workload, build, expected};
 
+/// Whether `compiler`, and for gcc its plugin headers, are installed: a failure naming the
+/// package when not, unless skipping is allowed.
 fn have(compiler: &str) -> bool {
     let found = Command::new(compiler)
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("SKIPPED for {compiler}: not installed (tests/install-deps installs it)");
+    let remedy = format!("install the `{compiler}` package (tests/install-deps installs it)");
+    if !prerequisites::require(found, compiler, &remedy) {
+        return false;
     }
-    found
+    if compiler != "gcc" {
+        return true;
+    }
+    // Without them the plugin cannot be built and gcc's builds keep their calls.
+    let gcc = |arg: &str| {
+        Command::new("gcc")
+            .arg(arg)
+            .output()
+            .map(|o| common::text(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    let headers = Path::new(&gcc("-print-file-name=plugin")).join("include/gcc-plugin.h");
+    let major = gcc("-dumpversion");
+    let major = major.split('.').next().unwrap_or_default();
+    let remedy =
+        format!("install the `gcc-{major}-plugin-dev` package (tests/install-deps installs it)");
+    prerequisites::require(headers.is_file(), "gcc's plugin headers", &remedy)
 }
 
 /// The compilers whose builds inline the hooks.

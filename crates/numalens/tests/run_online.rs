@@ -4,6 +4,7 @@
 //! between nodes is checked in the multi-node guests (bench/vm-placement, tests/vm).
 
 mod common;
+mod prerequisites;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -121,10 +122,12 @@ fn a_process_that_does_not_exist_or_is_not_ours_is_refused() {
     assert_eq!(gone.status.code(), Some(2));
     assert!(text(&gone.stderr).contains("no such process"));
     // Another user's process, from a user without CAP_SYS_NICE.
-    let Ok(setpriv) = which("setpriv") else {
-        eprintln!("skipped: setpriv (util-linux) is not installed");
+    let setpriv = which("setpriv");
+    let remedy = "install the `util-linux` package (tests/install-deps installs it)";
+    if !prerequisites::require(setpriv.is_ok(), "setpriv", remedy) {
         return;
-    };
+    }
+    let setpriv = setpriv.expect("found");
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: switching users needs root");
         return;
