@@ -34,9 +34,10 @@ pub(crate) fn model(
     options: &Options,
     tables: &Tables,
     tally: &SampleTally,
-) -> ReportModel {
+) -> (ReportModel, Vec<Ranked>) {
     let logical = logical_ids(tables.threads);
     let (objects, ranked) = top_objects(options.top, tables, tally, &logical);
+    let count = ranked.len() as u64;
     let mut listed = listed_threads(options, tables);
     listed.extend(tables.active_threads);
     let threads = thread_reports(tables, tally, &listed);
@@ -46,7 +47,7 @@ pub(crate) fn model(
         add_kinds(&mut samples, &t.kinds);
         weight += t.weight;
     }
-    ReportModel {
+    let model = ReportModel {
         model_version: MODEL_VERSION,
         profile: profile_summary(profile),
         selection: Selection {
@@ -59,10 +60,11 @@ pub(crate) fn model(
             weight,
             unattributed: kind_counts(&tally.unattributed),
             objects: tables.objects.len() as u64,
-            objects_ranked: ranked,
+            objects_ranked: count,
             threads: tables.threads.len() as u64,
         },
         objects,
+        groups: Vec::new(),
         threads,
         nodes: node_totals(tables.pages, tally),
         analysis: AnalysisInfo::default(),
@@ -70,10 +72,14 @@ pub(crate) fn model(
         placement: PlacementReport::default(),
         communication: CommunicationMatrix::default(),
         what_if: None,
-    }
+    };
+    (model, ranked)
 }
 
-fn kind_counts(k: &Kinds) -> KindCounts {
+/// A ranked object: its position in the objects table and its pages at the end of the run.
+pub(crate) type Ranked = (usize, PagePlacement);
+
+pub(crate) fn kind_counts(k: &Kinds) -> KindCounts {
     use numalens_format::SampleKind as K;
     let at = |kind: K| k[kind.code() as usize];
     KindCounts {
@@ -149,13 +155,13 @@ fn profile_summary(profile: &Profile) -> ProfileSummary {
 }
 
 /// The `top` objects by accesses, then first touches, then resident pages, then samples, then
-/// weight; and how many objects were candidates (an access, a selected sample or a resident page).
+/// weight; and every candidate (an access, a selected sample or a resident page), best first.
 fn top_objects(
     top: usize,
     tables: &Tables,
     tally: &SampleTally,
     logical: &HashMap<ThreadKey, u32>,
-) -> (Vec<ObjectReport>, u64) {
+) -> (Vec<ObjectReport>, Vec<Ranked>) {
     let mut candidates: Vec<(usize, PagePlacement, u64)> = Vec::new();
     for (i, object) in tables.objects.iter().enumerate() {
         if tables.object_selected.is_some_and(|s| !s[i]) {
@@ -170,7 +176,6 @@ fn top_objects(
             candidates.push((i, pages, resident));
         }
     }
-    let ranked = candidates.len() as u64;
     candidates.sort_by_key(|(i, _, resident)| {
         let t = &tally.objects[*i];
         let first_touch = kind_counts(&t.kinds).first_touch;
@@ -185,11 +190,12 @@ fn top_objects(
             id,
         )
     });
-    candidates.truncate(top);
     let touchers = first_touchers(tally, logical);
     let reports = candidates
-        .into_iter()
+        .iter()
+        .take(top)
         .map(|(i, pages, _)| {
+            let (i, pages) = (*i, pages.clone());
             let object = &tables.objects[i];
             let t = &tally.objects[i];
             ObjectReport {
@@ -213,6 +219,10 @@ fn top_objects(
                 access: None,
             }
         })
+        .collect();
+    let ranked = candidates
+        .into_iter()
+        .map(|(i, pages, _)| (i, pages))
         .collect();
     (reports, ranked)
 }

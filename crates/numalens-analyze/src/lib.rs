@@ -12,6 +12,7 @@ mod engine;
 mod error;
 mod fill;
 mod findings;
+mod groups;
 mod index;
 pub mod model;
 mod names;
@@ -154,7 +155,7 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         object_accesses: &object_accesses,
         active_threads: &active,
     };
-    let mut model = assemble::model(profile, options, &tables, &tally);
+    let (mut model, ranked) = assemble::model(profile, options, &tables, &tally);
     model.profile.unreadable_tables = unreadable.0;
     let inputs = fill::Inputs {
         objects: &objects,
@@ -169,6 +170,16 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         block_size,
     };
     fill::fill(&mut model, &inputs);
+    let grouping = groups::Inputs {
+        objects: &objects,
+        ranked: &ranked,
+        tally: &tally,
+        agg: &agg,
+        keys: &keys,
+        sites: &sites,
+        top: options.top,
+    };
+    model.groups = groups::groups(&model, &grouping);
     if options.simulate {
         whatif::add(&mut model, profile, &placement)?;
     }

@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 mod analysis;
+mod groups;
 pub use analysis::*;
+pub use groups::*;
 
 /// Version of the model's JSON shape. Adding fields keeps it; changing or removing one bumps it.
 /// 2: objects are ranked by accesses; findings, placement, communication and per-object analysis.
@@ -24,6 +26,10 @@ pub struct ReportModel {
     pub totals: Totals,
     /// The top objects, best first (see [`Totals::objects_ranked`] for how many there were).
     pub objects: Vec<ObjectReport>,
+    /// Objects grouped by allocation site, best first: the first `top` groups over every ranked
+    /// object (a group may have members that `objects` does not list).
+    #[serde(default)]
+    pub groups: Vec<SiteGroup>,
     /// Every thread with a selected sample or a row in the threads table, by process then
     /// logical id.
     pub threads: Vec<ThreadReport>,

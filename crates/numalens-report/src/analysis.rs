@@ -15,7 +15,7 @@ pub(crate) fn thread(m: &ReportModel, position: usize) -> String {
     })
 }
 
-fn percent(x: f64) -> String {
+pub(crate) fn percent(x: f64) -> String {
     format!("{:.0}%", 100.0 * x)
 }
 
@@ -85,35 +85,16 @@ pub(crate) fn findings(out: &mut String, s: Style, m: &ReportModel) {
 }
 
 pub(crate) fn objects_table(out: &mut String, s: Style, m: &ReportModel) {
-    let rows: Vec<Vec<String>> = m
-        .objects
-        .iter()
-        .enumerate()
-        .filter_map(|(rank, o)| {
-            let a = o.access.as_ref()?;
-            Some(vec![
-                (rank + 1).to_string(),
-                o.name.clone(),
-                bytes(o.size),
-                count(a.accesses),
-                percent(a.share),
-                format!("{}/{}", count(a.reads), count(a.writes)),
-                a.sharing.clone(),
-                a.first_toucher.map_or("-".into(), |t| {
-                    format!("{} {}", thread(m, t.thread), percent(t.share))
-                }),
-                a.main_user.map_or("-".into(), |t| {
-                    format!("{} {}", thread(m, t.thread), percent(t.share))
-                }),
-                a.local_ratio.map_or("-".into(), percent),
-                if a.advice.is_empty() {
-                    "-".into()
-                } else {
-                    a.advice.join(", ")
-                },
-            ])
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = if m.groups.is_empty() {
+        // A model written before objects were grouped.
+        m.objects
+            .iter()
+            .enumerate()
+            .filter_map(|(rank, o)| object_cells(m, rank + 1, o))
+            .collect()
+    } else {
+        crate::groups::table_rows(m)
+    };
     if rows.is_empty() {
         return;
     }
@@ -136,6 +117,39 @@ pub(crate) fn objects_table(out: &mut String, s: Style, m: &ReportModel) {
         ("advice", Align::Left),
     ];
     table(out, s, &head, &rows);
+}
+
+/// An object's row of the accesses table; none without an access.
+pub(crate) fn object_cells(m: &ReportModel, rank: usize, o: &ObjectReport) -> Option<Vec<String>> {
+    let a = o.access.as_ref()?;
+    Some(vec![
+        rank.to_string(),
+        o.name.clone(),
+        bytes(o.size),
+        count(a.accesses),
+        percent(a.share),
+        format!("{}/{}", count(a.reads), count(a.writes)),
+        a.sharing.clone(),
+        thread_share(m, a.first_toucher),
+        thread_share(m, a.main_user),
+        a.local_ratio.map_or("-".into(), percent),
+        advice(&a.advice),
+    ])
+}
+
+/// `T1 75%`, or `-`.
+pub(crate) fn thread_share(m: &ReportModel, t: Option<ThreadShare>) -> String {
+    t.map_or("-".into(), |t| {
+        format!("{} {}", thread(m, t.thread), percent(t.share))
+    })
+}
+
+pub(crate) fn advice(ids: &[String]) -> String {
+    if ids.is_empty() {
+        "-".into()
+    } else {
+        ids.join(", ")
+    }
 }
 
 pub(crate) fn placement(out: &mut String, s: Style, m: &ReportModel) {

@@ -3,6 +3,7 @@
 //! JSON is the model itself, serialised by the caller.
 
 mod analysis;
+mod groups;
 pub mod html;
 mod layout;
 mod printable;

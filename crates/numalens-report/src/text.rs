@@ -209,8 +209,21 @@ fn objects(out: &mut String, s: Style, m: &ReportModel, names: &ThreadNames) {
         return;
     }
     let placement_recorded = m.nodes.page_runs > 0;
-    for (rank, o) in m.objects.iter().enumerate() {
-        object_row(out, s, rank + 1, o);
+    // The instances of one site are one block, at the place of its first listed instance.
+    let mut shown_groups: Vec<usize> = Vec::new();
+    let mut rank = 0;
+    for o in &m.objects {
+        if let Some((g, group)) = crate::groups::of_object(m, o.id, o.pid) {
+            if shown_groups.contains(&g) {
+                continue;
+            }
+            shown_groups.push(g);
+            rank += 1;
+            crate::groups::details(out, s, rank, group, m);
+            continue;
+        }
+        rank += 1;
+        object_row(out, s, rank, o);
         object_details(out, s, o, names, placement_recorded);
     }
 }
@@ -274,7 +287,7 @@ fn object_details(
 }
 
 /// `function file:line`, or what is known of the frame.
-fn frame(f: &Frame) -> String {
+pub(crate) fn frame(f: &Frame) -> String {
     match (f.function.as_deref(), &f.file, f.line) {
         (Some(function), Some(file), Some(line)) => format!("{function} {file}:{line}"),
         // A static's definition outside any function.

@@ -7,6 +7,7 @@
 
 mod bins;
 mod charts;
+mod groups;
 mod help;
 mod matrices;
 mod objects;

@@ -100,14 +100,29 @@ fn table(out: &mut String, m: &ReportModel) {
         let _ = write!(out, "<th data-type=\"{kind}\">{name}</th>");
     }
     out.push_str("</tr></thead><tbody>\n");
-    for (rank, o) in m.objects.iter().take(limits::OBJECT_ROWS).enumerate() {
-        row(out, rank + 1, o, &names);
+    if m.groups.is_empty() {
+        // A model written before objects were grouped.
+        for (rank, o) in m.objects.iter().take(limits::OBJECT_ROWS).enumerate() {
+            row(out, rank + 1, o, rank, &names);
+        }
+    } else {
+        for (rank, g) in m.groups.iter().take(limits::OBJECT_ROWS).enumerate() {
+            match crate::groups::single(m, g) {
+                Some(o) => {
+                    let listed = m.objects.iter().position(|x| std::ptr::eq(x, o));
+                    row(out, rank + 1, o, listed.unwrap_or(usize::MAX), &names);
+                }
+                None => super::groups::row(out, rank + 1, g, &names),
+            }
+        }
     }
     out.push_str("</tbody></table></div>\n");
 }
 
-fn row(out: &mut String, rank: usize, o: &ObjectReport, names: &ThreadNames) {
-    let detailed = rank <= limits::DETAILED_OBJECTS && o.access.is_some();
+/// `listed`: the object's position in the model's objects, which decides whether it has a
+/// detail block to link to.
+fn row(out: &mut String, rank: usize, o: &ObjectReport, listed: usize, names: &ThreadNames) {
+    let detailed = listed < limits::DETAILED_OBJECTS && o.access.is_some();
     let name = if detailed {
         format!("<a href=\"#{}\">{}</a>", anchor(o.id, o.pid), esc(&o.name))
     } else {
@@ -160,7 +175,7 @@ fn row(out: &mut String, rank: usize, o: &ObjectReport, names: &ThreadNames) {
 
 /// The allocation site under an object's name: `function file:line` with the file's base name
 /// (the whole path in the tooltip).
-fn short_site(site: Option<&SiteReport>) -> String {
+pub(crate) fn short_site(site: Option<&SiteReport>) -> String {
     let Some(full) = site_text(site) else {
         return String::new();
     };
