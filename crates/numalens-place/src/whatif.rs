@@ -11,6 +11,9 @@ use crate::plan::Plan;
 use crate::policies::{self, Input, OracleReport, Params, Policy};
 use crate::sim::simulate;
 
+/// The least modelled gain over first touch that makes another policy the recommendation.
+pub const MIN_RECOMMENDED_GAIN: f64 = 0.01;
+
 /// One policy's result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyResult {
@@ -164,10 +167,7 @@ pub fn what_if_with_plans(
             .then(a.modelled_time_s.total_cmp(&b.modelled_time_s))
             .then(order(&a.policy).cmp(&order(&b.policy)))
     });
-    let recommended = results
-        .iter()
-        .find(|r| r.0.policy != "oracle" && r.0.plan.is_none())
-        .map(|r| r.0.policy.clone());
+    let recommended = recommend(results.iter().map(|r| &r.0), first_touch);
     let schedules = results
         .iter()
         .map(|(r, s)| (r.policy.clone(), s.clone()))
@@ -189,6 +189,23 @@ pub fn what_if_with_plans(
 }
 
 /// Position in the documented list: ties in time go to the simpler policy.
+/// The best policy (results sorted best first), unless its gain is smaller than the model can
+/// tell apart from first touch: that is no reason to move anything, and the default stays.
+fn recommend<'a>(
+    sorted: impl Iterator<Item = &'a PolicyResult>,
+    first_touch_s: f64,
+) -> Option<String> {
+    let mut sorted = sorted;
+    let best = sorted.find(|r| r.policy != "oracle" && r.plan.is_none())?;
+    Some(
+        if best.modelled_time_s < first_touch_s * (1.0 - MIN_RECOMMENDED_GAIN) {
+            best.policy.clone()
+        } else {
+            Policy::FirstTouch.name().to_string()
+        },
+    )
+}
+
 fn order(name: &str) -> usize {
     policies::POLICIES
         .iter()
@@ -305,6 +322,8 @@ mod tests {
             .unwrap()
             .table;
         assert_eq!(w.policies.len(), 12);
+        // Nothing gains: the default is the recommendation, whatever the ties' order.
+        assert_eq!(w.recommended.as_deref(), Some("first-touch"));
         for r in &w.policies {
             assert_eq!(
                 r.modelled_time_s, w.policies[0].modelled_time_s,
@@ -313,6 +332,34 @@ mod tests {
             );
             assert_eq!(r.local_access_ratio, Some(1.0));
         }
+    }
+
+    #[test]
+    fn a_gain_the_model_cannot_tell_from_first_touch_recommends_first_touch() {
+        let a = private_pages(4, 16, 1000);
+        let m = Machine::from_topology(&preset("machine-b").unwrap());
+        let w = what_if(&a, &m, &[Policy::MaratheUniform], &Params::default())
+            .unwrap()
+            .table;
+        let with_time = |policy: &str, s: f64| {
+            let mut r = w.policies[0].clone();
+            r.policy = policy.to_string();
+            r.modelled_time_s = s;
+            r
+        };
+        let oracle = with_time("oracle", 0.5);
+        let close = [
+            oracle.clone(),
+            with_time("spm", 0.995),
+            with_time("first-touch", 1.0),
+        ];
+        assert_eq!(recommend(close.iter(), 1.0).as_deref(), Some("first-touch"));
+        let clear = [
+            oracle,
+            with_time("spm", 0.98),
+            with_time("first-touch", 1.0),
+        ];
+        assert_eq!(recommend(clear.iter(), 1.0).as_deref(), Some("spm"));
     }
 
     #[test]

@@ -27,12 +27,22 @@ pub fn render_what_if(w: &WhatIf, color: bool) -> String {
     if let Some(best) = &w.recommended {
         let r = w.policies.iter().find(|r| &r.policy == best);
         let speedup = r.and_then(|r| r.speedup_vs_first_touch).unwrap_or(1.0);
-        let _ = writeln!(
-            out,
-            "\n  Best policy: {} ({:+.1} % modelled memory time vs first-touch).",
-            s.good(best),
-            (1.0 / speedup - 1.0) * 100.0
-        );
+        if best == "first-touch" {
+            let _ = writeln!(
+                out,
+                "\n  Best policy: {} (no policy gains {:.0} % or more of modelled memory time: \
+                 keep the default).",
+                s.good(best),
+                numalens_place::whatif::MIN_RECOMMENDED_GAIN * 100.0
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "\n  Best policy: {} ({:+.1} % modelled memory time vs first-touch).",
+                s.good(best),
+                (1.0 / speedup - 1.0) * 100.0
+            );
+        }
     }
     if let Some(o) = &w.oracle {
         let oracle = w.policies.iter().find(|r| r.policy == "oracle");

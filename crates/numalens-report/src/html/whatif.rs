@@ -49,7 +49,14 @@ pub(crate) fn what_if(out: &mut String, m: &ReportModel) {
         &help::WHAT_IF,
     );
     table(out, w);
-    if let Some(best) = &w.recommended {
+    if w.recommended.as_deref() == Some("first-touch") {
+        let _ = writeln!(
+            out,
+            "<p>Best policy: <b>first-touch</b>, the default: no policy gains {:.0} % or more of \
+             modelled memory time.</p>",
+            numalens_place::whatif::MIN_RECOMMENDED_GAIN * 100.0
+        );
+    } else if let Some(best) = &w.recommended {
         let _ = writeln!(
             out,
             "<p>Best policy: <b>{}</b>. <code>numalens plan PROFILE --policy {} -o plan.json</code> \
