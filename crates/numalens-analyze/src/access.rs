@@ -17,6 +17,19 @@ pub(crate) const NO_OBJECT: u32 = u32::MAX;
 /// Cache lines of this many bytes, for false sharing.
 pub(crate) const LINE: u64 = 64;
 
+/// Two threads' writes to one cache line at most this far apart in time alternate on it: 1 ms.
+///
+/// A line bounces between caches only while its writers alternate on it; writers that take it
+/// in turns across phases of a loop nest (one partition of an array, then another) write the
+/// same lines without any of that cost, and padding would win nothing. A sampled thread that
+/// keeps writing a line leaves a sample on it every few microseconds (`inst` samples one write in
+/// 1024, PMU backends thousands of samples a second), so two writers alternating for longer than
+/// a millisecond leave samples of both inside one window, while phases (of milliseconds or more)
+/// put samples of two threads that close only at their boundaries. It is also about a scheduler
+/// time slice: two writers that meet less often than that do not share the line's cache
+/// residency in any way padding changes.
+pub(crate) const INTERLEAVE_NS: u64 = 1_000_000;
+
 /// Regions each object is cut into for phase detection and timelines.
 pub(crate) const REGIONS: u64 = 16;
 
@@ -70,6 +83,11 @@ pub(crate) struct User {
     pub written_lines: u64,
     /// Bit `b`: it wrote at byte `b` of some written line of the page.
     pub written_bytes: u64,
+    /// Weight of its write samples that another thread's write sample on the same line
+    /// follows or precedes within [`INTERLEAVE_NS`]: the lines bounced between their caches.
+    pub interleaved_writes: u64,
+    /// Bit `i`: some of those writes were on cache line `i` of the page.
+    pub interleaved_lines: u64,
 }
 
 /// Sums of access counts. Counts read from a damaged profile can be anything up to u64::MAX;
@@ -104,6 +122,8 @@ impl User {
         self.last_ns = self.last_ns.max(o.last_ns);
         self.written_lines |= o.written_lines;
         self.written_bytes |= o.written_bytes;
+        self.interleaved_writes = self.interleaved_writes.saturating_add(o.interleaved_writes);
+        self.interleaved_lines |= o.interleaved_lines;
     }
 }
 
@@ -399,6 +419,18 @@ impl AccessTally {
         }
     }
 
+    /// A write sample `a` that alternates with another thread's on its line (see
+    /// [`interleaved`]); its counters already hold it from [`AccessTally::add`].
+    pub(crate) fn interleaved(&mut self, a: &Access) {
+        let offset = match self.page_shift {
+            Some(_) => a.address & (self.page_size - 1),
+            None => a.address % self.page_size,
+        };
+        let user = self.user_of(a);
+        user.interleaved_writes = user.interleaved_writes.saturating_add(a.weight);
+        user.interleaved_lines |= 1 << ((offset / LINE) % 64);
+    }
+
     /// A first-touch fault: who placed the page, and where.
     pub(crate) fn touch(&mut self, pid: u32, address: u64, object: u32, touch: Touch) {
         let page = self.page_number(address);
@@ -458,6 +490,70 @@ impl AccessTally {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.pages.is_empty()
+    }
+}
+
+/// Marks the write samples of `writes` (one batch's store samples, in any order) that another
+/// thread's write sample on the same cache line of the same process follows or precedes within
+/// [`INTERLEAVE_NS`]. Samples of one batch cover one stretch of time; a pair split across two
+/// batches is missed, which only ever weakens the evidence for false sharing.
+pub(crate) fn interleaved(writes: &mut [Access]) -> Vec<bool> {
+    writes.sort_unstable_by_key(|a| (a.pid, a.address / LINE, a.time_ns));
+    let mut marked = vec![false; writes.len()];
+    let mut start = 0;
+    while start < writes.len() {
+        let key = |a: &Access| (a.pid, a.address / LINE);
+        let line = key(&writes[start]);
+        let end = start + writes[start..].partition_point(|a| key(a) == line);
+        let group = &writes[start..end];
+        // Forward, then backward: the nearest other thread's sample on each side.
+        let mut near = Nearest::default();
+        for (i, a) in group.iter().enumerate() {
+            if near
+                .other(a.thread)
+                .is_some_and(|t| a.time_ns - t <= INTERLEAVE_NS)
+            {
+                marked[start + i] = true;
+            }
+            near.saw(a.thread, a.time_ns);
+        }
+        let mut near = Nearest::default();
+        for (i, a) in group.iter().enumerate().rev() {
+            if near
+                .other(a.thread)
+                .is_some_and(|t| t - a.time_ns <= INTERLEAVE_NS)
+            {
+                marked[start + i] = true;
+            }
+            near.saw(a.thread, a.time_ns);
+        }
+        start = end;
+    }
+    marked
+}
+
+/// The last sample seen and the last one of another thread than its: enough to give, for any
+/// thread, the last time another thread was seen.
+#[derive(Default)]
+struct Nearest {
+    last: Option<(u32, u64)>,
+    last_other: Option<(u32, u64)>,
+}
+
+impl Nearest {
+    fn saw(&mut self, thread: u32, time: u64) {
+        match self.last {
+            Some((t, _)) if t == thread => {}
+            previous => self.last_other = previous,
+        }
+        self.last = Some((thread, time));
+    }
+
+    fn other(&self, thread: u32) -> Option<u64> {
+        match self.last {
+            Some((t, time)) if t != thread => Some(time),
+            _ => self.last_other.map(|(_, time)| time),
+        }
     }
 }
 
@@ -562,5 +658,54 @@ mod tests {
             .map(|row| total.timelines.row(row).iter().sum::<u64>())
             .saturating_sum();
         assert_eq!(timeline_total, 20_000);
+    }
+
+    fn store(thread: u32, time_ns: u64, address: u64) -> Access {
+        Access {
+            pid: 1,
+            thread,
+            address,
+            time_ns,
+            object: 0,
+            weight: 1,
+            direction: Direction::Write,
+        }
+    }
+
+    #[test]
+    fn writes_alternate_on_a_line_only_within_the_window() {
+        let ms = INTERLEAVE_NS;
+        let mut writes = vec![
+            // Line 0: threads 0 and 1 within the window, then thread 0 alone much later.
+            store(0, 10, 0),
+            store(1, 10 + ms, 8),
+            store(0, 10 + 5 * ms, 16),
+            // Line 1: threads 0 then 2, too far apart; thread 2 again next to thread 0.
+            store(0, 0, 64),
+            store(2, 3 * ms, 72),
+            store(2, 20 * ms, 72),
+            store(0, 20 * ms + 1, 64),
+            // Another process at the same address: another line.
+            Access {
+                pid: 2,
+                ..store(3, 10, 0)
+            },
+        ];
+        let marked = interleaved(&mut writes);
+        let got: Vec<(u32, u32, u64)> = writes
+            .iter()
+            .zip(marked)
+            .filter(|(_, m)| *m)
+            .map(|(a, _)| (a.pid, a.thread, a.time_ns))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, 0, 10),
+                (1, 1, 10 + ms),
+                (1, 2, 20 * ms),
+                (1, 0, 20 * ms + 1)
+            ]
+        );
     }
 }

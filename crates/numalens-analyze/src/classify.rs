@@ -57,19 +57,19 @@ pub(crate) struct PageView {
     /// The user with more than the exclusivity share (kMAF locality), if any.
     pub dominant: Option<u32>,
     pub first_toucher: Option<u32>,
-    /// Writes on lines that several threads wrote at distinct bytes.
+    /// Writes (sampled) on lines that several threads wrote at distinct bytes, alternating in
+    /// time: false sharing.
     pub false_shared_writes: u64,
+    /// Writes (exact) of threads that each hammer the page without store samples to say more:
+    /// a false-sharing candidate.
+    pub candidate_writes: u64,
     /// Accesses of its users that are remote under the placement (set by the engine).
     pub remote: u64,
 }
 
-/// Classifies `page`; `exact` when counts come from `page_stats` (no times beyond the first).
-pub(crate) fn view(
-    page: &PageAcc,
-    exact: bool,
-    false_shared_writes: u64,
-    page_size: u64,
-) -> PageView {
+/// Classifies `page`; `exact` when counts come from `page_stats` (no times beyond the first);
+/// `lines` is what the store samples on the page say of its cache lines.
+pub(crate) fn view(page: &PageAcc, exact: bool, lines: LineEvidence, page_size: u64) -> PageView {
     let mut users: Vec<&User> = page.users.iter().filter(|u| u.accesses() > 0).collect();
     users.sort_by_key(|u| (std::cmp::Reverse(u.accesses()), u.thread));
     let accesses: u64 = users.iter().map(|u| u.accesses()).saturating_sum();
@@ -85,13 +85,16 @@ pub(crate) fn view(
     let dominant =
         numalens_place::policies::dominates(top, second, accesses, THRESHOLDS.exclusivity)
             .then(|| users[0].thread);
-    let hammered = if exact && dominant.is_none() {
+    // Exact counts hold no time below the run, so a hammered page is only a candidate; and
+    // store samples showing its shared lines written at other times than each other rule even
+    // that out.
+    let candidate_writes = if exact && dominant.is_none() && lines.shared_line_writes == 0 {
         hammered_writes(&significant, page_size)
     } else {
         0
     };
-    let false_shared_writes = false_shared_writes.max(hammered);
-    let class = if false_shared_writes > 0 {
+    let false_shared_writes = lines.interleaved_writes;
+    let class = if false_shared_writes > 0 || candidate_writes > 0 {
         Class::FalseSharing
     } else if significant.len() <= 1 || dominant.is_some() {
         Class::Private
@@ -109,6 +112,7 @@ pub(crate) fn view(
         dominant,
         first_toucher: first_toucher(page, exact),
         false_shared_writes,
+        candidate_writes,
         remote: 0,
     }
 }
@@ -162,28 +166,54 @@ fn first_toucher(page: &PageAcc, exact: bool) -> Option<u32> {
         .map(|u| u.thread)
 }
 
-/// Writes on cache lines of the page that two or more threads wrote at distinct bytes.
-pub(crate) fn false_shared_writes(page: &PageAcc) -> u64 {
+/// What the store samples of one page say of its cache lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LineEvidence {
+    /// Writes on lines that two or more threads wrote at distinct bytes, at any times.
+    pub shared_line_writes: u64,
+    /// The part of them that alternated with another writer of the line within
+    /// [`crate::access::INTERLEAVE_NS`].
+    pub interleaved_writes: u64,
+}
+
+/// Writes on cache lines of the page that two or more threads wrote at distinct bytes: all of
+/// them, and those whose writers alternated on the line in time. Writers that share lines only
+/// across phases (one thread writes every line, later another does) are not false sharing.
+pub(crate) fn line_evidence(page: &PageAcc) -> LineEvidence {
     let writers: Vec<&User> = page.users.iter().filter(|u| u.written_lines != 0).collect();
     if writers.len() < 2 {
-        return 0;
+        return LineEvidence::default();
     }
-    let mut involved = vec![false; writers.len()];
+    let mut shared = vec![false; writers.len()];
+    let mut alternating = vec![false; writers.len()];
     for (i, a) in writers.iter().enumerate() {
         for (j, b) in writers.iter().enumerate().skip(i + 1) {
-            let same_line = a.written_lines & b.written_lines != 0;
-            if same_line && a.written_bytes & b.written_bytes == 0 {
-                involved[i] = true;
-                involved[j] = true;
+            if a.written_bytes & b.written_bytes != 0 {
+                // The same bytes: one shared variable, not false sharing.
+                continue;
+            }
+            if a.written_lines & b.written_lines != 0 {
+                shared[i] = true;
+                shared[j] = true;
+            }
+            if a.interleaved_lines & b.interleaved_lines != 0 {
+                alternating[i] = true;
+                alternating[j] = true;
             }
         }
     }
-    writers
-        .iter()
-        .zip(involved)
-        .filter(|(_, inv)| *inv)
-        .map(|(u, _)| u.writes)
-        .saturating_sum()
+    let sum = |involved: &[bool], writes: fn(&User) -> u64| {
+        writers
+            .iter()
+            .zip(involved)
+            .filter(|(_, inv)| **inv)
+            .map(|(u, _)| writes(u))
+            .saturating_sum()
+    };
+    LineEvidence {
+        shared_line_writes: sum(&shared, |u| u.writes),
+        interleaved_writes: sum(&alternating, |u| u.interleaved_writes),
+    }
 }
 
 #[cfg(test)]
@@ -211,42 +241,79 @@ mod tests {
 
     #[test]
     fn classes_of_pages() {
+        let none = LineEvidence::default();
         let private = page(vec![user(0, 100, 100, (0, 9)), user(1, 5, 0, (0, 9))]);
-        let v = view(&private, true, 0, 4096);
+        let v = view(&private, true, none, 4096);
         assert_eq!(
             (v.class, v.dominant, v.users.len()),
             (Class::Private, Some(0), 1)
         );
         let ro = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 0, (0, 9))]);
-        assert_eq!(view(&ro, true, 0, 4096).class, Class::SharedReadOnly);
+        assert_eq!(view(&ro, true, none, 4096).class, Class::SharedReadOnly);
         let rw = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 20, (0, 9))]);
-        assert_eq!(view(&rw, true, 0, 4096).class, Class::SharedReadWrite);
+        assert_eq!(view(&rw, true, none, 4096).class, Class::SharedReadWrite);
         let moved = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 20, (10, 19))]);
-        assert_eq!(view(&moved, false, 0, 4096).class, Class::Migratory);
-        assert_eq!(view(&moved, true, 0, 4096).class, Class::SharedReadWrite);
-        assert_eq!(view(&rw, false, 3, 4096).class, Class::FalseSharing);
-        let hammered = page(vec![user(0, 0, 40_000, (0, 9)), user(1, 0, 40_000, (0, 9))]);
-        let v = view(&hammered, true, 0, 4096);
+        assert_eq!(view(&moved, false, none, 4096).class, Class::Migratory);
+        assert_eq!(view(&moved, true, none, 4096).class, Class::SharedReadWrite);
+        let alternating = LineEvidence {
+            shared_line_writes: 30,
+            interleaved_writes: 3,
+        };
+        let v = view(&rw, false, alternating, 4096);
+        assert_eq!((v.class, v.false_shared_writes), (Class::FalseSharing, 3));
+        // Lines shared only at different times: not false sharing.
+        let in_turns = LineEvidence {
+            shared_line_writes: 30,
+            interleaved_writes: 0,
+        };
         assert_eq!(
-            (v.class, v.false_shared_writes),
-            (Class::FalseSharing, 80_000)
+            view(&rw, false, in_turns, 4096).class,
+            Class::SharedReadWrite
         );
+        let hammered = page(vec![user(0, 0, 40_000, (0, 9)), user(1, 0, 40_000, (0, 9))]);
+        let v = view(&hammered, true, none, 4096);
         assert_eq!(
-            view(&hammered, false, 0, 4096).class,
+            (v.class, v.false_shared_writes, v.candidate_writes),
+            (Class::FalseSharing, 0, 80_000)
+        );
+        // Store samples that saw the lines written in turns rule the candidate out.
+        let v = view(&hammered, true, in_turns, 4096);
+        assert_eq!((v.class, v.candidate_writes), (Class::SharedReadWrite, 0));
+        assert_eq!(
+            view(&hammered, false, none, 4096).class,
             Class::SharedReadWrite
         );
     }
 
     #[test]
-    fn distinct_bytes_of_one_line_are_false_sharing() {
-        let w = |thread, byte: u64| User {
+    fn distinct_bytes_of_one_line_alternating_are_false_sharing() {
+        let w = |thread, byte: u64, interleaved: bool| User {
             thread,
             writes: 10,
             written_lines: 1,
             written_bytes: 1 << byte,
+            interleaved_writes: if interleaved { 4 } else { 0 },
+            interleaved_lines: u64::from(interleaved),
             ..User::default()
         };
-        assert_eq!(false_shared_writes(&page(vec![w(0, 0), w(1, 8)])), 20);
-        assert_eq!(false_shared_writes(&page(vec![w(0, 0), w(1, 0)])), 0);
+        let e = |users| line_evidence(&page(users));
+        assert_eq!(
+            e(vec![w(0, 0, true), w(1, 8, true)]),
+            LineEvidence {
+                shared_line_writes: 20,
+                interleaved_writes: 8
+            }
+        );
+        assert_eq!(
+            e(vec![w(0, 0, false), w(1, 8, false)]),
+            LineEvidence {
+                shared_line_writes: 20,
+                interleaved_writes: 0
+            }
+        );
+        assert_eq!(
+            e(vec![w(0, 0, true), w(1, 0, true)]),
+            LineEvidence::default()
+        );
     }
 }

@@ -7,7 +7,7 @@ use numalens_format::Object;
 
 use crate::access::SaturatingSum;
 use crate::access::{AccessTally, NO_OBJECT, PageAcc, PageKey};
-use crate::classify::{CLASSES, Class, PageView, THRESHOLDS, false_shared_writes, view};
+use crate::classify::{CLASSES, Class, LineEvidence, PageView, THRESHOLDS, line_evidence, view};
 use crate::pages::PageMap;
 use crate::placement::Placement;
 
@@ -58,8 +58,13 @@ pub(crate) struct ObjAgg {
     pub neighbour: Part,
     /// Concurrently shared pages whose users are not just two logical neighbours, and not wide.
     pub other_shared: Part,
+    /// Sampled writes on lines whose writers alternated in time, and their pages.
     pub false_shared_writes: u64,
     pub false_shared: Part,
+    /// Exact writes on pages several threads hammer, with no sample times to confirm, and
+    /// their pages.
+    pub candidate_writes: u64,
+    pub candidate: Part,
     pub migratory: Part,
     /// Thread pairs (a < b) → communication on its pages (the smaller of their two counts).
     pub pairs: HashMap<(u32, u32), u64>,
@@ -156,7 +161,7 @@ pub(crate) fn aggregate(
         let mut v = view(
             page,
             exact,
-            fs.get(key).copied().unwrap_or(0),
+            fs.get(key).copied().unwrap_or_default(),
             ctx.page_size,
         );
         let touch_node = page.touch.and_then(|t| t.node);
@@ -296,9 +301,13 @@ fn add_page(agg: &mut ObjAgg, v: &PageView, remote: u64, active: usize, ctx: &Co
                 agg.other_shared.add(v.accesses, remote);
             }
         }
-        Class::FalseSharing => {
+        Class::FalseSharing if v.false_shared_writes > 0 => {
             add(&mut agg.false_shared_writes, v.false_shared_writes);
             agg.false_shared.add(v.accesses, remote);
+        }
+        Class::FalseSharing => {
+            add(&mut agg.candidate_writes, v.candidate_writes);
+            agg.candidate.add(v.accesses, remote);
         }
         Class::Migratory => agg.migratory.add(v.accesses, remote),
         Class::Private => {}
@@ -391,13 +400,13 @@ fn communicate(matrix: &mut HashMap<(u32, u32), u64>, users: &[(u32, u64)]) {
     }
 }
 
-fn false_sharing_by_page(sampled: &AccessTally) -> HashMap<PageKey, u64> {
+fn false_sharing_by_page(sampled: &AccessTally) -> HashMap<PageKey, LineEvidence> {
     sampled
         .pages
         .iter()
         .filter_map(|(key, page)| {
-            let w = false_shared_writes(page);
-            (w > 0).then_some((*key, w))
+            let e = line_evidence(page);
+            (e.shared_line_writes > 0).then_some((*key, e))
         })
         .collect()
 }

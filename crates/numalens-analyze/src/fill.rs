@@ -95,9 +95,9 @@ fn info(i: &Inputs, times: &build::Times, all: u64) -> AnalysisInfo {
         }
         .into(),
         false_sharing: if stores {
-            "cache lines of 64 bytes, from the addresses of store samples".into()
+            "cache lines of 64 bytes, from the addresses and times of store samples: writes of two threads to distinct bytes of one line within 1 ms of each other".into()
         } else if i.exact {
-            "candidates only: page_stats count whole pages, so a page that several threads each write more than 64 times per word is reported (false sharing or one contended variable)".into()
+            "candidates only: page_stats count whole pages and carry no write times, so a page that several threads each write more than 64 times per word is a candidate (false sharing, phases taking the lines in turns, or one contended variable); record store samples to confirm".into()
         } else {
             "not available: no store samples with addresses".into()
         },
@@ -251,17 +251,22 @@ fn summary(f: &Fired, name: &str) -> String {
             ev("users")
         ),
         "neighbour-sharing" => format!(
-            "{name}: {} pages are shared by neighbouring threads only ({} of its accesses)",
-            ev("neighbour_pages"),
-            pct("neighbour_access_share")
+            "{name}: {} pairs of neighbouring threads carry {} of the sharing on its pages",
+            ev("neighbour_pairs"),
+            pct("neighbour_communication_share")
         ),
         "phase-change" => format!(
             "{name}: the threads using its parts change during the run ({} of its accesses)",
             pct("phase_access_share")
         ),
         "false-sharing" => format!(
-            "{name}: threads write distinct bytes of the same cache lines ({} of its writes)",
+            "{name}: threads write distinct bytes of the same cache lines, alternating within a millisecond ({} of its writes)",
             pct("false_shared_write_share")
+        ),
+        "false-sharing-candidate" => format!(
+            "{name}: possible false sharing, not confirmed: {} threads each write its pages many times per word ({} of its writes), but without write times it may as well be phases or one contended variable",
+            ev("writers"),
+            pct("candidate_write_share")
         ),
         _ => format!(
             "{name}: {} small objects used by {} threads share {} pages",

@@ -119,9 +119,8 @@ pub(crate) fn object_findings(agg: &ObjAgg, f: &Facts) -> Vec<Fired> {
         });
     }
     let writes = agg.rw[1].max(1) as f64;
-    if agg.false_shared_writes > 0
-        && agg.false_shared_writes as f64 >= THRESHOLDS.false_sharing_share * writes
-    {
+    let enough = |n: u64| n > 0 && n as f64 >= THRESHOLDS.false_sharing_share * writes;
+    if enough(agg.false_shared_writes) {
         out.push(Fired {
             id: "false-sharing",
             evidence: vec![
@@ -134,6 +133,23 @@ pub(crate) fn object_findings(agg: &ObjAgg, f: &Facts) -> Vec<Fired> {
             ],
             accesses: agg.false_shared.accesses,
             remote: agg.false_shared.remote,
+        });
+    } else if enough(agg.candidate_writes) {
+        // Page counts cannot tell writers alternating on a line from writers taking the lines
+        // in turns between phases, or from one contended variable: a padding made on that
+        // evidence alone can cost a day for nothing, so this only says what to record.
+        out.push(Fired {
+            id: "false-sharing-candidate",
+            evidence: vec![
+                ("candidate_pages", agg.candidate.pages as f64),
+                (
+                    "candidate_write_share",
+                    agg.candidate_writes as f64 / writes,
+                ),
+                ("writers", agg.users.len() as f64),
+            ],
+            accesses: agg.candidate.accesses,
+            remote: agg.candidate.remote,
         });
     }
     out
@@ -175,7 +191,12 @@ pub(crate) fn advice(id: &str) -> (&'static str, &'static str, &'static str) {
         "false-sharing" => (
             "pad-per-thread-data",
             "pad or align each thread's data to its own cache line (64 bytes)",
-            "several threads write distinct bytes of the same cache lines, so the line bounces between their caches (and nodes) on every write",
+            "several threads write distinct bytes of the same cache lines, alternating within a millisecond, so the line bounces between their caches (and nodes) on every write",
+        ),
+        "false-sharing-candidate" => (
+            "record-write-times",
+            "change nothing yet: record again with write samples (`--backend inst` with `--inst-mode both` or `sampled`, or a PMU backend with store samples) to see whether the writers alternate on the same cache lines; pad only if the report then says false-sharing",
+            "several threads each write its pages many times per word, but exact page counts carry no write times and no addresses within the page: writers alternating on a line (false sharing), writers taking the lines in turns in different phases, and one contended variable all look the same",
         ),
         _ => (
             "allocate-in-thread",

@@ -11,7 +11,9 @@ use arrow_array::types::{UInt8Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, DictionaryArray, PrimitiveArray, RecordBatch, StringArray};
 use numalens_format::{FormatError, Label, Profile, Sample, SampleKind};
 
-use crate::access::{Access, AccessTally, Direction, NO_OBJECT, ThreadIds, Touch, region};
+use crate::access::{
+    Access, AccessTally, Direction, NO_OBJECT, ThreadIds, Touch, interleaved, region,
+};
 use crate::index::ObjectIndex;
 
 /// The only sample columns the report reads.
@@ -246,6 +248,8 @@ impl SampleTally {
         let mut thread_id = 0;
         let mut thread = ThreadTally::default();
         let mut first_touch_run: Option<((u32, ThreadKey), u64)> = None;
+        // Store samples, to find those whose line another thread wrote about the same time.
+        let mut writes: Vec<Access> = Vec::new();
         let rows = batch.num_rows();
         for i in 0..rows {
             if i + PREFETCH_AHEAD < rows {
@@ -303,6 +307,9 @@ impl SampleTally {
                 kind,
                 (!c.node.is_null(i)).then(|| c.node.value(i)),
             );
+            if kind == STORE {
+                writes.push(access);
+            }
             thread.kinds[kind] += 1;
             thread.weight += weight;
             if c.node.is_null(i) {
@@ -326,6 +333,10 @@ impl SampleTally {
         }
         if let Some((k, n)) = first_touch_run {
             *self.first_touches.entry(k).or_default() += n;
+        }
+        let marked = interleaved(&mut writes);
+        for (a, _) in writes.iter().zip(marked).filter(|(_, m)| *m) {
+            self.access.interleaved(a);
         }
         Ok(())
     }

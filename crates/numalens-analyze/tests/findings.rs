@@ -107,13 +107,101 @@ fn handed_over_blocks_are_a_phase_change() {
 }
 
 #[test]
-fn hammered_counters_are_false_sharing() {
+fn hammered_counters_without_times_are_only_a_candidate() {
     let m = model_of(false_sharing());
     assert_eq!(
         findings(&m),
-        one("false-sharing", "pad-per-thread-data", "counters")
+        one("false-sharing-candidate", "record-write-times", "counters")
     );
     assert!(m.analysis.false_sharing.starts_with("candidates only"));
+    assert!(
+        !m.findings[0].fix.contains("pad or align"),
+        "{}",
+        m.findings[0].fix
+    );
+}
+
+/// Store samples of the four counters of `false_sharing()`, every thread writing its own
+/// 8 bytes every 10 µs for 10 ms, all at once.
+fn alternating_stores(s: &mut Scenario, counters: u64) {
+    for i in 0..1000u64 {
+        for t in 0..THREADS {
+            s.sample(
+                t,
+                i * 10_000 + u64::from(t),
+                counters + 8 * u64::from(t),
+                true,
+                1024,
+            );
+        }
+    }
+}
+
+#[test]
+fn counters_written_in_alternation_are_false_sharing() {
+    // Samples alone, and samples beside the exact counts.
+    let mut sampled = Scenario::default();
+    let counters = sampled.object("counters", PAGE);
+    alternating_stores(&mut sampled, counters);
+    let mut both = false_sharing();
+    alternating_stores(&mut both, counters);
+    for s in [sampled, both] {
+        let m = model_of(s);
+        assert_eq!(
+            findings(&m),
+            one("false-sharing", "pad-per-thread-data", "counters")
+        );
+        assert!(m.analysis.false_sharing.contains("1 ms"));
+    }
+}
+
+/// An array whose lines both threads write, in turns: thread 0 writes word 0 of every line in
+/// one phase, thread 1 word 1 of every line in the next (a loop nest partitioning another
+/// dimension), ten times over. Each phase lasts 50 ms.
+fn partitioned_in_phases(exact: bool) -> Scenario {
+    let mut s = Scenario::default();
+    let pages = 16;
+    let array = s.object("array", pages * PAGE);
+    let lines = pages * PAGE / 64;
+    let phase_ns = 50_000_000;
+    for iteration in 0..10u64 {
+        for t in 0..2u32 {
+            let start = (2 * iteration + u64::from(t)) * phase_ns;
+            for line in 0..lines {
+                let time = start + line * (phase_ns / lines);
+                s.sample(t, time, array + line * 64 + 8 * u64::from(t), true, 1024);
+            }
+        }
+    }
+    if exact {
+        // The counts the samples stand for (one write in 1024 sampled), far above the 64
+        // writes per word of the exact candidate rule.
+        for p in 0..pages {
+            for t in 0..2u32 {
+                let writes = 10 * 64 * 1024;
+                s.count(t, array + p * PAGE, 0, writes, u64::from(t) * phase_ns);
+            }
+        }
+    }
+    s
+}
+
+#[test]
+fn lines_written_by_two_threads_in_different_phases_are_not_false_sharing() {
+    for exact in [false, true] {
+        let m = model_of(partitioned_in_phases(exact));
+        let ids: Vec<String> = findings(&m).into_iter().map(|f| f.0).collect();
+        assert!(
+            !ids.iter().any(|id| id.starts_with("false-sharing")),
+            "exact counts too: {exact}: {ids:?}"
+        );
+        assert!(
+            m.findings.iter().all(|f| !f.fix.contains("pad or align")),
+            "{:?}",
+            m.findings
+        );
+        assert!(ids.iter().any(|id| id == "phase-change"), "{ids:?}");
+    }
 }
 
 #[test]
