@@ -240,11 +240,13 @@ impl Engine {
     /// The epoch's accesses as a window of cells; pages seen for the first time get the next
     /// indices in the order of their first access and are given to the policy placed where
     /// their first toucher runs (first touch).
-    fn close_window(&mut self) -> Vec<Cell> {
+    /// The window's page numbers come with it, by page index, for the policy to read.
+    fn close_window(&mut self) -> (Vec<Cell>, Vec<(u32, u64)>) {
         let mut pending: Vec<((u32, u32, u64), Pending)> = self.current.drain().collect();
         self.current.shrink_to(pending.len() / 2);
         pending.sort_unstable_by_key(|(key, p)| (p.first_ns, *key));
         let mut cells = Vec::with_capacity(pending.len());
+        let mut numbers = Vec::with_capacity(pending.len());
         let mut new_pages = Vec::new();
         for ((pid, tid, number), p) in pending {
             let thread = self.thread(pid, tid);
@@ -252,6 +254,7 @@ impl Engine {
             if new {
                 new_pages.push(self.thread_node[thread as usize]);
             }
+            numbers.push((page, number));
             cells.push(Cell {
                 page,
                 thread,
@@ -262,7 +265,9 @@ impl Engine {
         }
         self.stepper.add_pages(&new_pages);
         cells.sort_unstable_by_key(|c| (c.page, c.thread));
-        cells
+        numbers.sort_unstable();
+        numbers.dedup();
+        (cells, numbers)
     }
 
     /// Where each thread runs now: the CPU it last ran on (`/proc/PID/task/TID/stat`, field 39).
@@ -307,7 +312,7 @@ impl Engine {
         live: &std::collections::BTreeSet<u32>,
     ) -> Vec<Migration> {
         self.locate_threads();
-        let cells = self.close_window();
+        let (cells, numbers) = self.close_window();
         self.stats.epochs += 1;
         self.stats.pages_tracked = self.pages.len() as u64;
         self.clear_soft_dirty(live);
@@ -315,7 +320,7 @@ impl Engine {
             return Vec::new();
         }
         let started = std::time::Instant::now();
-        self.decide(&cells);
+        self.decide(&cells, &numbers);
         self.stats.decide_ns += started.elapsed().as_nanos() as u64;
         self.carry_out(now_ns, origin_ns);
         Vec::new()
@@ -350,9 +355,14 @@ impl Engine {
 
     /// The policy's step on the epoch's window: its thread moves made at once, its page moves
     /// added to the backlog.
-    fn decide(&mut self, cells: &[Cell]) {
+    fn decide(&mut self, cells: &[Cell], numbers: &[(u32, u64)]) {
         let table = &self.pages;
-        let page_number = |p: u32| table.key(p).1;
+        // The policy asks for the numbers of the window's pages only.
+        let page_number = |p: u32| {
+            numbers
+                .binary_search_by_key(&p, |n| n.0)
+                .map_or(0, |i| numbers[i].1)
+        };
         let step = self.stepper.step(
             &StepInput {
                 machine: &self.machine,
@@ -399,8 +409,9 @@ impl Engine {
             return;
         }
         let mut per_pid: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();
-        for (page, to) in self.backlog.drain() {
-            let (pid, number) = self.pages.key(page);
+        let moves: Vec<(u32, u16)> = self.backlog.drain().collect();
+        let pages: Vec<u32> = moves.iter().map(|m| m.0).collect();
+        for ((pid, number), (_, to)) in self.pages.keys(&pages).into_iter().zip(moves) {
             per_pid
                 .entry(pid)
                 .or_default()

@@ -1,7 +1,9 @@
 //! The engine's page indices: pages get the next index in order of first sight, and the engine
-//! turns an index back into (process, page number) to move it. Pages of a program come in
+//! turns indices back into (process, page number) to move them. Pages of a program come in
 //! runs (arrays, heaps, stacks), so indices live in blocks of 64 neighbouring pages found by one
-//! hash lookup: some 8.5 bytes a page where pages are dense, instead of a hash entry each.
+//! hash lookup: some 4.5 bytes a page where pages are dense, instead of a hash entry each. The
+//! way back is a walk over the blocks ([`PageTable::keys`]), made once per batch of moves, so
+//! that no reverse table is kept per page.
 
 use ahash::AHashMap;
 
@@ -16,8 +18,7 @@ pub struct PageTable {
     slots: Vec<[u32; BLOCK as usize]>,
     /// Per block: its process and first page number.
     origins: Vec<(u32, u64)>,
-    /// Per page index: its block × BLOCK + its place in the block.
-    places: Vec<u32>,
+    pages: u32,
 }
 
 impl PageTable {
@@ -27,6 +28,10 @@ impl PageTable {
         let next_block = self.slots.len() as u32;
         let block = *self.blocks.entry(key).or_insert(next_block);
         if block == next_block {
+            if self.slots.len() == self.slots.capacity() {
+                // Grow by an eighth: the blocks are most of what the table holds.
+                self.slots.reserve_exact((self.slots.len() / 8).max(4));
+            }
             self.slots.push([0; BLOCK as usize]);
             self.origins.push((pid, key.1 * BLOCK));
         }
@@ -35,25 +40,45 @@ impl PageTable {
         if *slot != 0 {
             return (*slot - 1, false);
         }
-        let index = self.places.len() as u32;
+        let index = self.pages;
         *slot = index + 1;
-        self.places.push(block * BLOCK as u32 + offset as u32);
+        self.pages += 1;
         (index, true)
     }
 
-    /// The process and page number of an index.
+    /// The process and page number of each of `indices` (in their order): one walk over the
+    /// blocks.
+    pub fn keys(&self, indices: &[u32]) -> Vec<(u32, u64)> {
+        let mut wanted: Vec<(u32, usize)> = indices.iter().copied().zip(0..).collect();
+        wanted.sort_unstable();
+        let mut out = vec![(0, 0); indices.len()];
+        for (block, slots) in self.slots.iter().enumerate() {
+            let (pid, first) = self.origins[block];
+            for (offset, &slot) in slots.iter().enumerate() {
+                if slot == 0 {
+                    continue;
+                }
+                let index = slot - 1;
+                let from = wanted.partition_point(|w| w.0 < index);
+                for w in wanted[from..].iter().take_while(|w| w.0 == index) {
+                    out[w.1] = (pid, first + offset as u64);
+                }
+            }
+        }
+        out
+    }
+
+    /// The process and page number of one index (a walk over the blocks: for a few).
     pub fn key(&self, index: u32) -> (u32, u64) {
-        let place = self.places[index as usize];
-        let (pid, first) = self.origins[(place / BLOCK as u32) as usize];
-        (pid, first + u64::from(place % BLOCK as u32))
+        self.keys(&[index])[0]
     }
 
     pub fn len(&self) -> usize {
-        self.places.len()
+        self.pages as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.places.is_empty()
+        self.pages == 0
     }
 
     /// Bytes held, by capacity.
@@ -62,7 +87,6 @@ impl PageTable {
         self.blocks.capacity() * (size_of::<((u32, u64), u32)>() + 1)
             + self.slots.capacity() * size_of::<[u32; BLOCK as usize]>()
             + self.origins.capacity() * size_of::<(u32, u64)>()
-            + self.places.capacity() * size_of::<u32>()
     }
 }
 
@@ -98,6 +122,11 @@ mod tests {
             t.index(1, 1 << 20 | number);
         }
         let per_page = t.memory_bytes() as f64 / t.len() as f64;
-        assert!(per_page < 10.0, "{per_page} bytes a page");
+        assert!(per_page < 6.0, "{per_page} bytes a page");
+        let back = t.keys(&[999_999, 0, 500_000]);
+        assert_eq!(
+            back,
+            vec![(1, 1 << 20 | 999_999), (1, 1 << 20), (1, 1 << 20 | 500_000)]
+        );
     }
 }

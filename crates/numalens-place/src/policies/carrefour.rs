@@ -20,7 +20,7 @@ use crate::layout::{Move, MoveKind, Schedule};
 use crate::machine::Machine;
 
 use super::Input;
-use super::online::{Step, StepInput, compact_node, node_bit};
+use super::online::{Step, StepInput, compact_node, node_bit, reserve_lean};
 
 /// Machine A's total controller bandwidth (4 × 7.58 GB/s), the machine `maptu_min` was set on.
 const MACHINE_A_GBPS: f64 = 4.0 * 7.58;
@@ -138,6 +138,8 @@ pub(super) fn schedule(input: &Input) -> Schedule {
 
 impl Online {
     pub(super) fn add_pages(&mut self, initial_nodes: &[usize]) {
+        reserve_lean(&mut self.current, initial_nodes.len());
+        reserve_lean(&mut self.left, initial_nodes.len());
         self.current
             .extend(initial_nodes.iter().map(|&n| compact_node(n)));
         self.left.resize(self.current.len(), 0);

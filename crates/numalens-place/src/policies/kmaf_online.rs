@@ -10,7 +10,7 @@ use crate::layout::{Move, Schedule, ThreadMove};
 
 use super::Input;
 use super::kmaf::{KmafDecision, add_sharing, communication_groups, kmaf_decide};
-use super::online::{Step, StepInput, compact_node};
+use super::online::{Step, StepInput, compact_node, reserve_lean};
 
 /// What a remap must save on communication, as a share of the latency of the accesses seen so
 /// far: below it, a thread move buys less than the cache it leaves behind.
@@ -41,6 +41,8 @@ pub struct Online {
 
 impl Online {
     pub(super) fn add_pages(&mut self, initial_nodes: &[usize]) {
+        reserve_lean(&mut self.pages, initial_nodes.len());
+        reserve_lean(&mut self.slot_of, initial_nodes.len());
         self.pages
             .extend(initial_nodes.iter().map(|&n| compact_node(n)));
         self.slot_of.resize(self.pages.len(), u32::MAX);
@@ -71,6 +73,7 @@ impl Online {
             let page = c.page as usize;
             if self.slot_of[page] == u32::MAX {
                 self.slot_of[page] = (self.nv.len() / n) as u32;
+                reserve_lean(&mut self.nv, n);
                 self.nv.resize(self.nv.len() + n, 0);
             }
             let at = self.slot_of[page] as usize * n + self.threads[c.thread as usize];

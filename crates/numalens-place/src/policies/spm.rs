@@ -12,7 +12,7 @@ use crate::accesses::Cell;
 use crate::layout::{Move, Schedule};
 
 use super::Input;
-use super::online::{Step, StepInput, compact_node};
+use super::online::{Step, StepInput, compact_node, reserve_lean};
 
 /// The defaults: a quarter of the run observed, no threshold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -62,6 +62,7 @@ impl Online {
 
     pub(super) fn add_pages(&mut self, initial_nodes: &[usize]) {
         if self.windows <= self.round_at {
+            reserve_lean(&mut self.initial, initial_nodes.len());
             self.initial
                 .extend(initial_nodes.iter().map(|&n| compact_node(n)));
         }
@@ -74,6 +75,8 @@ impl Online {
             return Step::default();
         }
         let n = input.machine.node_count();
+        let more = self.initial.len() * n - self.seen.len();
+        reserve_lean(&mut self.seen, more);
         self.seen.resize(self.initial.len() * n, 0);
         let period = input.sample_period.max(1);
         for c in cells {
