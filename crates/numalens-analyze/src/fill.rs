@@ -30,18 +30,21 @@ pub(crate) struct Inputs<'a> {
     pub block_size: u64,
 }
 
-pub(crate) fn fill(model: &mut ReportModel, i: &Inputs) {
+/// The model's thread position of each thread key (0 for one the model lacks).
+pub(crate) fn thread_positions(model: &ReportModel, keys: &[ThreadKey]) -> Vec<usize> {
     let at: HashMap<ThreadKey, usize> = model
         .threads
         .iter()
         .enumerate()
         .map(|(p, t)| ((t.pid, t.tid), p))
         .collect();
-    let pos: Vec<usize> = i
-        .keys
-        .iter()
+    keys.iter()
         .map(|k| at.get(k).copied().unwrap_or(0))
-        .collect();
+        .collect()
+}
+
+pub(crate) fn fill(model: &mut ReportModel, i: &Inputs) {
+    let pos = thread_positions(model, i.keys);
     let all = total(&i.agg.rw);
     let times = build::times(i.sampled);
     let (findings, advice_of) = findings(model, i, &times, all);

@@ -29,17 +29,7 @@ pub(crate) struct Inputs<'a> {
 /// The first `top` groups of `model`'s profile, best first; `model` gives thread positions and
 /// the findings' advice.
 pub(crate) fn groups(model: &ReportModel, i: &Inputs) -> Vec<SiteGroup> {
-    let at: HashMap<ThreadKey, usize> = model
-        .threads
-        .iter()
-        .enumerate()
-        .map(|(p, t)| ((t.pid, t.tid), p))
-        .collect();
-    let pos: Vec<usize> = i
-        .keys
-        .iter()
-        .map(|k| at.get(k).copied().unwrap_or(0))
-        .collect();
+    let pos = crate::fill::thread_positions(model, i.keys);
     // Members keep the ranking's order, so a group's first members are its most accessed.
     let mut order: Vec<Vec<&Ranked>> = Vec::new();
     let mut slot: HashMap<(u32, &str, u64), usize> = HashMap::new();
