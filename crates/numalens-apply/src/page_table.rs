@@ -46,30 +46,43 @@ impl PageTable {
         (index, true)
     }
 
-    /// The process and page number of each of `indices` (in their order): one walk over the
-    /// blocks.
-    pub fn keys(&self, indices: &[u32]) -> Vec<(u32, u64)> {
-        let mut wanted: Vec<(u32, usize)> = indices.iter().copied().zip(0..).collect();
-        wanted.sort_unstable();
-        let mut out = vec![(0, 0); indices.len()];
+    /// The process and page number of each of `indices` (in their order; `None` for an index
+    /// the table never gave): one walk over the blocks, with a bit per page saying which are
+    /// wanted, that stops once all are found.
+    pub fn keys(&self, indices: &[u32]) -> Vec<Option<(u32, u64)>> {
+        let mut out = vec![None; indices.len()];
+        let mut wanted = vec![0u64; (self.pages as usize).div_ceil(64)];
+        let mut slots_of: AHashMap<u32, Vec<usize>> = AHashMap::new();
+        for (at, &index) in indices.iter().enumerate() {
+            if index < self.pages {
+                wanted[index as usize / 64] |= 1 << (index % 64);
+                slots_of.entry(index).or_default().push(at);
+            }
+        }
+        let mut left = slots_of.len();
         for (block, slots) in self.slots.iter().enumerate() {
+            if left == 0 {
+                break;
+            }
             let (pid, first) = self.origins[block];
             for (offset, &slot) in slots.iter().enumerate() {
-                if slot == 0 {
+                let Some(index) = slot.checked_sub(1) else {
+                    continue;
+                };
+                if wanted[index as usize / 64] & (1 << (index % 64)) == 0 {
                     continue;
                 }
-                let index = slot - 1;
-                let from = wanted.partition_point(|w| w.0 < index);
-                for w in wanted[from..].iter().take_while(|w| w.0 == index) {
-                    out[w.1] = (pid, first + offset as u64);
+                for &at in &slots_of[&index] {
+                    out[at] = Some((pid, first + offset as u64));
                 }
+                left -= 1;
             }
         }
         out
     }
 
     /// The process and page number of one index (a walk over the blocks: for a few).
-    pub fn key(&self, index: u32) -> (u32, u64) {
+    pub fn key(&self, index: u32) -> Option<(u32, u64)> {
         self.keys(&[index])[0]
     }
 
@@ -110,7 +123,7 @@ mod tests {
         }
         for (i, (pid, number)) in keys.iter().enumerate() {
             assert_eq!(t.index(*pid, *number), (i as u32, false));
-            assert_eq!(t.key(i as u32), (*pid, *number));
+            assert_eq!(t.key(i as u32), Some((*pid, *number)));
         }
         assert_eq!(t.len(), keys.len());
     }
@@ -123,10 +136,8 @@ mod tests {
         }
         let per_page = t.memory_bytes() as f64 / t.len() as f64;
         assert!(per_page < 6.0, "{per_page} bytes a page");
-        let back = t.keys(&[999_999, 0, 500_000]);
-        assert_eq!(
-            back,
-            vec![(1, 1 << 20 | 999_999), (1, 1 << 20), (1, 1 << 20 | 500_000)]
-        );
+        let back = t.keys(&[999_999, 0, 500_000, 0, 2_000_000]);
+        let key = |n: u64| Some((1, 1 << 20 | n));
+        assert_eq!(back, vec![key(999_999), key(0), key(500_000), key(0), None]);
     }
 }

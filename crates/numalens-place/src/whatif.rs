@@ -188,7 +188,6 @@ pub fn what_if_with_plans(
     Ok(Computed { table, schedules })
 }
 
-/// Position in the documented list: ties in time go to the simpler policy.
 /// The best policy (results sorted best first), unless its gain is smaller than the model can
 /// tell apart from first touch: that is no reason to move anything, and the default stays.
 fn recommend<'a>(
@@ -206,6 +205,7 @@ fn recommend<'a>(
     )
 }
 
+/// Position in the documented list: ties in time go to the simpler policy.
 fn order(name: &str) -> usize {
     policies::POLICIES
         .iter()

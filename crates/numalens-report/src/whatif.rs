@@ -90,14 +90,24 @@ pub(crate) fn section_of_report(out: &mut String, s: Style, w: &WhatIf) {
         ),
     );
     what_if_table(out, s, w);
-    if let Some(best) = &w.recommended {
-        let _ = writeln!(
-            out,
-            "  {}",
-            s.dim(&format!(
-                "best: {best}; `numalens plan PROFILE --policy {best} -o plan.json` writes it as a plan"
-            ))
-        );
+    match w.recommended.as_deref() {
+        Some("first-touch") => {
+            let _ = writeln!(
+                out,
+                "  {}",
+                s.dim("best: first-touch, the default (no policy gains 1 % or more)")
+            );
+        }
+        Some(best) => {
+            let _ = writeln!(
+                out,
+                "  {}",
+                s.dim(&format!(
+                    "best: {best}; `numalens plan PROFILE --policy {best} -o plan.json` writes it as a plan"
+                ))
+            );
+        }
+        None => {}
     }
 }
 

@@ -20,7 +20,7 @@ use crate::layout::{Move, MoveKind, Schedule};
 use crate::machine::Machine;
 
 use super::Input;
-use super::online::{Step, StepInput, compact_node, node_bit, reserve_lean};
+use super::online::{NODES_IN_A_WORD, Step, StepInput, compact_node, node_bit, reserve_lean};
 
 /// Machine A's total controller bandwidth (4 × 7.58 GB/s), the machine `maptu_min` was set on.
 const MACHINE_A_GBPS: f64 = 4.0 * 7.58;
@@ -122,7 +122,10 @@ struct PageRound {
 #[derive(Default)]
 pub struct Online {
     current: Vec<u16>,
+    /// Nodes each page left, one bit a node below `NODES_IN_A_WORD`; on larger machines the
+    /// farther nodes a page left are kept in `left_far`.
     left: Vec<u32>,
+    left_far: HashMap<u32, Vec<u16>>,
     frozen: HashSet<u32>,
     replicated: HashSet<u32>,
     never_replicate: HashSet<u32>,
@@ -185,10 +188,36 @@ impl Online {
             + set(&self.frozen)
             + set(&self.replicated)
             + set(&self.never_replicate)
+            + self
+                .left_far
+                .values()
+                .map(|v| v.capacity() * 2 + size_of::<(u32, Vec<u16>)>())
+                .sum::<usize>()
     }
 
     fn home(&self, page: u32) -> usize {
         usize::from(self.current[page as usize])
+    }
+
+    fn has_left(&self, page: u32, node: usize) -> bool {
+        if node < NODES_IN_A_WORD {
+            self.left[page as usize] & node_bit(node) != 0
+        } else {
+            self.left_far
+                .get(&page)
+                .is_some_and(|far| far.contains(&compact_node(node)))
+        }
+    }
+
+    fn note_left(&mut self, page: u32, node: usize) {
+        if node < NODES_IN_A_WORD {
+            self.left[page as usize] |= node_bit(node);
+        } else {
+            let far = self.left_far.entry(page).or_default();
+            if !far.contains(&compact_node(node)) {
+                far.push(compact_node(node));
+            }
+        }
     }
 }
 
@@ -295,11 +324,10 @@ impl Online {
             // Counts from a damaged profile can reach u64's end: the loads saturate.
             load[here] = load[here].saturating_sub(r.total);
             load[to] = load[to].saturating_add(r.total);
-            let left = &mut self.left[page as usize];
-            if p.ping_pong_guard && *left & node_bit(to) != 0 {
+            if p.ping_pong_guard && self.has_left(page, to) {
                 self.frozen.insert(page);
             }
-            *left |= node_bit(here);
+            self.note_left(page, here);
             self.current[page as usize] = compact_node(to);
             self.replicated.remove(&page);
             out.push(Move::migrate(page, to));
@@ -328,6 +356,21 @@ mod tests {
             read_ratio: rr,
             memory_use: use_,
         }
+    }
+
+    #[test]
+    fn the_nodes_a_page_left_are_exact_on_machines_of_any_size() {
+        let mut st = Online::default();
+        st.add_pages(&[0, 0]);
+        for node in [3, 31, 32, 40, 63, 64, 200] {
+            assert!(!st.has_left(0, node));
+            st.note_left(0, node);
+            assert!(st.has_left(0, node), "node {node}");
+        }
+        for node in [0, 30, 33, 41, 65, 199] {
+            assert!(!st.has_left(0, node), "node {node}");
+        }
+        assert!(!st.has_left(1, 40), "another page");
     }
 
     #[test]

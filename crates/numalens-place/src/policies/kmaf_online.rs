@@ -26,8 +26,11 @@ pub(super) fn schedule(input: &Input) -> Schedule {
 #[derive(Default)]
 pub struct Online {
     pages: Vec<u16>,
-    /// The policy's own thread mapping (threads seen later join where they run).
+    /// The policy's own thread mapping: where each thread runs (threads seen later join where
+    /// they run), until a remap places them all.
     threads: Vec<usize>,
+    /// The threads are where the last remap put them (else they follow where they run).
+    remapped: bool,
     /// Slot of each page's NUMA vector in `nv` (u32::MAX: none since the last remap).
     slot_of: Vec<u32>,
     /// NUMA vectors, node-count counters each, in one flat array.
@@ -66,6 +69,11 @@ impl Online {
 
     pub(super) fn step(&mut self, input: &StepInput, cells: &[Cell]) -> Step {
         self.add_threads(input);
+        if !self.remapped {
+            // Live, the scheduler moves threads that no remap pinned: count where they are.
+            let known = self.threads.len();
+            self.threads.copy_from_slice(&input.threads[..known]);
+        }
         let n = input.machine.node_count();
         let memory = input.machine.memory_nodes();
         let mut touched: Vec<u32> = Vec::new();
@@ -129,6 +137,7 @@ impl Online {
             })
             .collect();
         self.threads = mapped;
+        self.remapped = true;
         self.slot_of.fill(u32::MAX);
         self.nv.clear();
         self.remaps += 1;

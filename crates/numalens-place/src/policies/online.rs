@@ -150,10 +150,13 @@ pub(super) fn run_batch(policy: Policy, input: &Input, base: Schedule) -> Schedu
     s
 }
 
-/// A set of node positions in one word: positions from 31 on share the last bit (a guard that
-/// errs towards freezing on machines with more nodes than that).
+/// Node positions below this fit a page's one-word set of nodes.
+pub(crate) const NODES_IN_A_WORD: usize = 32;
+
+/// A node position's bit in a one-word set (positions below [`NODES_IN_A_WORD`]).
 pub(crate) fn node_bit(node: usize) -> u32 {
-    1u32 << node.min(31)
+    debug_assert!(node < NODES_IN_A_WORD);
+    1u32 << node
 }
 
 /// A node position in two bytes (machines have far fewer nodes).

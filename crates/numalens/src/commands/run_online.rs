@@ -179,6 +179,12 @@ fn print_stats(policy: Policy, s: &EngineStats) {
              (--epoch), or no samples reached it (a kernel refusing page-fault sampling)"
         );
     }
+    if s.unmade > 0 {
+        eprintln!(
+            "numalens: {} page moves were still waiting for the mover when the program ended",
+            s.unmade
+        );
+    }
     for (why, n) in &s.call_errors {
         eprintln!("numalens: {n} epochs could not move: {why}");
     }
