@@ -61,10 +61,7 @@ pub fn compile_flags(plugin: &Path) -> [OsString; 2] {
 /// The plugin for `compiler` (whose `--version` says `version`), built and checked in `lib_dir`
 /// the first time; `None` when it cannot be (the hooks are calls then).
 pub fn plugin_for(compiler: &OsStr, version: &str, lib_dir: &Path) -> Option<PathBuf> {
-    let mut recipe = PLUGIN_FLAGS.join(" ").into_bytes();
-    for (_, text) in SOURCES {
-        recipe.extend_from_slice(text.as_bytes());
-    }
+    let recipe = recipe(compiler);
     let product = PerCompiler {
         kind: "gcc-plugin",
         compiler,
@@ -73,6 +70,21 @@ pub fn plugin_for(compiler: &OsStr, version: &str, lib_dir: &Path) -> Option<Pat
         product: PLUGIN_NAME,
     };
     product.get(lib_dir, |work| prepare(compiler, lib_dir, work))
+}
+
+/// What the plugin is made from. Whether gcc's plugin headers are installed is part of it: a
+/// failure kept because they were missing is not the answer any more once they are there, so
+/// the next build tries again instead of keeping the slow hooks until a file is deleted.
+fn recipe(compiler: &OsStr) -> Vec<u8> {
+    let mut recipe = PLUGIN_FLAGS.join(" ").into_bytes();
+    for (_, text) in SOURCES {
+        recipe.extend_from_slice(text.as_bytes());
+    }
+    match plugin_headers(compiler) {
+        Ok(include) => recipe.extend_from_slice(include.as_os_str().as_encoded_bytes()),
+        Err(_) => recipe.extend_from_slice(b"no plugin headers"),
+    }
+    recipe
 }
 
 /// gcc's plugin headers, or why there are none.
@@ -149,6 +161,46 @@ mod tests {
         let flags = compile_flags(Path::new("/cache/gcc-plugin-1/numalens_gcc.so"));
         assert_eq!(flags[0], "-fplugin=/cache/gcc-plugin-1/numalens_gcc.so");
         assert_eq!(flags[1], "--param=tsan-instrument-func-entry-exit=0");
+    }
+
+    /// A "compiler" that answers `-print-file-name=plugin` with `dir` and `-dumpversion` with 12.
+    fn fake_gcc(dir: &Path) -> PathBuf {
+        let script = dir.join("gcc");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\ncase \"$1\" in -print-file-name=plugin) echo {};; *) echo 12;; esac\n",
+                dir.join("plugin").display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        script
+    }
+
+    #[test]
+    fn installing_the_headers_makes_a_new_attempt_not_the_failure_kept_before() {
+        let dir =
+            std::env::temp_dir().join(format!("numalens-plugin-recipe-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("plugin/include")).unwrap();
+        let gcc = fake_gcc(&dir);
+        let without = recipe(gcc.as_os_str());
+        assert!(plugin_headers(gcc.as_os_str()).is_err());
+        std::fs::write(dir.join("plugin/include/gcc-plugin.h"), "").unwrap();
+        let with = recipe(gcc.as_os_str());
+        assert!(plugin_headers(gcc.as_os_str()).is_ok());
+        assert_ne!(
+            without, with,
+            "the failure's key must change with the headers"
+        );
+        assert_eq!(
+            with,
+            recipe(gcc.as_os_str()),
+            "and stay while nothing changes"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Without plugin headers (a compiler that answers nothing), the reason says what to install.
