@@ -21,12 +21,16 @@ fn every_manifest_parses_and_names_its_workload() {
 
 #[test]
 fn every_finding_of_the_vocabulary_has_a_workload() {
-    let vocabulary: BTreeSet<String> = patterns().into_iter().map(|p| p.finding).collect();
-    assert_eq!(
-        vocabulary.len(),
-        8,
-        "docs/FINDINGS.md table: {vocabulary:?}"
-    );
+    let all: BTreeSet<String> = patterns().into_iter().map(|p| p.finding).collect();
+    assert_eq!(all.len(), 9, "docs/FINDINGS.md table: {all:?}");
+    // A `…-candidate` is the weaker form of a finding, given when the recording cannot carry
+    // its evidence (exact counts have no write times): the workloads declare the finding.
+    let (candidates, vocabulary): (BTreeSet<String>, BTreeSet<String>) =
+        all.into_iter().partition(|f| f.ends_with("-candidate"));
+    for c in &candidates {
+        let full = c.trim_end_matches("-candidate");
+        assert!(vocabulary.contains(full), "{c} is the candidate of no finding");
+    }
     let covered: BTreeSet<String> = WORKLOADS
         .iter()
         .flat_map(|w| w.manifest().unwrap().findings)
