@@ -29,7 +29,10 @@ fn every_finding_of_the_vocabulary_has_a_workload() {
         all.into_iter().partition(|f| f.ends_with("-candidate"));
     for c in &candidates {
         let full = c.trim_end_matches("-candidate");
-        assert!(vocabulary.contains(full), "{c} is the candidate of no finding");
+        assert!(
+            vocabulary.contains(full),
+            "{c} is the candidate of no finding"
+        );
     }
     let covered: BTreeSet<String> = WORKLOADS
         .iter()
