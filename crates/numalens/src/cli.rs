@@ -73,7 +73,8 @@ pub struct TopologyArgs {
 /// Where the accesses come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendArg {
-    /// The best this machine allows (page faults; allocation tracking only if perf is denied).
+    /// The best the program and machine allow: `inst` for a program built with `numalens cc`,
+    /// else page faults (allocation tracking only if perf is denied).
     Auto,
     /// Page-fault sampling (perf software event): works in VMs and containers.
     Faults,

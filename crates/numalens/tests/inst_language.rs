@@ -68,3 +68,54 @@ fn a_language_given_with_x_applies_to_the_users_files_only() {
     );
     records_with_inst(dir.path(), &exe);
 }
+
+/// `numalens record PROGRAM` with the default backend, the profile's backend and the stderr.
+fn record_by_default(dir: &Path, exe: &Path, name: &str) -> (String, String) {
+    let profile = dir.join(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_numalens"))
+        .arg("record")
+        .arg("-o")
+        .arg(&profile)
+        .arg(exe)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("numalens record runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(profile.join("meta.json")).unwrap()).unwrap();
+    (
+        meta["backend"]["name"].as_str().unwrap().to_string(),
+        stderr,
+    )
+}
+
+#[test]
+fn the_default_backend_counts_the_accesses_of_a_build_with_numalens_cc() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("built");
+    assert!(
+        numalens_cc(&["-x", "c", "-"], &exe),
+        "numalens cc builds it"
+    );
+    let (backend, stderr) = record_by_default(dir.path(), &exe, "built.numalens");
+    assert_eq!(backend, "inst", "{stderr}");
+    assert!(stderr.contains("is built with `numalens cc`"), "{stderr}");
+    // The same program built with plain cc: first touches only, and nothing said about it.
+    let plain = dir.path().join("plain");
+    let mut cc = Command::new("cc")
+        .args(["-O1", "-x", "c", "-", "-o"])
+        .arg(&plain)
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("cc runs");
+    cc.stdin
+        .take()
+        .unwrap()
+        .write_all(SOURCE.as_bytes())
+        .unwrap();
+    assert!(cc.wait().unwrap().success());
+    let (backend, stderr) = record_by_default(dir.path(), &plain, "plain.numalens");
+    assert_eq!(backend, "faults", "{stderr}");
+    assert!(!stderr.contains("numalens cc"), "{stderr}");
+}

@@ -25,7 +25,7 @@ pub fn record_options(
     args: &RecordingArgs,
     command: &[std::ffi::OsString],
 ) -> Result<(RecordOptions, BackendArg)> {
-    let inst = inst_options(args)?;
+    let mut inst = inst_options(args)?;
     if let Some(runtime) = &args.runtime {
         numalens_record::runtime::check_runtime(runtime)
             .map_err(|e| UsageError(format!("--runtime: {e}")))?;
@@ -33,6 +33,18 @@ pub fn record_options(
     let program = command[0].clone();
     if program.is_empty() {
         return Err(UsageError("the program to record is an empty name".into()).into());
+    }
+    if args.backend == BackendArg::Auto
+        && inst.is_none()
+        && numalens_record::inst::check_program(&program).is_ok()
+    {
+        // A build with `numalens cc` carries the hooks: its accesses are what it was built for.
+        eprintln!(
+            "numalens: {} is built with `numalens cc`: recording its accesses (--backend inst; \
+             --backend faults records first touches only)",
+            program.to_string_lossy()
+        );
+        inst = Some(InstOptions::default());
     }
     let output = args
         .output
