@@ -30,6 +30,13 @@ pub(crate) struct Inputs<'a> {
     pub block_size: u64,
 }
 
+impl Inputs<'_> {
+    /// The exact counts, when the accesses come from them.
+    fn exact_pages(&self) -> &[(PageKey, PageAcc)] {
+        if self.exact { self.pages } else { &[] }
+    }
+}
+
 /// The model's thread position of each thread key (0 for one the model lacks).
 pub(crate) fn thread_positions(model: &ReportModel, keys: &[ThreadKey]) -> Vec<usize> {
     let at: HashMap<ThreadKey, usize> = model
@@ -117,6 +124,8 @@ fn info(i: &Inputs, times: &build::Times, all: u64) -> AnalysisInfo {
             },
         },
         thresholds: thresholds(),
+        limits: None,
+        coverage: crate::coverage::of_exact_counts(i.objects, i.exact_pages(), i.sampled),
     }
 }
 

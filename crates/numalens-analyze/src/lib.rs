@@ -8,13 +8,16 @@ mod access;
 mod assemble;
 mod build;
 mod classify;
+mod coverage;
 mod engine;
 mod error;
 mod fill;
 mod findings;
 mod groups;
 mod index;
+mod limits;
 pub mod model;
+pub use limits::UNKNOWN;
 mod names;
 mod pages;
 mod pagestats;
@@ -180,7 +183,10 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         top: options.top,
     };
     model.groups = groups::groups(&model, &grouping);
-    if options.simulate {
+    if limits::faults_only(&model.totals.samples, is_exact) {
+        model.analysis.limits = Some(limits::of_faults_only(&model));
+        limits::withhold_verdicts(&mut model);
+    } else if options.simulate {
         whatif::add(&mut model, profile, &placement)?;
     }
     Ok(model)

@@ -36,7 +36,9 @@ pub(crate) fn findings(out: &mut String, s: Style, m: &ReportModel) {
         &format!("Findings ({}, most costly first)", m.findings.len()),
     );
     if m.findings.is_empty() {
-        let why = if m.analysis.accesses == 0 {
+        let why = if m.analysis.limits.is_some() {
+            "none can be drawn from page faults alone (see above): this is not a clean bill"
+        } else if m.analysis.accesses == 0 {
             "no accesses to analyse (the profile has no access samples or page counts)"
         } else {
             "nothing wrong found in objects with at least 1% of the accesses"
@@ -98,16 +100,23 @@ pub(crate) fn objects_table(out: &mut String, s: Style, m: &ReportModel) {
     if rows.is_empty() {
         return;
     }
-    section(
-        out,
-        s,
-        "Object accesses (reads/writes; first toucher and main user with their share)",
-    );
+    let (title, counted) = if m.analysis.limits.is_some() {
+        (
+            "Object page faults (first toucher with its share; use and sharing unknown: see above)",
+            "faults",
+        )
+    } else {
+        (
+            "Object accesses (reads/writes; first toucher and main user with their share)",
+            "accesses",
+        )
+    };
+    section(out, s, title);
     let head = [
         ("#", Align::Right),
         ("object", Align::Left),
         ("size", Align::Right),
-        ("accesses", Align::Right),
+        (counted, Align::Right),
         ("share", Align::Right),
         ("R/W", Align::Right),
         ("sharing", Align::Left),
@@ -131,10 +140,50 @@ pub(crate) fn object_cells(m: &ReportModel, rank: usize, o: &ObjectReport) -> Op
         format!("{}/{}", count(a.reads), count(a.writes)),
         a.sharing.clone(),
         thread_share(m, a.first_toucher),
-        thread_share(m, a.main_user),
+        main_user_cell(m, a.main_user),
         a.local_ratio.map_or("-".into(), percent),
         advice(&a.advice),
     ])
+}
+
+/// How much of the run exact counts cover, in one sentence.
+pub(crate) fn coverage_sentence(c: &Coverage) -> String {
+    if c.uncounted_pages == 0 {
+        return format!(
+            "counted accesses on every one of the {} pages the program first touched",
+            count(c.touched_pages)
+        );
+    }
+    let counted = c.touched_pages.saturating_sub(c.uncounted_pages);
+    let listed: Vec<String> = c
+        .uncounted
+        .iter()
+        .map(|o| format!("{} {}", o.name, count(o.pages)))
+        .collect();
+    let rest = c.uncounted_pages - c.uncounted.iter().map(|o| o.pages).sum::<u64>();
+    let more = if rest > 0 {
+        format!(", {} more", count(rest))
+    } else {
+        String::new()
+    };
+    format!(
+        "counted accesses on {:.1}% of the {} pages the program first touched; none on {} ({}{more}): \
+         accesses the compiler did not instrument (stack arrays it kept local, code built without \
+         `numalens cc`) are not in the counts",
+        100.0 * counted as f64 / c.touched_pages as f64,
+        count(c.touched_pages),
+        count(c.uncounted_pages),
+        listed.join(", ")
+    )
+}
+
+/// The main user's cell: `unknown` where the profile cannot tell one (page faults alone).
+pub(crate) fn main_user_cell(m: &ReportModel, t: Option<ThreadShare>) -> String {
+    if m.analysis.limits.is_some() {
+        numalens_analyze::UNKNOWN.into()
+    } else {
+        thread_share(m, t)
+    }
 }
 
 /// `T1 75%`, or `-`.
@@ -158,6 +207,13 @@ pub(crate) fn placement(out: &mut String, s: Style, m: &ReportModel) {
         return;
     }
     section(out, s, &format!("Placement ({} on {})", p.mode, p.topology));
+    if m.analysis.limits.is_some() {
+        let _ = writeln!(
+            out,
+            "  {}",
+            s.dim("counts are page faults: under first touch each is local by construction")
+        );
+    }
     let _ = writeln!(out, "  {}", s.dim(&p.reason));
     let _ = writeln!(out, "  {}", s.dim(&format!("threads: {}", p.thread_rule)));
     let _ = writeln!(out, "  {}", s.dim(&format!("pages: {}", p.page_rule)));

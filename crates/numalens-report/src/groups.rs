@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use numalens_analyze::model::*;
 
-use crate::analysis::{advice, count, object_cells, percent, thread, thread_share};
+use crate::analysis::{advice, count, main_user_cell, object_cells, percent, thread, thread_share};
 use crate::layout::{Style, bytes};
 
 /// Instances shown under a group's row; the rest are counted.
@@ -40,7 +40,7 @@ pub(crate) fn table_rows(m: &ReportModel) -> Vec<Vec<String>> {
             } else {
                 touchers(m, g)
             },
-            thread_share(m, g.main_user),
+            main_user_cell(m, g.main_user),
             g.local_ratio.map_or("-".into(), percent),
             advice(&g.advice),
         ]);

@@ -15,6 +15,7 @@ pub fn render_text(model: &ReportModel, color: bool) -> String {
     let names = ThreadNames::new(model);
     let mut out = String::new();
     summary(&mut out, s, model);
+    limits(&mut out, s, model);
     analysis::findings(&mut out, s, model);
     analysis::objects_table(&mut out, s, model);
     objects(&mut out, s, model, &names);
@@ -66,8 +67,24 @@ fn summary(out: &mut String, s: Style, m: &ReportModel) {
         field(out, s, "unreadable", &s.warn(&text));
     }
     field(out, s, "samples", &samples(s, m));
+    if let Some(c) = &m.analysis.coverage {
+        field(out, s, "coverage", &analysis::coverage_sentence(c));
+    }
     if let Some(selection) = selection(&m.selection) {
         field(out, s, "showing", &selection);
+    }
+}
+
+/// What the profile cannot tell and how to record what can, before any result.
+fn limits(out: &mut String, s: Style, m: &ReportModel) {
+    let Some(l) = &m.analysis.limits else { return };
+    section(out, s, &s.warn("What this profile cannot tell"));
+    field(out, s, "evidence", &l.evidence);
+    for (i, what) in l.cannot_tell.iter().enumerate() {
+        field(out, s, if i == 0 { "unknown" } else { "" }, what);
+    }
+    for (i, how) in l.remedies.iter().enumerate() {
+        field(out, s, if i == 0 { "to see it" } else { "" }, how);
     }
 }
 

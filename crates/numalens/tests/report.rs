@@ -148,6 +148,34 @@ fn report_of_a_recorded_program_names_objects_sites_and_first_touchers() {
     assert_json_matches_text(&json, &report);
 }
 
+/// A profile of page faults alone (this machine: one node, no hinting faults) says first what it
+/// cannot tell, and gives no verdict it cannot support: no sharing class, main user, finding or
+/// what-if from first touches.
+#[test]
+fn a_profile_of_page_faults_says_what_it_cannot_tell_and_how_to_see_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = record_halves(dir.path());
+    let report = text(&numalens(&["report", arg(&profile)]).stdout);
+    let limits = report
+        .find("What this profile cannot tell")
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(limits < report.find("Findings (0").unwrap(), "{report}");
+    assert!(report.contains("numalens cc"), "{report}");
+    assert!(!report.contains("nothing wrong"), "{report}");
+    assert!(!report.contains(" private "), "{report}");
+    let json: Value =
+        serde_json::from_slice(&numalens(&["report", "--json", arg(&profile)]).stdout).unwrap();
+    let remedies = json["analysis"]["limits"]["remedies"].as_array().unwrap();
+    assert!(remedies.len() >= 2, "{remedies:?}");
+    assert!(json["findings"].as_array().unwrap().is_empty());
+    assert!(json["what_if"].is_null());
+    let heap = object(&json, "halves.c");
+    assert_eq!(heap["access"]["sharing"], "unknown", "{heap:#}");
+    assert!(heap["access"]["main_user"].is_null(), "{heap:#}");
+    // What it can tell stays: who first touched the pages.
+    assert!(!heap["access"]["first_toucher"].is_null(), "{heap:#}");
+}
+
 /// Every number the text shows for objects and threads comes from the same model as the JSON.
 fn assert_json_matches_text(json: &Value, report: &str) {
     assert_eq!(json["profile"]["backend"]["name"], "faults");
@@ -319,6 +347,8 @@ fn findings_come_first_and_json_has_them() {
     let placed = json["placement"]["accesses"].as_u64().unwrap();
     assert_eq!(accesses, placed);
     assert!(json["findings"].is_array());
+    // Load and store samples are access data: nothing is withheld.
+    assert!(json["analysis"]["limits"].is_null());
     let out = numalens(&["report", "--topology", "nosuch", arg(&profile)]);
     assert_eq!(out.status.code(), Some(2));
 }

@@ -31,6 +31,46 @@ pub struct AnalysisInfo {
     pub false_sharing: String,
     pub time: TimeAxis,
     pub thresholds: Thresholds,
+    /// What the evidence cannot tell and how to record what can; absent when the profile has
+    /// access data (exact counts, load, store or hinting-fault samples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+    /// How much of the run exact counts cover: pages first touched with no counted access;
+    /// absent without exact counts or first-touch faults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
+}
+
+/// Pages the program first touched (a fault) on which the hooks counted nothing: accesses the
+/// compiler did not instrument (stack arrays it kept local, code built without `numalens cc`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Coverage {
+    /// Pages with a first-touch fault.
+    pub touched_pages: u64,
+    /// Of those, pages without a counted access.
+    pub uncounted_pages: u64,
+    /// The objects holding most of them, most first (at most 8).
+    pub uncounted: Vec<UncountedObject>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct UncountedObject {
+    /// Object id; null for pages in no known object.
+    pub object: Option<u64>,
+    pub name: String,
+    pub kind: String,
+    pub pages: u64,
+}
+
+/// What a profile cannot tell: the first lines of a report of page faults alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Limits {
+    /// What the accesses come from, in words.
+    pub evidence: String,
+    /// What cannot be told from it (those columns say `unknown`).
+    pub cannot_tell: Vec<String>,
+    /// How to record what can tell it, the ways this host allows first.
+    pub remedies: Vec<String>,
 }
 
 /// The time buckets of every timeline.

@@ -17,6 +17,7 @@ pub(crate) fn summary(out: &mut String, m: &ReportModel) {
     if let Some(note) = &p.lost_samples_note {
         let _ = writeln!(out, "<p class=\"warn\">{}</p>", esc(note));
     }
+    cannot_tell(out, m);
     out.push_str("<div class=\"cards\">");
     card(out, "accesses", &count(a.accesses), &access_source(m));
     card(
@@ -74,6 +75,13 @@ pub(crate) fn summary(out: &mut String, m: &ReportModel) {
         count(m.totals.unattributed.total)
     );
     fact(out, "samples", &kinds);
+    if let Some(c) = &a.coverage {
+        fact(
+            out,
+            "coverage",
+            &esc(&crate::analysis::coverage_sentence(c)),
+        );
+    }
     fact(out, "first touch from", &esc(&a.first_touch_source));
     fact(out, "false sharing", &esc(&a.false_sharing));
     fact(
@@ -159,9 +167,33 @@ fn selection(m: &ReportModel) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(", "))
 }
 
+/// What a profile of page faults alone cannot tell, and how to record what can: first.
+fn cannot_tell(out: &mut String, m: &ReportModel) {
+    let Some(l) = &m.analysis.limits else { return };
+    let _ = writeln!(
+        out,
+        "<div class=\"limits\" id=\"limits\"><p class=\"warn\">What this profile cannot tell. \
+         Its evidence is {}.</p>\n<ul>",
+        esc(&l.evidence)
+    );
+    for what in &l.cannot_tell {
+        let _ = writeln!(out, "<li>{}</li>", esc(what));
+    }
+    out.push_str("</ul>\n<p>To see it:</p>\n<ul>");
+    for how in &l.remedies {
+        let _ = writeln!(out, "<li>{}</li>", esc(how));
+    }
+    out.push_str("</ul></div>\n");
+}
+
 pub(crate) fn findings(out: &mut String, m: &ReportModel) {
     open_section(out, "findings");
-    if m.findings.is_empty() {
+    if m.analysis.limits.is_some() {
+        out.push_str(
+            "<p class=\"note\">No finding can be drawn from page faults alone (see the top of \
+             this report): this is not a clean bill.</p>\n",
+        );
+    } else if m.findings.is_empty() {
         out.push_str(
             "<p class=\"note\">No finding: no object with enough of the accesses shows one of \
              the patterns of the findings vocabulary (thresholds in the model's \
