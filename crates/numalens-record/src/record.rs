@@ -5,16 +5,19 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::events_tail::ObjectCounter;
-use crate::faults::{Fault, FaultSampler, PerfEvent, SamplerInfo, online_cpus};
-use crate::inst::staging::InstStaging;
+use numalens_assemble::procmaps::{Mapping, MapsHistory};
+use numalens_assemble::raw::{Fault, PerfEvent, RawRecording, ScannedRun};
+use numalens_assemble::spill::Spill;
+use numalens_assemble::{ProgramEnd, this_host};
+use numalens_format::{Overhead, ProgramExit};
+use numalens_inst::staging::InstStaging;
+use numalens_preload::events_tail::ObjectCounter;
+
+use crate::faults::{FaultSampler, online_cpus};
 use crate::launch::{ExitWatch, LaunchError, LaunchSpec, launch};
-pub use crate::outlive::Outlived;
 use crate::outlive::{FirstExit, Others};
-use crate::procmaps::{Mapping, MapsHistory};
-use crate::scan::{ScannedRun, scan_process};
+use crate::scan::scan_process;
 use crate::signals;
-use crate::spill::Spill;
 use crate::time_order::{FaultsInOrder, SETTLE_LAG_NS};
 
 /// Where accesses come from.
@@ -45,7 +48,7 @@ pub struct RecordOptions {
     /// Query where every data page of the program is this often (`--page-scan-interval`).
     pub page_scan_interval: Option<Duration>,
     /// Count or sample every access of a program built with `numalens cc` (`--backend inst`).
-    pub inst: Option<crate::inst::InstOptions>,
+    pub inst: Option<numalens_inst::InstOptions>,
     /// The rules file of `numalens run --plan` for the runtime to apply (numalens_plan.h).
     pub plan_rules: Option<PathBuf>,
 }
@@ -71,35 +74,22 @@ impl RecordOptions {
 }
 
 /// What the run produced, before it is turned into a profile.
-pub struct RawRecording {
-    pub command: Vec<String>,
-    pub events_dir: PathBuf,
-    /// Where the `inst` hooks wrote their files (with `--backend inst`).
+pub struct Recording {
+    pub raw: RawRecording,
+    /// The program's end, which only the recorder sees.
+    pub end: ProgramEnding,
+    /// Where the `inst` hooks wrote their files (with `--backend inst`); removed when dropped,
+    /// so it is kept until the profile is written.
     pub inst_staging: Option<InstStaging>,
-    pub faults: Vec<Fault>,
-    pub tasks: Vec<PerfEvent>,
-    /// Records the kernel dropped: its own count on the events (Linux 6.0+), else the sum of
-    /// its `PERF_RECORD_LOST` records.
-    pub lost: u64,
-    /// A ring filled up on a kernel that does not count what it drops: `lost` is a lower bound.
-    pub lost_uncounted: bool,
-    /// Set when processes of the program ran on after the first one exited.
-    pub outlived: Option<Outlived>,
-    pub maps: MapsHistory,
-    /// Answers of the periodic page → node scans.
-    pub scans: Vec<ScannedRun>,
-    /// Pages the online engine moved while the program ran (`migrations` rows, times since the
-    /// clock origin).
-    pub migrations: Vec<numalens_format::Migration>,
-    pub sampler: Option<SamplerInfo>,
-    /// Final once [`RawRecording::wait_for_exit`] has returned (`write_profile` calls it).
+}
+
+/// The program's exit status and the recording's times.
+pub struct ProgramEnding {
+    /// Final once [`ProgramEnding::wait_for_exit`] has returned.
     pub exit: std::process::ExitStatus,
-    pub interrupted_by: Option<i32>,
-    pub start_unix_ns: u64,
-    pub clock_origin_ns: u64,
-    /// Until the program was reaped; final once [`RawRecording::wait_for_exit`] has returned.
+    /// Until the program was reaped; final once [`ProgramEnding::wait_for_exit`] has returned.
     pub wall: Duration,
-    /// When the program was reaped; final once [`RawRecording::wait_for_exit`] has returned.
+    /// When the program was reaped; final once [`ProgramEnding::wait_for_exit`] has returned.
     pub ended: Instant,
     /// The recorder's own CPU time while the program ran.
     pub running_cpu: Duration,
@@ -121,7 +111,7 @@ impl Reaper {
     }
 }
 
-impl RawRecording {
+impl ProgramEnding {
     /// Waits until the program is reaped, for its exit status and wall time.
     pub fn wait_for_exit(&mut self) -> std::io::Result<()> {
         if let Some(Reaper(handle)) = self.reaper.take() {
@@ -133,6 +123,26 @@ impl RawRecording {
             self.ended = ended;
         }
         Ok(())
+    }
+
+    /// Waits until the program is reaped; its exit status and the recording's overhead, the
+    /// profile's writing counted from `writing_started` (or the program's end, if later).
+    pub fn program_end(&mut self, writing_started: Instant) -> std::io::Result<ProgramEnd> {
+        use std::os::unix::process::ExitStatusExt;
+        self.wait_for_exit()?;
+        Ok(ProgramEnd {
+            exit: Some(ProgramExit {
+                code: self.exit.code(),
+                signal: self.exit.signal(),
+            }),
+            overhead: Some(Overhead {
+                slowdown: None,
+                recorder_cpu_s: Some(own_cpu_time().as_secs_f64()),
+                running_cpu_s: Some(self.running_cpu.as_secs_f64()),
+                program_wall_s: Some(self.wall.as_secs_f64()),
+                writing_wall_s: Some(writing_started.max(self.ended).elapsed().as_secs_f64()),
+            }),
+        })
     }
 }
 
@@ -148,7 +158,7 @@ pub enum RecordError {
     #[error("runtime: {0}")]
     Runtime(String),
     #[error(transparent)]
-    Inst(#[from] crate::inst::InstCheckError),
+    Inst(#[from] numalens_inst::InstCheckError),
     #[error("waiting for the program failed: {0}")]
     Wait(std::io::Error),
 }
@@ -215,7 +225,7 @@ pub struct LiveView<'a> {
     /// Page-fault samples in time order since the last call.
     pub faults: &'a [Fault],
     /// Where the `inst` hooks write their files (`--backend inst`): their sampled stream can be
-    /// read live with [`crate::inst::tail::SamplesTail`].
+    /// read live with [`numalens_inst::tail::SamplesTail`].
     pub inst_dir: Option<&'a std::path::Path>,
 }
 
@@ -224,7 +234,7 @@ pub fn run(
     opts: &RecordOptions,
     events_dir: PathBuf,
     runtime: Option<PathBuf>,
-) -> Result<RawRecording, RecordError> {
+) -> Result<Recording, RecordError> {
     run_with(opts, events_dir, runtime, None)
 }
 
@@ -234,7 +244,7 @@ pub fn run_with(
     events_dir: PathBuf,
     runtime: Option<PathBuf>,
     mut hook: Option<&mut dyn LiveHook>,
-) -> Result<RawRecording, RecordError> {
+) -> Result<Recording, RecordError> {
     // The program's processes may change directory before they open their logs (daemons do).
     let events_dir = std::path::absolute(&events_dir).unwrap_or(events_dir);
     let mut env: Vec<(OsString, OsString)> = vec![
@@ -407,13 +417,13 @@ pub fn run_with(
         ),
     };
     status.finish();
-    Ok(RawRecording {
+    let raw = RawRecording {
         command: std::iter::once(&opts.program)
             .chain(&opts.args)
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
+        inst_dir: inst_staging.as_ref().map(|s| s.dir().to_path_buf()),
         events_dir,
-        inst_staging,
         faults: raw.faults.into_ordered(),
         tasks: raw.tasks,
         // The kernel's own count covers the LOST records and what they never told.
@@ -424,14 +434,22 @@ pub fn run_with(
         scans: raw.scans,
         migrations: raw.migrations,
         sampler: sampler.map(|s| s.info),
-        exit,
-        interrupted_by: signals::interrupted(),
         start_unix_ns,
         clock_origin_ns,
+        host: this_host(),
+        page_size,
+    };
+    let end = ProgramEnding {
+        exit,
         wall: started.elapsed(),
         ended: Instant::now(),
         running_cpu,
         reaper,
+    };
+    Ok(Recording {
+        raw,
+        end,
+        inst_staging,
     })
 }
 

@@ -9,17 +9,16 @@
 //! recorder's last moments (and all it held when the spill file could not be written), its page
 //! scans and the program's exit status. The profile is marked incomplete and says so.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use numalens_assemble::pagesize::ThpMode;
+use numalens_assemble::raw::RawRecording;
+use numalens_assemble::spill::{Spilled, read_spill};
+use numalens_assemble::{AssembleOptions, ProgramEnd, Summary, write_profile};
 use numalens_format::{EVENTS_DIR, Meta};
+use numalens_inst::guard;
 
-use crate::assemble::{AssembleOptions, Summary, write_profile};
-use crate::inst::guard;
-use crate::pagesize::ThpMode;
-use crate::record::RawRecording;
-use crate::spill::{Spilled, read_spill};
 use crate::unfinished::{ProcessId, read_processes};
 
 /// How long `recover` waits for a guard that is still moving the hooks' files.
@@ -113,7 +112,9 @@ pub fn recover(dir: &Path) -> Result<Recovered, RecoverError> {
         thp,
         recovered: Some(reason(&meta, &events_dir, found)),
     };
-    let summary = write_profile(&mut raw, dir, opts).map_err(|e| failed(e.to_string()))?;
+    // Only the recorder could see the program's exit status and its own overhead.
+    let summary = write_profile(&mut raw, dir, opts, |_| Ok(ProgramEnd::default()))
+        .map_err(|e| failed(e.to_string()))?;
     if std::env::var_os("NUMALENS_KEEP_EVENTS").is_none() {
         let _ = std::fs::remove_dir_all(&events_dir);
     }
@@ -127,7 +128,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, RecoverError> {
 /// spill file, else its last moments), and the hooks' files when they are not there (a full
 /// disk under the events directory kept them out).
 fn reason(meta: &Meta, events_dir: &Path, spilled: bool) -> String {
-    let (pages, samples) = crate::inst::files::find_inst_files(events_dir);
+    let (pages, samples) = numalens_inst::files::find_inst_files(events_dir);
     let inst_found = !(pages.is_empty() && samples.is_empty());
     let mut from = vec!["the runtime's logs"];
     let mut missing = Vec::new();
@@ -165,7 +166,7 @@ fn raw_recording(meta: &Meta, events_dir: PathBuf, mut spilled: Spilled) -> RawR
     RawRecording {
         command: meta.command.clone(),
         events_dir,
-        inst_staging: None,
+        inst_dir: None,
         faults: spilled.faults,
         tasks: spilled.tasks,
         lost: spilled.lost,
@@ -177,14 +178,10 @@ fn raw_recording(meta: &Meta, events_dir: PathBuf, mut spilled: Spilled) -> RawR
         scans: Vec::new(),
         migrations: Vec::new(),
         sampler: None,
-        exit: std::process::ExitStatus::from_raw(0),
-        interrupted_by: None,
         start_unix_ns: meta.start_unix_ns,
         clock_origin_ns: meta.clock.origin_ns,
-        wall: Duration::ZERO,
-        ended: Instant::now(),
-        running_cpu: Duration::ZERO,
-        reaper: None,
+        host: meta.host.clone(),
+        page_size: meta.page_size,
     }
 }
 
@@ -192,7 +189,7 @@ fn raw_recording(meta: &Meta, events_dir: PathBuf, mut spilled: Spilled) -> RawR
 /// directory, when its guard could not (it was killed too): waits for a guard that is still at
 /// work, then copies what is left and removes the directory.
 fn collect_staged_files(recorder: u32, events_dir: &Path) -> std::io::Result<()> {
-    for dir in crate::inst::staging::directories_of(recorder) {
+    for dir in numalens_inst::staging::directories_of(recorder) {
         let waiting = Instant::now();
         while guard::is_guarded(&dir) && waiting.elapsed() < GUARD_WAIT {
             std::thread::sleep(Duration::from_millis(20));
