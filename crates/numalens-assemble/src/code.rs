@@ -11,7 +11,7 @@ use object::{Object, ObjectSegment};
 use crate::objects::ProcessView;
 use crate::raw::{Fault, PerfEvent};
 use crate::sites::LoadedModule;
-use crate::symbols::{SourceLocation, Symbolizer};
+use crate::symbols::{ModuleFiles, SourceLocation, Symbolizer};
 
 /// Addresses at or above this are the kernel's (faults taken inside system calls).
 const KERNEL_START: u64 = 0xffff_8000_0000_0000;
@@ -25,7 +25,7 @@ pub fn code_locations(
     symbols: &mut Symbolizer,
 ) -> Vec<CodeLocation> {
     let by_pid: HashMap<u32, &ProcessView> = views.iter().map(|v| (v.pid, v)).collect();
-    let mut mapped = MappedModules::new(tasks);
+    let mut mapped = MappedModules::new(tasks, symbols.files().clone());
     ips.iter()
         .map(|&(pid, ip)| {
             let found = if ip >= KERNEL_START {
@@ -96,10 +96,11 @@ struct MappedModules {
     maps: HashMap<u32, Vec<(u64, u64, u64, String)>>,
     /// Per module path: (file offset, size, virtual address) of each loadable segment.
     segments: HashMap<String, Option<Vec<Segment>>>,
+    files: ModuleFiles,
 }
 
 impl MappedModules {
-    fn new(tasks: &[PerfEvent]) -> Self {
+    fn new(tasks: &[PerfEvent], files: ModuleFiles) -> Self {
         let mut maps: HashMap<u32, Vec<_>> = HashMap::new();
         for t in tasks {
             if let PerfEvent::Mmap {
@@ -122,6 +123,7 @@ impl MappedModules {
         MappedModules {
             maps,
             segments: HashMap::new(),
+            files,
         }
     }
 
@@ -137,7 +139,7 @@ impl MappedModules {
         let segments = self
             .segments
             .entry(path.clone())
-            .or_insert_with(|| load_segments(Path::new(&path)));
+            .or_insert_with(|| load_segments(&self.files.file(Path::new(&path))));
         let svma = segments.as_ref().and_then(|segs| {
             segs.iter()
                 .find(|(off, size, _)| (*off..off + size).contains(&file_offset))

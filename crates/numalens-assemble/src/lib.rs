@@ -1,6 +1,6 @@
 //! Turning a recording (runtime event logs, page faults, maps snapshots, perf task records, the
 //! `inst` hooks' files) into a profile directory. The live recorder hands over the recording it
-//! holds in memory ([`write_profile`]).
+//! holds in memory ([`write_profile`]); [`stored`] reads one back from a recording's directory.
 
 pub mod attribute;
 mod attribute_index;
@@ -20,6 +20,7 @@ pub mod raw;
 mod rows;
 mod sites;
 pub mod spill;
+pub mod stored;
 pub mod symbols;
 mod threads;
 
@@ -131,7 +132,7 @@ pub fn write_profile(
     let inst_dir = raw.inst_dir.as_deref().unwrap_or(&raw.events_dir);
     let inst_data = numalens_inst::files::read_inst_dir(inst_dir);
     reasons.extend(inst_data.problems.iter().cloned());
-    let mut symbols = Symbolizer::new();
+    let mut symbols = Symbolizer::with_files(raw.module_files.clone());
     let modules = objects::modules_per_log(&logs);
     let views: Vec<ProcessView> = logs
         .iter()

@@ -1,6 +1,7 @@
 //! What a recording holds before it is assembled: the samples and task records of the page-fault
 //! sampler, the mappings seen, the page scans and where the runtimes wrote their files. The live
-//! recorder (`numalens-record`) fills it as the program runs.
+//! recorder (`numalens-record`) fills it as the program runs; [`crate::stored`] reads it back
+//! from a recording's directory.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use numalens_format::{Host, Migration};
 
 use crate::procmaps::MapsHistory;
+use crate::symbols::ModuleFiles;
 
 /// A recording, as the assembly takes it.
 pub struct RawRecording {
@@ -37,6 +39,8 @@ pub struct RawRecording {
     /// The machine the program ran on, and its base page size.
     pub host: Host,
     pub page_size: u64,
+    /// Where the files of the modules it names are read, for symbols and static objects.
+    pub module_files: ModuleFiles,
 }
 
 /// A decoded perf record.

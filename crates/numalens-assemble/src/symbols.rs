@@ -16,11 +16,35 @@ pub struct SourceLocation {
     pub line: Option<u32>,
 }
 
+/// Where the files of the modules a recording names are read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ModuleFiles {
+    /// At the paths the recording names: on the machine that ran the program.
+    #[default]
+    AsRecorded,
+    /// Under this directory (`/usr/lib/x.so` is `DIR/usr/lib/x.so`): a copy of another
+    /// machine's files, or an empty directory for a profile without names.
+    Under(PathBuf),
+}
+
+impl ModuleFiles {
+    /// The file of `module`.
+    pub fn file<'a>(&self, module: &'a Path) -> Cow<'a, Path> {
+        match self {
+            ModuleFiles::AsRecorded => Cow::Borrowed(module),
+            ModuleFiles::Under(root) => {
+                Cow::Owned(root.join(module.strip_prefix("/").unwrap_or(module)))
+            }
+        }
+    }
+}
+
 /// Symbolises addresses given as (module path, address in the module's own address space).
 /// Loaders are opened once per module and kept; a module that cannot be read yields empty
 /// locations rather than an error, since a profile is still useful without names.
 #[derive(Default)]
 pub struct Symbolizer {
+    files: ModuleFiles,
     loaders: HashMap<PathBuf, Option<addr2line::Loader>>,
     /// Definitions of each module's statics, read on the first question about the module.
     definitions: HashMap<PathBuf, HashMap<u64, Definition>>,
@@ -29,6 +53,18 @@ pub struct Symbolizer {
 impl Symbolizer {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A symboliser that reads the modules' files where `files` says.
+    pub fn with_files(files: ModuleFiles) -> Self {
+        Symbolizer {
+            files,
+            ..Self::default()
+        }
+    }
+
+    pub fn files(&self) -> &ModuleFiles {
+        &self.files
     }
 
     /// Location of `svma` (stated virtual memory address: runtime address minus load bias).
@@ -43,7 +79,7 @@ impl Symbolizer {
         let loader = self
             .loaders
             .entry(module.to_path_buf())
-            .or_insert_with(|| addr2line::Loader::new(module).ok());
+            .or_insert_with(|| addr2line::Loader::new(self.files.file(module)).ok());
         let Some(loader) = loader else {
             return vec![SourceLocation::default()];
         };
@@ -79,7 +115,7 @@ impl Symbolizer {
     pub fn definition(&mut self, module: &Path, svma: u64) -> Option<&Definition> {
         self.definitions
             .entry(module.to_path_buf())
-            .or_insert_with(|| static_definitions(module).unwrap_or_default())
+            .or_insert_with(|| static_definitions(&self.files.file(module)).unwrap_or_default())
             .get(&svma)
     }
 }
@@ -297,6 +333,20 @@ fn is_data_section(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_files_under_a_directory_keep_the_recorded_path_below_it() {
+        let module = Path::new("/usr/lib/libc.so.6");
+        assert_eq!(ModuleFiles::AsRecorded.file(module), module);
+        let under = ModuleFiles::Under(PathBuf::from("/copies"));
+        assert_eq!(under.file(module), Path::new("/copies/usr/lib/libc.so.6"));
+        // A relative path is taken below the directory too.
+        assert_eq!(under.file(Path::new("a.out")), Path::new("/copies/a.out"));
+        // Absent files give empty answers, not errors.
+        let mut symbols = Symbolizer::with_files(ModuleFiles::Under(PathBuf::from("/nowhere")));
+        assert_eq!(symbols.locate(module, 0x1000), SourceLocation::default());
+        assert!(symbols.definition(module, 0x1000).is_none());
+    }
 
     #[test]
     fn finds_statics_and_locations_in_a_compiled_program() {

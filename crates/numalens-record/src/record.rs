@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use numalens_assemble::procmaps::{Mapping, MapsHistory};
 use numalens_assemble::raw::{Fault, PerfEvent, RawRecording, ScannedRun};
 use numalens_assemble::spill::Spill;
+use numalens_assemble::symbols::ModuleFiles;
 use numalens_assemble::{ProgramEnd, this_host};
 use numalens_format::{Overhead, ProgramExit};
 use numalens_inst::staging::InstStaging;
@@ -438,6 +439,7 @@ pub fn run_with(
         clock_origin_ns,
         host: this_host(),
         page_size,
+        module_files: ModuleFiles::AsRecorded,
     };
     let end = ProgramEnding {
         exit,
