@@ -400,6 +400,9 @@ pub fn run_with(
             break Ended::Reaped(first.status);
         }
     };
+    // What the last turns drained goes to disk too: a recorder killed while it writes the
+    // profile then loses nothing of the run, and the events directory holds the whole recording.
+    raw.spill.flush();
     if let Some(hook) = hook {
         raw.migrations.extend(hook.finish(monotonic_ns()));
     }
