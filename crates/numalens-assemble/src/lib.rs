@@ -204,17 +204,7 @@ pub fn write_profile(
     })?;
     summary.objects = objects.len() as u64;
     for view in &views {
-        for site in view.sites.used() {
-            for frame in &site.frames {
-                writer.push_site_frame(frame.clone())?;
-            }
-        }
-        page_nodes::write_exit_query(&mut writer, view, origin)?;
-        for (t, event) in &view.places {
-            if let Some(row) = placements::plan_row(*t, view.pid, event, origin) {
-                writer.push_migration(row)?;
-            }
-        }
+        write_process_tables(&mut writer, view, origin)?;
     }
     for row in &raw.migrations {
         writer.push_migration(row.clone())?;
@@ -235,6 +225,27 @@ pub fn write_profile(
     );
     writer.meta_mut().overhead = end.overhead;
     finish(writer, completeness, summary)
+}
+
+/// The rows a process's log gives beyond objects and threads: its call sites' frames, its exit
+/// query and the plan's rules the runtime applied.
+fn write_process_tables(
+    writer: &mut ProfileWriter,
+    view: &ProcessView,
+    origin: u64,
+) -> numalens_format::Result<()> {
+    for site in view.sites.used() {
+        for frame in &site.frames {
+            writer.push_site_frame(frame.clone())?;
+        }
+    }
+    page_nodes::write_exit_query(writer, view, origin)?;
+    for (t, event) in &view.places {
+        if let Some(row) = placements::plan_row(*t, view.pid, event, origin) {
+            writer.push_migration(row)?;
+        }
+    }
+    Ok(())
 }
 
 fn finish(

@@ -1,7 +1,6 @@
 //! `numalens record`: run a program under the runtime and the sampler, then write its profile.
 
 use std::ffi::OsString;
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -9,16 +8,16 @@ use numalens_assemble::procmaps::{Mapping, MapsHistory};
 use numalens_assemble::raw::{Fault, PerfEvent, RawRecording, ScannedRun};
 use numalens_assemble::spill::Spill;
 use numalens_assemble::symbols::ModuleFiles;
-use numalens_assemble::{ProgramEnd, this_host};
-use numalens_format::{Overhead, ProgramExit};
+use numalens_assemble::this_host;
 use numalens_inst::staging::InstStaging;
-use numalens_preload::events_tail::ObjectCounter;
 
-use crate::faults::{FaultSampler, online_cpus};
+use crate::faults::online_cpus;
 use crate::launch::{ExitWatch, LaunchError, LaunchSpec, launch};
 use crate::outlive::{FirstExit, Others};
+pub use crate::program_end::{ProgramEnding, Reaper, own_cpu_time};
 use crate::scan::scan_process;
 use crate::signals;
+use crate::status_line::StatusLine;
 use crate::time_order::{FaultsInOrder, SETTLE_LAG_NS};
 
 /// Where accesses come from.
@@ -82,69 +81,6 @@ pub struct Recording {
     /// Where the `inst` hooks wrote their files (with `--backend inst`); removed when dropped,
     /// so it is kept until the profile is written.
     pub inst_staging: Option<InstStaging>,
-}
-
-/// The program's exit status and the recording's times.
-pub struct ProgramEnding {
-    /// Final once [`ProgramEnding::wait_for_exit`] has returned.
-    pub exit: std::process::ExitStatus,
-    /// Until the program was reaped; final once [`ProgramEnding::wait_for_exit`] has returned.
-    pub wall: Duration,
-    /// When the program was reaped; final once [`ProgramEnding::wait_for_exit`] has returned.
-    pub ended: Instant,
-    /// The recorder's own CPU time while the program ran.
-    pub running_cpu: Duration,
-    /// The program's end, when `run` returned while the kernel was still tearing it down.
-    pub reaper: Option<Reaper>,
-}
-
-/// Waits, on a thread of its own, for a program whose every task has exited but whose memory
-/// the kernel is still freeing (a second or more for tens of GiB): the profile is written
-/// meanwhile, instead of after.
-pub struct Reaper(std::thread::JoinHandle<std::io::Result<(std::process::ExitStatus, Instant)>>);
-
-impl Reaper {
-    fn start(mut child: std::process::Child) -> Reaper {
-        Reaper(std::thread::spawn(move || {
-            let status = child.wait()?;
-            Ok((status, Instant::now()))
-        }))
-    }
-}
-
-impl ProgramEnding {
-    /// Waits until the program is reaped, for its exit status and wall time.
-    pub fn wait_for_exit(&mut self) -> std::io::Result<()> {
-        if let Some(Reaper(handle)) = self.reaper.take() {
-            let (exit, ended) = handle.join().map_err(|_| {
-                std::io::Error::other("the thread waiting for the program failed")
-            })??;
-            self.exit = exit;
-            self.wall += ended.saturating_duration_since(self.ended);
-            self.ended = ended;
-        }
-        Ok(())
-    }
-
-    /// Waits until the program is reaped; its exit status and the recording's overhead, the
-    /// profile's writing counted from `writing_started` (or the program's end, if later).
-    pub fn program_end(&mut self, writing_started: Instant) -> std::io::Result<ProgramEnd> {
-        use std::os::unix::process::ExitStatusExt;
-        self.wait_for_exit()?;
-        Ok(ProgramEnd {
-            exit: Some(ProgramExit {
-                code: self.exit.code(),
-                signal: self.exit.signal(),
-            }),
-            overhead: Some(Overhead {
-                slowdown: None,
-                recorder_cpu_s: Some(own_cpu_time().as_secs_f64()),
-                running_cpu_s: Some(self.running_cpu.as_secs_f64()),
-                program_wall_s: Some(self.wall.as_secs_f64()),
-                writing_wall_s: Some(writing_started.max(self.ended).elapsed().as_secs_f64()),
-            }),
-        })
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -377,7 +313,8 @@ pub fn run_with(
             }
             raw.spill.flush();
         }
-        status.update(started.elapsed(), &raw, sampler.as_ref());
+        let drained = (raw.faults.len(), raw.tasks.as_slice(), raw.lost);
+        status.update(started.elapsed(), drained, sampler.as_ref());
         if first_exit.is_none()
             && let Some(exit) = launched.child.try_wait().map_err(RecordError::Wait)?
         {
@@ -465,18 +402,6 @@ enum Ended {
     Exiting,
 }
 
-/// User + system CPU time of the recorder process so far.
-pub fn own_cpu_time() -> Duration {
-    // SAFETY: getrusage writes into the zeroed struct.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    time(usage.ru_utime) + time(usage.ru_stime)
-}
-
 /// How often the recorder reads the maps of the program's processes.
 const MAPS_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -545,60 +470,4 @@ fn snapshot(maps: &mut MapsHistory, spill: &mut Spill, pid: u32, now: u64) -> Ve
     };
     spill.maps(pid, now, &text);
     maps.add(pid, &text, now)
-}
-
-/// `elapsed  faults  objects  tasks  lost` on one stderr line, redrawn in place, on a terminal
-/// only.
-struct StatusLine {
-    enabled: bool,
-    last: Option<Instant>,
-    events_dir: PathBuf,
-    objects: ObjectCounter,
-}
-
-impl StatusLine {
-    fn new(wanted: bool, events_dir: &Path) -> Self {
-        StatusLine {
-            enabled: wanted && std::io::stderr().is_terminal(),
-            last: None,
-            events_dir: events_dir.to_path_buf(),
-            objects: ObjectCounter::default(),
-        }
-    }
-
-    fn update(&mut self, elapsed: Duration, raw: &Collected, sampler: Option<&FaultSampler>) {
-        if !self.enabled
-            || self
-                .last
-                .is_some_and(|t| t.elapsed() < Duration::from_millis(250))
-        {
-            return;
-        }
-        self.last = Some(Instant::now());
-        self.objects.update(&self.events_dir);
-        let threads = raw
-            .tasks
-            .iter()
-            .filter(|e| matches!(e, PerfEvent::Fork { .. }))
-            .count();
-        // The kernel's own count, when it keeps one: LOST records come late or never.
-        let lost = sampler
-            .and_then(|s| s.lost().counted)
-            .map_or(raw.lost, |counted| counted.max(raw.lost));
-        let _ = write!(
-            std::io::stderr(),
-            "\r\x1b[Knumalens: {:>6.1}s  {} faults  {} objects  {} new tasks  {} lost",
-            elapsed.as_secs_f64(),
-            raw.faults.len(),
-            self.objects.objects,
-            threads,
-            lost
-        );
-    }
-
-    fn finish(&mut self) {
-        if self.enabled && self.last.is_some() {
-            let _ = write!(std::io::stderr(), "\r\x1b[K");
-        }
-    }
 }
