@@ -1,5 +1,5 @@
 //! C writes every record kind with the core's API; the Rust reader gets the same values back.
-//! Also checks that the kind numbers in numalens_events.h are the ones events.rs knows.
+//! Also checks that the kind numbers in numalens_events.h are the ones `events` knows.
 
 use std::process::Command;
 

@@ -1,5 +1,5 @@
 //! The runtime preloaded into real programs (tests/progs/), its event logs read back with
-//! events.rs: allocation functions, C++, threads, OpenMP, mappings, fork/exec, dlopen, crashes,
+//! `events`: allocation functions, C++, threads, OpenMP, mappings, fork/exec, dlopen, crashes,
 //! SIGKILL, page nodes at exit, exit statuses, and the inert runtime.
 
 use std::collections::HashMap;

@@ -10,7 +10,7 @@
  * little-endian. Records are written in chunks (a thread's buffer at a time) with write(2), so a
  * file holds whole records only, except possibly a torn last chunk when the process was killed
  * mid-write; readers drop a trailing partial record. Records of different threads interleave;
- * within one thread they are in time order. The Rust mirror is crates/numalens-preload/src/events.rs;
+ * within one thread they are in time order. The Rust mirror is crates/numalens-preload/src/events/;
  * a round-trip test (C writes, Rust reads) keeps the two equal.
  */
 #ifndef NUMALENS_EVENTS_H
