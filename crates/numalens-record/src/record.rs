@@ -184,35 +184,9 @@ pub fn run_with(
 ) -> Result<Recording, RecordError> {
     // The program's processes may change directory before they open their logs (daemons do).
     let events_dir = std::path::absolute(&events_dir).unwrap_or(events_dir);
-    let mut env: Vec<(OsString, OsString)> = vec![
-        ("NUMALENS_DIR".into(), events_dir.clone().into()),
-        (
-            "NUMALENS_MIN_OBJECT".into(),
-            opts.min_object.to_string().into(),
-        ),
-        ("NUMALENS_PAGE_NODES".into(), "1".into()),
-    ];
-    env.extend(opts.inst.iter().flat_map(|i| i.env()));
-    if let Some(rules) = &opts.plan_rules {
-        let rules = std::path::absolute(rules).unwrap_or(rules.clone());
-        env.push(("NUMALENS_PLAN".into(), rules.into()));
-        env.push((
-            "NUMALENS_PLAN_PARENT".into(),
-            std::process::id().to_string().into(),
-        ));
-    }
     let inst_staging = opts.inst.map(|_| InstStaging::new(&events_dir));
-    if let Some(staging) = &inst_staging {
-        env.push(("NUMALENS_INST_DIR".into(), staging.dir().into()));
-    }
-    if let Some(runtime) = runtime {
-        let mut preload = OsString::from(runtime);
-        if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
-            preload.push(":");
-            preload.push(existing);
-        }
-        env.push(("LD_PRELOAD".into(), preload));
-    }
+    let inst_dir = inst_staging.as_ref().map(|s| s.dir());
+    let env = program_env(opts, &events_dir, inst_dir, runtime);
     let sample_cpus = match opts.source {
         SampleSource::Faults => {
             Some(online_cpus().map_err(|e| RecordError::Runtime(e.to_string()))?)
@@ -393,6 +367,45 @@ pub fn run_with(
         end,
         inst_staging,
     })
+}
+
+/// The environment the runtimes read: where to write, what to record, the plan's rules, and
+/// the preloaded runtime ahead of any the program already preloads.
+fn program_env(
+    opts: &RecordOptions,
+    events_dir: &Path,
+    inst_dir: Option<&Path>,
+    runtime: Option<PathBuf>,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = vec![
+        ("NUMALENS_DIR".into(), events_dir.into()),
+        (
+            "NUMALENS_MIN_OBJECT".into(),
+            opts.min_object.to_string().into(),
+        ),
+        ("NUMALENS_PAGE_NODES".into(), "1".into()),
+    ];
+    env.extend(opts.inst.iter().flat_map(|i| i.env()));
+    if let Some(rules) = &opts.plan_rules {
+        let rules = std::path::absolute(rules).unwrap_or(rules.clone());
+        env.push(("NUMALENS_PLAN".into(), rules.into()));
+        env.push((
+            "NUMALENS_PLAN_PARENT".into(),
+            std::process::id().to_string().into(),
+        ));
+    }
+    if let Some(dir) = inst_dir {
+        env.push(("NUMALENS_INST_DIR".into(), dir.into()));
+    }
+    if let Some(runtime) = runtime {
+        let mut preload = OsString::from(runtime);
+        if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+            preload.push(":");
+            preload.push(existing);
+        }
+        env.push(("LD_PRELOAD".into(), preload));
+    }
+    env
 }
 
 /// How the record loop ended.
