@@ -138,3 +138,60 @@ fn raw_recording(
         module_files,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes the `meta.json` a recording of `prog` with the `faults` backend starts with.
+    fn write_start_meta(dir: &Path) {
+        let opts = AssembleOptions {
+            topology: None,
+            min_object: 4096,
+            backend: "faults",
+            backend_settings: [("event".to_string(), "page-faults".into())].into(),
+            numa_balancing: None,
+            thp: ThpMode::Never,
+            recovered: None,
+        };
+        let meta = crate::profile_meta(vec!["prog".into()], (1, 2), &opts);
+        std::fs::write(dir.join("meta.json"), serde_json::to_string(&meta).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_directory_without_meta_or_events_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let err = write_stored_profile(dir.path(), &out, ModuleFiles::AsRecorded).unwrap_err();
+        assert!(
+            matches!(err, StoredError::NoMeta(ref p, _) if p == dir.path()),
+            "{err}"
+        );
+        write_start_meta(dir.path());
+        let err = write_stored_profile(dir.path(), &out, ModuleFiles::AsRecorded).unwrap_err();
+        assert!(
+            matches!(err, StoredError::NoEvents(ref p) if p == dir.path()),
+            "{err}"
+        );
+        assert!(!out.exists());
+    }
+
+    #[test]
+    fn an_empty_events_directory_gives_an_empty_profile_that_says_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        write_start_meta(dir.path());
+        std::fs::create_dir(dir.path().join(EVENTS_DIR)).unwrap();
+        let out = dir.path().join("out");
+        let summary = write_stored_profile(dir.path(), &out, ModuleFiles::AsRecorded).unwrap();
+        assert_eq!((summary.samples, summary.objects), (0, 0));
+        assert!(!summary.complete);
+        assert!(
+            summary.reasons[0].contains("page-fault samples, mappings seen only by the recorder"),
+            "{:?}",
+            summary.reasons
+        );
+        let written = Meta::read(&out.join("meta.json")).unwrap();
+        assert_eq!(written.command, ["prog"]);
+        assert_eq!(written.completeness.exit, None);
+    }
+}
