@@ -77,8 +77,8 @@ pub struct AssembleOptions<'a> {
     pub numa_balancing: Option<NumaBalancing>,
     /// The transparent-huge-page setting the program ran under.
     pub thp: ThpMode,
-    /// Set by `numalens recover`: why the profile is incomplete (the recorder was killed, and
-    /// what it alone held is missing). The program's exit status is then unknown.
+    /// Set for a recording read back from its directory ([`stored`], what `numalens recover`
+    /// runs): why the profile is incomplete (what only the live recorder held is missing).
     pub recovered: Option<String>,
 }
 
