@@ -7,10 +7,10 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use numalens_record::assemble::{exit_page_nodes, exit_residency, process_view};
-use numalens_record::events::parse_event_log;
-use numalens_record::events_tail::ObjectCounter;
-use numalens_record::symbols::Symbolizer;
+use numalens_assemble::symbols::Symbolizer;
+use numalens_assemble::{exit_page_nodes, exit_residency, process_view};
+use numalens_preload::events::parse_event_log;
+use numalens_preload::events_tail::ObjectCounter;
 
 fuzz_target!(|data: &[u8]| {
     let mut counter = ObjectCounter::default();

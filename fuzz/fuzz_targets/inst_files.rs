@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use numalens_record::inst::files::read_inst_dir;
+use numalens_inst::files::read_inst_dir;
 
 fuzz_target!(|data: &[u8]| {
     let parts = numalens_fuzz::split(data, 3);

@@ -9,8 +9,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use numalens_assemble::raw::{Fault, PerfEvent};
 use numalens_format::{Completeness, Migration, ProfileWriter};
-use numalens_record::faults::{Fault, FaultSampler, PerfEvent};
+use numalens_record::faults::FaultSampler;
 use numalens_record::record::{LiveHook, LiveView, monotonic_ns};
 
 use crate::engine::Engine;
@@ -182,20 +183,20 @@ pub fn meta(
     let mut settings = std::collections::BTreeMap::new();
     settings.insert("attached_pid".to_string(), pid.into());
     settings.insert("policy".to_string(), policy.into());
-    let opts = numalens_record::assemble::AssembleOptions {
+    let opts = numalens_assemble::AssembleOptions {
         topology: Some(topology.clone()),
         min_object: 0,
         backend: "faults",
         backend_settings: settings,
         numa_balancing: None,
-        thp: numalens_record::pagesize::ThpMode::host(),
+        thp: numalens_assemble::pagesize::ThpMode::host(),
         recovered: None,
     };
     let start = (
         numalens_format::meta::unix_now_ns(),
         numalens_record::record::monotonic_ns(),
     );
-    numalens_record::assemble::profile_meta(vec!["--pid".into(), pid.to_string()], start, &opts)
+    numalens_assemble::profile_meta(vec!["--pid".into(), pid.to_string()], start, &opts)
 }
 
 /// `PID.numalens`, numbered when taken.

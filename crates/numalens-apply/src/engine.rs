@@ -19,14 +19,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use numalens_assemble::raw::Fault;
 use numalens_format::Migration;
+use numalens_inst::files::InstSample;
+use numalens_inst::tail::SamplesTail;
 use numalens_place::accesses::{Cell, ThreadInfo};
 use numalens_place::layout::MoveKind;
 use numalens_place::policies::{StepInput, Stepper};
 use numalens_place::{Machine, Params, Policy};
-use numalens_record::faults::Fault;
-use numalens_record::inst::files::InstSample;
-use numalens_record::inst::tail::SamplesTail;
 use numalens_record::record::{LiveHook, LiveView};
 
 use crate::migrate::{MigrateOptions, Outcome};

@@ -207,7 +207,7 @@ impl Migrator {
                     self.note_moved(pid, address, epoch);
                     "ok".to_string()
                 } else {
-                    let name = numalens_record::assemble::placements::errno_name(-got);
+                    let name = numalens_assemble::placements::errno_name(-got);
                     *out.failed.entry(name.clone()).or_default() += 1;
                     name
                 };

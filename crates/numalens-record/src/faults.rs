@@ -5,6 +5,7 @@
 
 use std::io;
 
+use numalens_assemble::raw::{Fault, PerfEvent, SamplerInfo};
 use perf_event_open_sys::bindings::{self as sys, perf_event_attr};
 
 use crate::perf::PerfRing;
@@ -24,75 +25,6 @@ const SAMPLE_PAGE_SIZE: u64 = sys::PERF_SAMPLE_DATA_PAGE_SIZE as u64;
 /// Bytes of a sample record without and with the page size.
 const SAMPLE_BYTES: usize = 48;
 const SAMPLE_WITH_PAGE_SIZE_BYTES: usize = 56;
-
-/// A decoded perf record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PerfEvent {
-    /// A page fault.
-    Fault(Fault),
-    /// The kernel dropped `count` records because the ring was full.
-    Lost { count: u64 },
-    /// A task got a (new) name; `exec` when it comes from an exec.
-    Comm {
-        pid: u32,
-        tid: u32,
-        name: String,
-        exec: bool,
-        time_ns: u64,
-    },
-    /// A task was created (`pid == tid` for a new process).
-    Fork {
-        pid: u32,
-        ppid: u32,
-        tid: u32,
-        ptid: u32,
-        time_ns: u64,
-    },
-    /// A task exited.
-    Exit { pid: u32, tid: u32, time_ns: u64 },
-    /// A mapping was created.
-    Mmap {
-        pid: u32,
-        tid: u32,
-        start: u64,
-        len: u64,
-        pgoff: u64,
-        prot: u32,
-        flags: u32,
-        path: String,
-        time_ns: u64,
-    },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fault {
-    pub pid: u32,
-    pub tid: u32,
-    pub time_ns: u64,
-    pub address: u64,
-    pub cpu: u32,
-    /// MMU page size at `address` when the fault was taken: 0 when the page was not mapped or
-    /// the kernel does not report it (see `SamplerInfo::page_sizes`).
-    pub mapped_page_size: u32,
-    pub ip: u64,
-}
-
-/// How the sampler was set up.
-#[derive(Debug, Clone)]
-pub struct SamplerInfo {
-    pub cpus: Vec<u32>,
-    pub ring_pages: usize,
-    /// False when the kernel refused kernel-mode samples and only user-mode faults are seen
-    /// (faults taken inside system calls, e.g. `read()` into a fresh buffer, are then missed).
-    pub kernel_faults: bool,
-    /// True when each fault carries the page size of its address (Linux 5.11+).
-    pub page_sizes: bool,
-    /// True when the kernel counts every record it dropped on the event itself (`read_format`
-    /// `PERF_FORMAT_LOST`, Linux 6.0+), so the loss is known exactly; before that only the
-    /// `PERF_RECORD_LOST` records tell, and they are written late or not at all (see
-    /// [`FaultSampler::lost`]).
-    pub lost_counted: bool,
-}
 
 /// What the kernel says about the records it could not write into the rings.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,27 +1,18 @@
-//! The numalens recorder: runs a program under the `libnumalens` runtime and the page-fault
-//! sampler, and turns what they saw into a profile.
+//! The numalens recorder: runs a program under the preload runtime (`numalens-preload`), the
+//! `inst` hooks (`numalens-inst`) and the page-fault sampler, keeps what the sampler saw (and a
+//! copy of it on disk), and has the recording assembled into a profile (`numalens-assemble`).
 
-pub mod assemble;
-pub mod attribute;
-mod attribute_index;
-pub mod events;
-pub mod events_tail;
 pub mod faults;
-pub mod inst;
 pub mod launch;
 mod outlive;
-pub mod page_times;
-pub mod pagesize;
 pub mod perf;
-pub mod procmaps;
+mod program_end;
 pub mod record;
 pub mod recover;
-pub mod runtime;
 pub mod scan;
 pub mod session;
 pub mod signals;
-pub mod spill;
+mod status_line;
 pub mod std_fds;
-pub mod symbols;
 pub mod time_order;
 pub mod unfinished;

@@ -6,24 +6,12 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::events::find_event_logs;
+use numalens_assemble::raw::Outlived;
+use numalens_preload::events::find_event_logs;
+
 use crate::faults::FaultSampler;
-
-/// Processes of the program that ran on after the first one exited.
-#[derive(Debug, Clone, Default)]
-pub struct Outlived {
-    /// Processes of the program seen in all (the first one included).
-    pub processes: u64,
-    /// From the first process's exit to the end of the recording.
-    pub after_first: Duration,
-    /// A signal to the recorder ended the recording while processes of the program still ran:
-    /// what they did afterwards is not in the profile.
-    pub stopped_early: bool,
-    /// Those of them that could be named (a lost FORK record leaves one unnamed).
-    pub still_running: Vec<u32>,
-}
 
 /// The first process's end, while others of the program may still run.
 pub(crate) struct FirstExit {

@@ -1,20 +1,23 @@
 //! `numalens record`: run a program under the runtime and the sampler, then write its profile.
 
 use std::ffi::OsString;
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::events_tail::ObjectCounter;
-use crate::faults::{Fault, FaultSampler, PerfEvent, SamplerInfo, online_cpus};
-use crate::inst::staging::InstStaging;
+use numalens_assemble::procmaps::{Mapping, MapsHistory};
+use numalens_assemble::raw::{Fault, PerfEvent, RawRecording, ScannedRun};
+use numalens_assemble::spill::Spill;
+use numalens_assemble::symbols::ModuleFiles;
+use numalens_assemble::this_host;
+use numalens_inst::staging::InstStaging;
+
+use crate::faults::online_cpus;
 use crate::launch::{ExitWatch, LaunchError, LaunchSpec, launch};
-pub use crate::outlive::Outlived;
 use crate::outlive::{FirstExit, Others};
-use crate::procmaps::{Mapping, MapsHistory};
-use crate::scan::{ScannedRun, scan_process};
+pub use crate::program_end::{ProgramEnding, Reaper, own_cpu_time};
+use crate::scan::scan_process;
 use crate::signals;
-use crate::spill::Spill;
+use crate::status_line::StatusLine;
 use crate::time_order::{FaultsInOrder, SETTLE_LAG_NS};
 
 /// Where accesses come from.
@@ -45,7 +48,7 @@ pub struct RecordOptions {
     /// Query where every data page of the program is this often (`--page-scan-interval`).
     pub page_scan_interval: Option<Duration>,
     /// Count or sample every access of a program built with `numalens cc` (`--backend inst`).
-    pub inst: Option<crate::inst::InstOptions>,
+    pub inst: Option<numalens_inst::InstOptions>,
     /// The rules file of `numalens run --plan` for the runtime to apply (numalens_plan.h).
     pub plan_rules: Option<PathBuf>,
 }
@@ -71,69 +74,13 @@ impl RecordOptions {
 }
 
 /// What the run produced, before it is turned into a profile.
-pub struct RawRecording {
-    pub command: Vec<String>,
-    pub events_dir: PathBuf,
-    /// Where the `inst` hooks wrote their files (with `--backend inst`).
+pub struct Recording {
+    pub raw: RawRecording,
+    /// The program's end, which only the recorder sees.
+    pub end: ProgramEnding,
+    /// Where the `inst` hooks wrote their files (with `--backend inst`); removed when dropped,
+    /// so it is kept until the profile is written.
     pub inst_staging: Option<InstStaging>,
-    pub faults: Vec<Fault>,
-    pub tasks: Vec<PerfEvent>,
-    /// Records the kernel dropped: its own count on the events (Linux 6.0+), else the sum of
-    /// its `PERF_RECORD_LOST` records.
-    pub lost: u64,
-    /// A ring filled up on a kernel that does not count what it drops: `lost` is a lower bound.
-    pub lost_uncounted: bool,
-    /// Set when processes of the program ran on after the first one exited.
-    pub outlived: Option<Outlived>,
-    pub maps: MapsHistory,
-    /// Answers of the periodic page → node scans.
-    pub scans: Vec<ScannedRun>,
-    /// Pages the online engine moved while the program ran (`migrations` rows, times since the
-    /// clock origin).
-    pub migrations: Vec<numalens_format::Migration>,
-    pub sampler: Option<SamplerInfo>,
-    /// Final once [`RawRecording::wait_for_exit`] has returned (`write_profile` calls it).
-    pub exit: std::process::ExitStatus,
-    pub interrupted_by: Option<i32>,
-    pub start_unix_ns: u64,
-    pub clock_origin_ns: u64,
-    /// Until the program was reaped; final once [`RawRecording::wait_for_exit`] has returned.
-    pub wall: Duration,
-    /// When the program was reaped; final once [`RawRecording::wait_for_exit`] has returned.
-    pub ended: Instant,
-    /// The recorder's own CPU time while the program ran.
-    pub running_cpu: Duration,
-    /// The program's end, when `run` returned while the kernel was still tearing it down.
-    pub reaper: Option<Reaper>,
-}
-
-/// Waits, on a thread of its own, for a program whose every task has exited but whose memory
-/// the kernel is still freeing (a second or more for tens of GiB): the profile is written
-/// meanwhile, instead of after.
-pub struct Reaper(std::thread::JoinHandle<std::io::Result<(std::process::ExitStatus, Instant)>>);
-
-impl Reaper {
-    fn start(mut child: std::process::Child) -> Reaper {
-        Reaper(std::thread::spawn(move || {
-            let status = child.wait()?;
-            Ok((status, Instant::now()))
-        }))
-    }
-}
-
-impl RawRecording {
-    /// Waits until the program is reaped, for its exit status and wall time.
-    pub fn wait_for_exit(&mut self) -> std::io::Result<()> {
-        if let Some(Reaper(handle)) = self.reaper.take() {
-            let (exit, ended) = handle.join().map_err(|_| {
-                std::io::Error::other("the thread waiting for the program failed")
-            })??;
-            self.exit = exit;
-            self.wall += ended.saturating_duration_since(self.ended);
-            self.ended = ended;
-        }
-        Ok(())
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -148,7 +95,7 @@ pub enum RecordError {
     #[error("runtime: {0}")]
     Runtime(String),
     #[error(transparent)]
-    Inst(#[from] crate::inst::InstCheckError),
+    Inst(#[from] numalens_inst::InstCheckError),
     #[error("waiting for the program failed: {0}")]
     Wait(std::io::Error),
 }
@@ -215,7 +162,7 @@ pub struct LiveView<'a> {
     /// Page-fault samples in time order since the last call.
     pub faults: &'a [Fault],
     /// Where the `inst` hooks write their files (`--backend inst`): their sampled stream can be
-    /// read live with [`crate::inst::tail::SamplesTail`].
+    /// read live with [`numalens_inst::tail::SamplesTail`].
     pub inst_dir: Option<&'a std::path::Path>,
 }
 
@@ -224,7 +171,7 @@ pub fn run(
     opts: &RecordOptions,
     events_dir: PathBuf,
     runtime: Option<PathBuf>,
-) -> Result<RawRecording, RecordError> {
+) -> Result<Recording, RecordError> {
     run_with(opts, events_dir, runtime, None)
 }
 
@@ -234,38 +181,12 @@ pub fn run_with(
     events_dir: PathBuf,
     runtime: Option<PathBuf>,
     mut hook: Option<&mut dyn LiveHook>,
-) -> Result<RawRecording, RecordError> {
+) -> Result<Recording, RecordError> {
     // The program's processes may change directory before they open their logs (daemons do).
     let events_dir = std::path::absolute(&events_dir).unwrap_or(events_dir);
-    let mut env: Vec<(OsString, OsString)> = vec![
-        ("NUMALENS_DIR".into(), events_dir.clone().into()),
-        (
-            "NUMALENS_MIN_OBJECT".into(),
-            opts.min_object.to_string().into(),
-        ),
-        ("NUMALENS_PAGE_NODES".into(), "1".into()),
-    ];
-    env.extend(opts.inst.iter().flat_map(|i| i.env()));
-    if let Some(rules) = &opts.plan_rules {
-        let rules = std::path::absolute(rules).unwrap_or(rules.clone());
-        env.push(("NUMALENS_PLAN".into(), rules.into()));
-        env.push((
-            "NUMALENS_PLAN_PARENT".into(),
-            std::process::id().to_string().into(),
-        ));
-    }
     let inst_staging = opts.inst.map(|_| InstStaging::new(&events_dir));
-    if let Some(staging) = &inst_staging {
-        env.push(("NUMALENS_INST_DIR".into(), staging.dir().into()));
-    }
-    if let Some(runtime) = runtime {
-        let mut preload = OsString::from(runtime);
-        if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
-            preload.push(":");
-            preload.push(existing);
-        }
-        env.push(("LD_PRELOAD".into(), preload));
-    }
+    let inst_dir = inst_staging.as_ref().map(|s| s.dir());
+    let env = program_env(opts, &events_dir, inst_dir, runtime);
     let sample_cpus = match opts.source {
         SampleSource::Faults => {
             Some(online_cpus().map_err(|e| RecordError::Runtime(e.to_string()))?)
@@ -366,7 +287,8 @@ pub fn run_with(
             }
             raw.spill.flush();
         }
-        status.update(started.elapsed(), &raw, sampler.as_ref());
+        let drained = (raw.faults.len(), raw.tasks.as_slice(), raw.lost);
+        status.update(started.elapsed(), drained, sampler.as_ref());
         if first_exit.is_none()
             && let Some(exit) = launched.child.try_wait().map_err(RecordError::Wait)?
         {
@@ -389,6 +311,9 @@ pub fn run_with(
             break Ended::Reaped(first.status);
         }
     };
+    // What the last turns drained goes to disk too: a recorder killed while it writes the
+    // profile then loses nothing of the run, and the events directory holds the whole recording.
+    raw.spill.flush();
     if let Some(hook) = hook {
         raw.migrations.extend(hook.finish(monotonic_ns()));
     }
@@ -407,13 +332,13 @@ pub fn run_with(
         ),
     };
     status.finish();
-    Ok(RawRecording {
+    let raw = RawRecording {
         command: std::iter::once(&opts.program)
             .chain(&opts.args)
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
+        inst_dir: inst_staging.as_ref().map(|s| s.dir().to_path_buf()),
         events_dir,
-        inst_staging,
         faults: raw.faults.into_ordered(),
         tasks: raw.tasks,
         // The kernel's own count covers the LOST records and what they never told.
@@ -424,15 +349,63 @@ pub fn run_with(
         scans: raw.scans,
         migrations: raw.migrations,
         sampler: sampler.map(|s| s.info),
-        exit,
-        interrupted_by: signals::interrupted(),
         start_unix_ns,
         clock_origin_ns,
+        host: this_host(),
+        page_size,
+        module_files: ModuleFiles::AsRecorded,
+    };
+    let end = ProgramEnding {
+        exit,
         wall: started.elapsed(),
         ended: Instant::now(),
         running_cpu,
         reaper,
+    };
+    Ok(Recording {
+        raw,
+        end,
+        inst_staging,
     })
+}
+
+/// The environment the runtimes read: where to write, what to record, the plan's rules, and
+/// the preloaded runtime ahead of any the program already preloads.
+fn program_env(
+    opts: &RecordOptions,
+    events_dir: &Path,
+    inst_dir: Option<&Path>,
+    runtime: Option<PathBuf>,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = vec![
+        ("NUMALENS_DIR".into(), events_dir.into()),
+        (
+            "NUMALENS_MIN_OBJECT".into(),
+            opts.min_object.to_string().into(),
+        ),
+        ("NUMALENS_PAGE_NODES".into(), "1".into()),
+    ];
+    env.extend(opts.inst.iter().flat_map(|i| i.env()));
+    if let Some(rules) = &opts.plan_rules {
+        let rules = std::path::absolute(rules).unwrap_or(rules.clone());
+        env.push(("NUMALENS_PLAN".into(), rules.into()));
+        env.push((
+            "NUMALENS_PLAN_PARENT".into(),
+            std::process::id().to_string().into(),
+        ));
+    }
+    if let Some(dir) = inst_dir {
+        env.push(("NUMALENS_INST_DIR".into(), dir.into()));
+    }
+    if let Some(runtime) = runtime {
+        let mut preload = OsString::from(runtime);
+        if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+            preload.push(":");
+            preload.push(existing);
+        }
+        env.push(("LD_PRELOAD".into(), preload));
+    }
+    env
 }
 
 /// How the record loop ended.
@@ -440,18 +413,6 @@ enum Ended {
     Reaped(std::process::ExitStatus),
     /// Every task of the program has exited; the first process is not reaped yet.
     Exiting,
-}
-
-/// User + system CPU time of the recorder process so far.
-pub fn own_cpu_time() -> Duration {
-    // SAFETY: getrusage writes into the zeroed struct.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 /// How often the recorder reads the maps of the program's processes.
@@ -522,60 +483,4 @@ fn snapshot(maps: &mut MapsHistory, spill: &mut Spill, pid: u32, now: u64) -> Ve
     };
     spill.maps(pid, now, &text);
     maps.add(pid, &text, now)
-}
-
-/// `elapsed  faults  objects  tasks  lost` on one stderr line, redrawn in place, on a terminal
-/// only.
-struct StatusLine {
-    enabled: bool,
-    last: Option<Instant>,
-    events_dir: PathBuf,
-    objects: ObjectCounter,
-}
-
-impl StatusLine {
-    fn new(wanted: bool, events_dir: &Path) -> Self {
-        StatusLine {
-            enabled: wanted && std::io::stderr().is_terminal(),
-            last: None,
-            events_dir: events_dir.to_path_buf(),
-            objects: ObjectCounter::default(),
-        }
-    }
-
-    fn update(&mut self, elapsed: Duration, raw: &Collected, sampler: Option<&FaultSampler>) {
-        if !self.enabled
-            || self
-                .last
-                .is_some_and(|t| t.elapsed() < Duration::from_millis(250))
-        {
-            return;
-        }
-        self.last = Some(Instant::now());
-        self.objects.update(&self.events_dir);
-        let threads = raw
-            .tasks
-            .iter()
-            .filter(|e| matches!(e, PerfEvent::Fork { .. }))
-            .count();
-        // The kernel's own count, when it keeps one: LOST records come late or never.
-        let lost = sampler
-            .and_then(|s| s.lost().counted)
-            .map_or(raw.lost, |counted| counted.max(raw.lost));
-        let _ = write!(
-            std::io::stderr(),
-            "\r\x1b[Knumalens: {:>6.1}s  {} faults  {} objects  {} new tasks  {} lost",
-            elapsed.as_secs_f64(),
-            raw.faults.len(),
-            self.objects.objects,
-            threads,
-            lost
-        );
-    }
-
-    fn finish(&mut self) {
-        if self.enabled && self.last.is_some() {
-            let _ = write!(std::io::stderr(), "\r\x1b[K");
-        }
-    }
 }

@@ -4,22 +4,22 @@
 //! the runtime's event logs in the events directory (the program's processes write them
 //! themselves, so they are whole up to the program's end), the `inst` hooks' files, in the
 //! events directory or moved there by the staging directory's guard, and the recorder's spill
-//! file (`spill.rs`: its page-fault samples, task records and maps snapshots up to its last
-//! 100 ms flush). From those the same assembly as `record` writes the profile. What is lost: the
-//! recorder's last moments (and all it held when the spill file could not be written), its page
-//! scans and the program's exit status. The profile is marked incomplete and says so.
+//! file (`numalens-assemble`'s `spill.rs`: its page-fault samples, task records and maps
+//! snapshots up to its last 100 ms flush). Once no one writes there any more and the hooks' files
+//! are in, the assembly of a stored recording (`numalens_assemble::stored`) writes the profile.
+//! What is lost: the recorder's last moments (and all it held when the spill file could not be
+//! written), its page scans and the program's exit status. The profile is marked incomplete and
+//! says so.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use numalens_assemble::Summary;
+use numalens_assemble::stored::write_stored_profile;
+use numalens_assemble::symbols::ModuleFiles;
 use numalens_format::{EVENTS_DIR, Meta};
+use numalens_inst::guard;
 
-use crate::assemble::{AssembleOptions, Summary, write_profile};
-use crate::inst::guard;
-use crate::pagesize::ThpMode;
-use crate::record::RawRecording;
-use crate::spill::{Spilled, read_spill};
 use crate::unfinished::{ProcessId, read_processes};
 
 /// How long `recover` waits for a guard that is still moving the hooks' files.
@@ -93,27 +93,8 @@ pub fn recover(dir: &Path) -> Result<Recovered, RecoverError> {
     if let Some(recorder) = processes.recorder {
         collect_staged_files(recorder.pid, &events_dir).map_err(|e| failed(e.to_string()))?;
     }
-    let spilled = read_spill(&events_dir);
-    let found = spilled.found;
-    let mut raw = raw_recording(&meta, events_dir.clone(), spilled);
-    let settings = &meta.backend.settings;
-    let thp = settings
-        .get("transparent_hugepage")
-        .and_then(|v| v.as_str())
-        .map_or(ThpMode::Never, |name| ThpMode::parse(&format!("[{name}]")));
-    let opts = AssembleOptions {
-        topology: meta.topology.clone(),
-        min_object: settings
-            .get("min_object")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(4096),
-        backend: &meta.backend.name,
-        backend_settings: settings.clone(),
-        numa_balancing: meta.numa_balancing.clone(),
-        thp,
-        recovered: Some(reason(&meta, &events_dir, found)),
-    };
-    let summary = write_profile(&mut raw, dir, opts).map_err(|e| failed(e.to_string()))?;
+    let summary = write_stored_profile(dir, dir, ModuleFiles::AsRecorded)
+        .map_err(|e| failed(e.to_string()))?;
     if std::env::var_os("NUMALENS_KEEP_EVENTS").is_none() {
         let _ = std::fs::remove_dir_all(&events_dir);
     }
@@ -123,76 +104,11 @@ pub fn recover(dir: &Path) -> Result<Recovered, RecoverError> {
     })
 }
 
-/// Why the recovered profile is incomplete: what only the recorder held (all of it without a
-/// spill file, else its last moments), and the hooks' files when they are not there (a full
-/// disk under the events directory kept them out).
-fn reason(meta: &Meta, events_dir: &Path, spilled: bool) -> String {
-    let (pages, samples) = crate::inst::files::find_inst_files(events_dir);
-    let inst_found = !(pages.is_empty() && samples.is_empty());
-    let mut from = vec!["the runtime's logs"];
-    let mut missing = Vec::new();
-    if inst_found {
-        from.push("the instrumentation's files");
-    } else if meta.backend.name == "inst" {
-        missing.push("the instrumentation's files");
-    }
-    let faults = meta.backend.settings.contains_key("event");
-    if spilled {
-        from.push("the recorder's spill file");
-        missing.push(if faults {
-            "the page-fault samples and mappings of the recorder's last 100-200 ms"
-        } else {
-            "the mappings of the recorder's last 100-200 ms"
-        });
-    } else {
-        if faults {
-            missing.push("page-fault samples");
-        }
-        missing.push("mappings seen only by the recorder");
-    }
-    missing.push("the program's exit status");
-    format!(
-        "the recorder did not write the profile (it was killed, or could not write); recovered from {}: {} are missing",
-        from.join(", "),
-        missing.join(", ")
-    )
-}
-
-/// A recording with what is on disk: the spill file's samples, task records and mappings.
-fn raw_recording(meta: &Meta, events_dir: PathBuf, mut spilled: Spilled) -> RawRecording {
-    // Spilled as the rings were drained, one CPU after the other: the assembly wants time order.
-    spilled.faults.sort_by_key(|f| f.time_ns);
-    RawRecording {
-        command: meta.command.clone(),
-        events_dir,
-        inst_staging: None,
-        faults: spilled.faults,
-        tasks: spilled.tasks,
-        lost: spilled.lost,
-        // The kernel's own count is read at the end, which a killed recorder never reached: the
-        // recovery reason says samples may be missing.
-        lost_uncounted: false,
-        outlived: None,
-        maps: spilled.maps,
-        scans: Vec::new(),
-        migrations: Vec::new(),
-        sampler: None,
-        exit: std::process::ExitStatus::from_raw(0),
-        interrupted_by: None,
-        start_unix_ns: meta.start_unix_ns,
-        clock_origin_ns: meta.clock.origin_ns,
-        wall: Duration::ZERO,
-        ended: Instant::now(),
-        running_cpu: Duration::ZERO,
-        reaper: None,
-    }
-}
-
 /// Brings the hooks' files of the recorder `recorder` from `/dev/shm` into the events
 /// directory, when its guard could not (it was killed too): waits for a guard that is still at
 /// work, then copies what is left and removes the directory.
 fn collect_staged_files(recorder: u32, events_dir: &Path) -> std::io::Result<()> {
-    for dir in crate::inst::staging::directories_of(recorder) {
+    for dir in numalens_inst::staging::directories_of(recorder) {
         let waiting = Instant::now();
         while guard::is_guarded(&dir) && waiting.elapsed() < GUARD_WAIT {
             std::thread::sleep(Duration::from_millis(20));

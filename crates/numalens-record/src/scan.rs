@@ -3,22 +3,11 @@
 //! mappings is, so placement over time is known (NUMA balancing moving pages, a program's own
 //! `mbind`/`move_pages`). Answers are kept as runs of consecutive pages with the same answer.
 
-use crate::procmaps::Mapping;
+use numalens_assemble::procmaps::Mapping;
+use numalens_assemble::raw::ScannedRun;
 
 /// Pages per `move_pages` call: bounds the recorder's buffers (12 bytes a page).
 const BATCH_PAGES: usize = 16 * 1024;
-
-/// Consecutive pages of one process with the same answer at one moment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScannedRun {
-    pub time_ns: u64,
-    pub pid: u32,
-    pub start: u64,
-    pub pages: u64,
-    pub page_size: u64,
-    /// Node, or a negative errno (`-ENOENT`: never touched).
-    pub node: i32,
-}
 
 /// Mappings whose pages are the program's data: private, writable, anonymous or a file's
 /// writable data (`.data` copies, `.bss`).
@@ -100,7 +89,7 @@ fn query(pid: u32, pages: &[u64], status: &mut [i32]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::procmaps::parse_maps;
+    use numalens_assemble::procmaps::parse_maps;
 
     #[test]
     fn data_mappings_are_private_writable_and_not_special() {

@@ -6,14 +6,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 
+use numalens_assemble::pagesize::ThpMode;
+use numalens_assemble::{AssembleOptions, Summary, profile_meta, write_profile};
 use numalens_format::{Meta, NumaBalancing};
+use numalens_inst::program_path;
 use object::{Object, ObjectSection};
 use serde_json::Value;
 
-use crate::assemble::{AssembleOptions, Summary, profile_meta, write_profile};
-use crate::pagesize::ThpMode;
 use crate::record::{
-    RecordError, RecordOptions, SampleSource, monotonic_ns, prepare_output, run_with,
+    LiveHook, RecordError, RecordOptions, Recording, SampleSource, monotonic_ns, prepare_output,
+    run_with,
 };
 use crate::unfinished;
 
@@ -34,11 +36,11 @@ pub fn record(opts: &RecordOptions) -> Result<Recorded, RecordError> {
 /// [`record`], with `hook` (the online engine) called as the program runs.
 pub fn record_with(
     opts: &RecordOptions,
-    hook: Option<&mut dyn crate::record::LiveHook>,
+    hook: Option<&mut dyn LiveHook>,
 ) -> Result<Recorded, RecordError> {
     let mut notes = Vec::new();
     if opts.inst.is_some() {
-        crate::inst::check_program(&opts.program)?;
+        numalens_inst::check_program(&opts.program)?;
     }
     let events_dir = prepare_output(&opts.output)?;
     let mut track_objects = opts.track_objects;
@@ -78,14 +80,18 @@ pub fn record_with(
     });
     let runtime = if track_objects {
         Some(
-            crate::runtime::runtime_path(opts.runtime.as_deref())
+            numalens_preload::runtime::runtime_path(opts.runtime.as_deref())
                 .map_err(|e| RecordError::Runtime(e.to_string()))?,
         )
     } else {
         None
     };
-    let mut raw = match run_with(opts, events_dir.clone(), runtime, hook) {
-        Ok(raw) => raw,
+    let Recording {
+        mut raw,
+        mut end,
+        inst_staging,
+    } = match run_with(opts, events_dir.clone(), runtime, hook) {
+        Ok(recording) => recording,
         Err(e) => {
             // The thread writes into the directory: it must be done before the directory goes.
             let _ = machine.join();
@@ -118,16 +124,20 @@ pub fn record_with(
         thp,
         recovered: None,
     };
-    let summary =
-        write_profile(&mut raw, &opts.output, assemble).map_err(|e| RecordError::Output {
-            path: opts.output.clone(),
-            problem: format!("{e}{}", recovery_hint(&opts.output)),
-        })?;
+    let summary = write_profile(&mut raw, &opts.output, assemble, |writing_started| {
+        end.program_end(writing_started)
+    })
+    .map_err(|e| RecordError::Output {
+        path: opts.output.clone(),
+        problem: format!("{e}{}", recovery_hint(&opts.output)),
+    })?;
+    // With `NUMALENS_KEEP_EVENTS`, the hooks' files are copied into the events directory here.
+    drop(inst_staging);
     if std::env::var_os("NUMALENS_KEEP_EVENTS").is_none() {
         let _ = std::fs::remove_dir_all(&events_dir);
     }
     Ok(Recorded {
-        exit: raw.exit,
+        exit: end.exit,
         summary,
         profile: opts.output.clone(),
         notes,
@@ -197,7 +207,7 @@ fn start_meta(opts: &RecordOptions, track_objects: bool) -> Meta {
 
 /// True for an ELF executable without an interpreter (statically linked).
 fn is_static_program(program: &std::ffi::OsStr) -> bool {
-    let Some(path) = resolve(program) else {
+    let Some(path) = program_path(program) else {
         return false;
     };
     let Ok(bytes) = std::fs::read(&path) else {
@@ -207,17 +217,6 @@ fn is_static_program(program: &std::ffi::OsStr) -> bool {
         return false;
     };
     file.section_by_name(".interp").is_none() && file.sections().any(|s| s.name() == Ok(".text"))
-}
-
-/// The program's path as exec would find it.
-pub(crate) fn resolve(program: &std::ffi::OsStr) -> Option<PathBuf> {
-    let direct = Path::new(program);
-    if direct.components().count() > 1 {
-        return Some(direct.to_path_buf());
-    }
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
 }
 
 /// `kernel.numa_balancing` and its scan tunables, when the kernel has them.

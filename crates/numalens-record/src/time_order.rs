@@ -10,7 +10,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::faults::Fault;
+use numalens_assemble::raw::Fault;
 
 /// Samples this much older than the drain are surely in their rings already: a sample is written
 /// within microseconds of its time stamp, with preemption off.

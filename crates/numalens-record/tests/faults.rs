@@ -4,7 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use numalens_record::faults::{PerfEvent, online_cpus};
+use numalens_assemble::raw::PerfEvent;
+use numalens_record::faults::online_cpus;
 use numalens_record::launch::{LaunchError, LaunchSpec, launch};
 
 fn compile(dir: &Path, source: &str) -> PathBuf {

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use common::record::{Printed, build, line_of, printed};
+use numalens_assemble::pagesize::{HUGE_PAGE, ThpMode};
 use numalens_format::{CodeLocation, Object, ObjectKind, Profile, Sample, SampleKind};
-use numalens_record::pagesize::{HUGE_PAGE, ThpMode};
 use numalens_record::record::RecordOptions;
 use numalens_record::session::{Recorded, record};
 

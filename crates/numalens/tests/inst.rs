@@ -535,7 +535,7 @@ fn counts_stay_exact_across_fork_signals_and_sigkill() {
         let d = dir.path().join(compiler);
         std::fs::create_dir_all(&d).unwrap();
         // The program finds pages that share a cache slot with the array's by the runtime's hash.
-        let runtime = concat!(env!("CARGO_MANIFEST_DIR"), "/../numalens-record/runtime");
+        let runtime = concat!(env!("CARGO_MANIFEST_DIR"), "/../numalens-inst/runtime");
         let (inst, include) = (format!("-I{runtime}/inst"), format!("-I{runtime}/include"));
         let program = build_with(
             "cc",
@@ -754,7 +754,7 @@ fn a_full_file_system_stops_the_files_not_the_program() {
         run.status,
         common::text(&run.stderr)
     );
-    let data = numalens_record::inst::files::read_inst_dir(&kept);
+    let data = numalens_inst::files::read_inst_dir(&kept);
     assert!(!data.samples.is_empty(), "the samples that fitted are kept");
     for what in ["page counts", "samples"] {
         assert!(

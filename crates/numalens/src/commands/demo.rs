@@ -12,9 +12,9 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use numalens_analyze::{Options, ReportModel, WhatIf, analyze};
 use numalens_format::Profile;
+use numalens_inst::InstOptions;
+use numalens_inst::toolchain::Language;
 use numalens_record::faults::SamplerError;
-use numalens_record::inst::InstOptions;
-use numalens_record::inst::toolchain::Language;
 use numalens_record::launch::LaunchError;
 use numalens_record::record::{RecordError, RecordOptions, SampleSource};
 use numalens_record::session::{Recorded, record};
@@ -135,7 +135,7 @@ fn is_demo_profile(meta: &numalens_format::Meta) -> bool {
 /// Where the demo builds: `$XDG_CACHE_HOME/numalens/demo/<workload>` (or `~/.cache`, or the
 /// temporary directory). Kept, so the sources the findings point at can be opened.
 fn work_dir(workload: &str) -> PathBuf {
-    numalens_record::runtime::cache_dir()
+    numalens_preload::runtime::cache_dir()
         .unwrap_or_else(std::env::temp_dir)
         .join("numalens")
         .join("demo")

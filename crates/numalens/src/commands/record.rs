@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use numalens_analyze::model::lost_samples_note;
+use numalens_inst::{InstMode, InstOptions};
 use numalens_record::faults::SamplerError;
-use numalens_record::inst::{InstMode, InstOptions};
 use numalens_record::launch::LaunchError;
 use numalens_record::record::{RecordError, RecordOptions, SampleSource};
 use numalens_record::session::{Recorded, record_with};
@@ -27,7 +27,7 @@ pub fn record_options(
 ) -> Result<(RecordOptions, BackendArg)> {
     let mut inst = inst_options(args)?;
     if let Some(runtime) = &args.runtime {
-        numalens_record::runtime::check_runtime(runtime)
+        numalens_preload::runtime::check_runtime(runtime)
             .map_err(|e| UsageError(format!("--runtime: {e}")))?;
     }
     let program = command[0].clone();
@@ -36,7 +36,7 @@ pub fn record_options(
     }
     if args.backend == BackendArg::Auto
         && inst.is_none()
-        && numalens_record::inst::check_program(&program).is_ok()
+        && numalens_inst::check_program(&program).is_ok()
     {
         // A build with `numalens cc` carries the hooks: its accesses are what it was built for.
         eprintln!(

@@ -1,11 +1,11 @@
 //! `numalens cc`, `numalens c++`, `numalens fortran`: run the real compiler with the
-//! instrumentation of the `inst` backend (see `numalens_record::inst::toolchain`).
+//! instrumentation of the `inst` backend (see `numalens_inst::toolchain`).
 
 use std::os::unix::process::CommandExt;
 
 use anyhow::Result;
-pub use numalens_record::inst::toolchain::Language;
-use numalens_record::inst::toolchain::wrapper_command;
+pub use numalens_inst::toolchain::Language;
+use numalens_inst::toolchain::wrapper_command;
 
 use crate::cli::WrapperArgs;
 use crate::exit::ExitWith;

@@ -1,0 +1,86 @@
+//! Builds the `libnumalens` C runtime into `$OUT_DIR/libnumalens.so`, which `src/runtime.rs`
+//! embeds. The compiler is found the way every `-sys` crate finds it (the `cc` crate); the shared
+//! object is a plain shared-object link, which `cc::Build` does not do.
+//!
+//! The runtime's headers are passed on to the build scripts of the crates that depend on this one
+//! (`DEP_NUMALENS_INCLUDE`): the instrumentation runtime of `numalens-inst` shares
+//! `numalens_fd.h`.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
+    let runtime = manifest.join("runtime");
+    println!("cargo:rerun-if-changed={}", runtime.join("src").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        runtime.join("include").display()
+    );
+    println!("cargo:rerun-if-changed=build.rs");
+
+    let sources = c_sources(&runtime.join("src"));
+    for s in &sources {
+        println!("cargo:rerun-if-changed={}", s.display());
+    }
+    let so = out.join("libnumalens.so");
+    let compiler = cc::Build::new().cargo_metadata(false).get_compiler();
+    let mut cmd = Command::new(compiler.path());
+    cmd.args([
+        "-shared",
+        "-fPIC",
+        "-O2",
+        "-g",
+        "-fvisibility=hidden",
+        "-pthread",
+    ])
+    .args(["-std=gnu11", "-Wall", "-Wextra", "-D_GNU_SOURCE"])
+    .arg("-I")
+    .arg(runtime.join("include"))
+    .arg("-I")
+    .arg(runtime.join("src"))
+    .arg("-o")
+    .arg(&so)
+    .args(&sources)
+    .args(["-ldl", "-Wl,-z,defs"]);
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler {:?}: {e}", compiler.path()));
+    if !status.success() {
+        panic!("building libnumalens.so failed: {cmd:?} exited with {status}");
+    }
+    // Names the runtime's cache directory; made here, so a recording does not hash it at start.
+    println!(
+        "cargo:rustc-env=NUMALENS_RUNTIME_HASH={}",
+        files_hash(std::slice::from_ref(&so))
+    );
+    println!("cargo:include={}", runtime.join("include").display());
+}
+
+/// The hash of `parts` one after another: 64-bit FNV-1a in 16 hex digits, as `content_hash` in
+/// `src/runtime.rs` (whose unit tests check that both agree on the embedded files).
+fn files_hash(parts: &[PathBuf]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        let bytes =
+            std::fs::read(part).unwrap_or_else(|e| panic!("cannot read {}: {e}", part.display()));
+        for b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// The runtime's C sources, sorted so the link line is stable.
+fn c_sources(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .collect();
+    v.sort();
+    v
+}
