@@ -143,8 +143,14 @@ pub fn write_profile(
         .iter()
         .flat_map(|v| v.objects.iter().cloned())
         .collect();
-    objects.extend(raw.maps.mappings().iter().map(fallback::mapped_object));
-    objects.extend(raw.tasks.iter().filter_map(fallback::reported_object));
+    let mut fallbacks: Vec<ObjectSpec> = raw
+        .maps
+        .mappings()
+        .iter()
+        .map(fallback::mapped_object)
+        .collect();
+    fallbacks.extend(raw.tasks.iter().filter_map(fallback::reported_object));
+    objects.extend(fallback::merge_grown(fallbacks));
     inherit::backdate_main_stacks(&mut objects, &raw.tasks);
     inherit::inherit_objects(&mut objects, &raw.tasks, &raw.faults);
     // Attribution needs one time order. The recorder merged the rings in time order already
