@@ -10,6 +10,7 @@ pub(crate) const THRESHOLDS: Thresholds = Thresholds {
     exclusivity: 0.8,
     min_object_share: 0.01,
     majority: 0.5,
+    mismatch_share: 0.4,
     read_ratio: 0.75,
     hotspot_cv: 0.5,
     neighbour_share: 0.9,

@@ -42,7 +42,7 @@ pub(crate) fn object_findings(agg: &ObjAgg, f: &Facts) -> Vec<Fired> {
     // A thread's stack (or TLS) is its own: what other threads read there are a few shared
     // variables, which no placement of the stack improves.
     let private_kind = f.private_kind;
-    if major(&agg.mismatched) {
+    if agg.mismatched.accesses as f64 >= THRESHOLDS.mismatch_share * acc as f64 {
         let toucher_pages = agg.touchers.values().copied().max().unwrap_or(0);
         out.push(Fired {
             id: "first-touch-mismatch",

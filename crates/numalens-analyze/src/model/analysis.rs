@@ -97,6 +97,12 @@ pub struct Thresholds {
     /// A class or pattern describes an object when its pages hold at least this share of the
     /// object's accesses.
     pub majority: f64,
+    /// First-touch mismatch: pages whose dominant user is not their first toucher hold at least
+    /// this share of the object's accesses. Below one half: with two threads, a serial
+    /// initialisation leaves exactly half the accesses on mismatched pages (the toucher's own
+    /// half is local), and the boundary pages tip it under 50 %.
+    #[serde(default = "default_mismatch_share")]
+    pub mismatch_share: f64,
     /// Shared read-only: at least this share of the accesses are reads.
     pub read_ratio: f64,
     /// Hotspot: coefficient of variation (stddev/mean) of accesses per page at least this.
@@ -110,6 +116,11 @@ pub struct Thresholds {
     /// False-sharing candidate from exact page counts: each of two or more writers writes the
     /// page at least this many times per 8-byte word.
     pub hammer_writes_per_word: u64,
+}
+
+/// `mismatch_share` of a model written before it was a threshold of its own.
+fn default_mismatch_share() -> f64 {
+    0.4
 }
 
 /// Where pages and threads are, and what that gives.
