@@ -56,8 +56,8 @@ pub fn compile_flags(plugin: &Path) -> [OsString; 2] {
 }
 
 /// The plugin for `compiler` (whose `--version` says `version`), built and checked in `lib_dir`
-/// the first time; `None` when it cannot be (the hooks are calls then).
-pub fn plugin_for(compiler: &OsStr, version: &str, lib_dir: &Path) -> Option<PathBuf> {
+/// the first time; why not when it cannot be (the hooks are calls then).
+pub fn plugin_for(compiler: &OsStr, version: &str, lib_dir: &Path) -> Result<PathBuf, String> {
     let recipe = recipe(compiler);
     let product = PerCompiler {
         kind: "gcc-plugin",

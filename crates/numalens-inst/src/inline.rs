@@ -83,8 +83,8 @@ pub fn lto_allowed(args: &[OsString]) -> bool {
 }
 
 /// The bitcode archive of the hooks for `compiler` (whose `--version` says `version`), built and
-/// checked in `lib_dir` the first time; `None` when it cannot be (the hooks are calls then).
-pub fn inlined_hooks(compiler: &OsStr, version: &str, lib_dir: &Path) -> Option<PathBuf> {
+/// checked in `lib_dir` the first time; why not when it cannot be (the hooks are calls then).
+pub fn inlined_hooks(compiler: &OsStr, version: &str, lib_dir: &Path) -> Result<PathBuf, String> {
     // The sources are in the hash of `lib_dir`.
     let recipe = BITCODE_FLAGS.join(" ");
     let product = PerCompiler {

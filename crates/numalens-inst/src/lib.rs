@@ -5,6 +5,7 @@
 //! count, per thread and page, reads, writes and the first access (exact mode) and/or write every
 //! Nth access of each thread as a sample (sampled mode) into files that [`files`] reads back.
 
+pub mod calls_mark;
 pub mod files;
 pub mod gcc_plugin;
 pub mod guard;
@@ -134,8 +135,30 @@ fn script_error(program: String, path: &std::path::Path, first_line: &[u8]) -> I
     }
 }
 
+/// What [`check_program`] learnt of a program built with `numalens cc`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstProgram {
+    /// Why its hooks are calls, as its links recorded ([`calls_mark`]); empty when they are
+    /// inlined (or it was linked before links said so).
+    pub hooks_are_calls: Vec<String>,
+}
+
+impl InstProgram {
+    /// The line to tell the user when the hooks are calls.
+    pub fn calls_note(&self, program: &OsStr) -> Option<String> {
+        (!self.hooks_are_calls.is_empty()).then(|| {
+            format!(
+                "{} was built without inlined hooks ({}): recording is about twice as slow as it \
+                 could be; fix that and rebuild with `numalens cc`",
+                program.to_string_lossy(),
+                self.hooks_are_calls.join("; ")
+            )
+        })
+    }
+}
+
 /// Checks that `program` carries the hooks' marker section and no ThreadSanitizer runtime.
-pub fn check_program(program: &OsStr) -> Result<(), InstCheckError> {
+pub fn check_program(program: &OsStr) -> Result<InstProgram, InstCheckError> {
     let name = program.to_string_lossy().into_owned();
     let path = program_path(program)
         .ok_or_else(|| InstCheckError::Unreadable(name.clone(), "not found".into()))?;
@@ -162,7 +185,9 @@ pub fn check_program(program: &OsStr) -> Result<(), InstCheckError> {
     if !ours {
         return Err(InstCheckError::NotInstrumented(name));
     }
-    Ok(())
+    Ok(InstProgram {
+        hooks_are_calls: calls_mark::reasons(&file),
+    })
 }
 
 /// The program's path as exec would find it.

@@ -29,13 +29,13 @@ pub struct PerCompiler<'a> {
 }
 
 impl PerCompiler<'_> {
-    /// The product in `lib_dir`, built by `build` in a scratch directory the first time; `None`
+    /// The product in `lib_dir`, built by `build` in a scratch directory the first time; why not
     /// when it cannot be built (the hooks stay calls then).
     pub fn get(
         &self,
         lib_dir: &Path,
         build: impl FnOnce(&Path) -> Result<(), String>,
-    ) -> Option<PathBuf> {
+    ) -> Result<PathBuf, String> {
         let mut identity = self.compiler.as_encoded_bytes().to_vec();
         identity.extend_from_slice(self.version.as_bytes());
         identity.extend_from_slice(self.recipe);
@@ -43,11 +43,11 @@ impl PerCompiler<'_> {
         let dir = lib_dir.join(format!("{}-{id}", self.kind));
         let product = dir.join(self.product);
         if product.exists() {
-            return Some(product);
+            return Ok(product);
         }
         let failed = lib_dir.join(format!("{}-{id}.failed", self.kind));
-        if failed.exists() {
-            return None;
+        if let Ok(why) = std::fs::read_to_string(&failed) {
+            return Err(why.trim().to_string());
         }
         let work = lib_dir.join(format!(".{}-{id}-{}", self.kind, std::process::id()));
         let _ = std::fs::remove_dir_all(&work);
@@ -63,7 +63,11 @@ impl PerCompiler<'_> {
                 }
                 // Another wrapper running at the same time may have won: its directory is as good.
                 let _ = std::fs::rename(&work, &dir);
-                product.exists().then_some(product)
+                if product.exists() {
+                    Ok(product)
+                } else {
+                    Err(format!("{} vanished after it was built", product.display()))
+                }
             }
             Err(why) => {
                 eprintln!(
@@ -72,8 +76,9 @@ impl PerCompiler<'_> {
                     self.compiler.to_string_lossy(),
                     failed.display()
                 );
+                let why = why.trim().to_string();
                 let _ = std::fs::write(&failed, format!("{why}\n"));
-                None
+                Err(why)
             }
         };
         let _ = std::fs::remove_dir_all(&work);
@@ -168,7 +173,7 @@ mod tests {
                 .get(dir.path(), |w| run(
                     Command::new("touch").arg(w.join("out.txt"))
                 ))
-                .is_some()
+                .is_ok()
         );
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
@@ -178,7 +183,7 @@ mod tests {
     fn a_failed_build_is_remembered_with_its_reason() {
         let dir = tempfile::tempdir().unwrap();
         let got = spec("cc").get(dir.path(), |_| run(&mut Command::new("false")));
-        assert_eq!(got, None);
+        let why_now = got.expect_err("not built");
         let names: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .filter_map(|e| e.ok())
@@ -189,7 +194,8 @@ mod tests {
         let why = std::fs::read_to_string(dir.path().join(&names[0])).unwrap();
         assert!(why.contains("exited with"), "{why}");
         let again = spec("cc").get(dir.path(), |_| panic!("not built again"));
-        assert_eq!(again, None);
+        // The kept reason is the one said the first time: the program's mark carries it.
+        assert_eq!(again, Err(why_now));
     }
 
     #[test]

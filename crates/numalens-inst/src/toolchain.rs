@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::inline::{self, REST_ARCHIVE, REST_ARCHIVE_NAME};
-use super::{gcc_plugin, per_compiler};
+use super::{calls_mark, gcc_plugin, per_compiler};
 use numalens_preload::runtime::{RuntimeError, install_file, install_in_cache};
 
 /// The instrumentation runtime archive, as built by `build.rs`.
@@ -264,18 +264,34 @@ pub fn wrapper_command(language: Language, args: &[OsString]) -> Result<Command,
         PathBuf::new()
     };
     let inliner = match family {
-        _ if !could_inline => None,
+        _ if !could_inline => Err(why_not_inlined(family, language)),
         Family::Gcc => gcc_plugin::plugin_for(&compiler, &version, &lib_dir),
         Family::Clang => inline::inlined_hooks(&compiler, &version, &lib_dir),
     };
     let hooks = match (&inliner, family) {
-        (None, _) => Hooks::Calls,
-        (Some(plugin), Family::Gcc) => Hooks::Plugin(plugin),
-        (Some(bitcode), Family::Clang) => Hooks::Inlined(bitcode),
+        (Err(_), _) => Hooks::Calls,
+        (Ok(plugin), Family::Gcc) => Hooks::Plugin(plugin),
+        (Ok(bitcode), Family::Clang) => Hooks::Inlined(bitcode),
     };
     let mut cmd = Command::new(&compiler);
     cmd.args(wrapped_args(family, invocation, hooks, args, &lib_dir));
+    if let (Invocation::Link, Err(why)) = (invocation, &inliner) {
+        cmd.args(calls_mark::marker_object(&compiler, &lib_dir, why));
+    }
     Ok(cmd)
+}
+
+/// Why the hooks are calls when inlining was not even tried.
+fn why_not_inlined(family: Family, language: Language) -> String {
+    if per_compiler::turned_off(std::env::var_os(INLINE_VARIABLE).as_deref()) {
+        format!("{INLINE_VARIABLE} turned inlined hooks off")
+    } else if family == Family::Clang && language == Language::Fortran {
+        "clang's Fortran builds get no inlined hooks; build with gfortran and gcc's plugin".into()
+    } else {
+        "clang inlines the hooks by full link-time optimisation, which -fno-lto (or -S) turned \
+         off"
+        .into()
+    }
 }
 
 fn passed_through(compiler: &OsStr, args: &[OsString]) -> Command {

@@ -39,8 +39,15 @@ pub fn record_with(
     hook: Option<&mut dyn LiveHook>,
 ) -> Result<Recorded, RecordError> {
     let mut notes = Vec::new();
+    let mut hooks_are_calls = Vec::new();
     if opts.inst.is_some() {
-        numalens_inst::check_program(&opts.program)?;
+        let program = numalens_inst::check_program(&opts.program)?;
+        if let Some(note) = program.calls_note(&opts.program) {
+            // Said now, before a run that may be long, not only in the summary after it.
+            eprintln!("numalens: {note}");
+            notes.push(note);
+        }
+        hooks_are_calls = program.hooks_are_calls;
     }
     let events_dir = prepare_output(&opts.output)?;
     let mut track_objects = opts.track_objects;
@@ -48,7 +55,7 @@ pub fn record_with(
         notes.push("the program is statically linked: LD_PRELOAD cannot reach it, so objects and threads are not tracked; page faults are recorded".into());
         track_objects = false;
     }
-    let mut start = start_meta(opts, track_objects);
+    let mut start = start_meta(opts, track_objects, &hooks_are_calls);
     if let Err(e) = unfinished::write_start_meta(&opts.output, &start)
         .and_then(|()| unfinished::note_recorder(&events_dir))
     {
@@ -99,7 +106,7 @@ pub fn record_with(
             return Err(e);
         }
     };
-    let mut settings = start_settings(opts, track_objects);
+    let mut settings = start_settings(opts, track_objects, &hooks_are_calls);
     if let Some(info) = &raw.sampler {
         settings.insert("ring_pages_per_cpu".into(), info.ring_pages.into());
         settings.insert("kernel_mode_faults".into(), info.kernel_faults.into());
@@ -168,7 +175,12 @@ fn backend_name(opts: &RecordOptions) -> &'static str {
 }
 
 /// The backend's settings known before the program starts.
-fn start_settings(opts: &RecordOptions, track_objects: bool) -> BTreeMap<String, Value> {
+/// `hooks_are_calls`: why the program's hooks are calls, if its links said so.
+fn start_settings(
+    opts: &RecordOptions,
+    track_objects: bool,
+    hooks_are_calls: &[String],
+) -> BTreeMap<String, Value> {
     let mut settings = BTreeMap::new();
     if opts.source == SampleSource::Faults {
         settings.insert("event".into(), "page-faults".into());
@@ -180,11 +192,16 @@ fn start_settings(opts: &RecordOptions, track_objects: bool) -> BTreeMap<String,
         settings.insert("inst_mode".into(), inst.mode.env_value().into());
         settings.insert("sample_every".into(), inst.sample_every.into());
     }
+    if !hooks_are_calls.is_empty() {
+        // In the profile, so that the report's header says it too.
+        let why = format!("calls, not inlined: {}", hooks_are_calls.join("; "));
+        settings.insert("hooks".into(), why.into());
+    }
     settings
 }
 
 /// The `meta.json` written before the program starts, marked incomplete.
-fn start_meta(opts: &RecordOptions, track_objects: bool) -> Meta {
+fn start_meta(opts: &RecordOptions, track_objects: bool, hooks_are_calls: &[String]) -> Meta {
     let command = std::iter::once(&opts.program)
         .chain(&opts.args)
         .map(|a| a.to_string_lossy().into_owned())
@@ -193,7 +210,7 @@ fn start_meta(opts: &RecordOptions, track_objects: bool) -> Meta {
         topology: None,
         min_object: opts.min_object,
         backend: backend_name(opts),
-        backend_settings: start_settings(opts, track_objects),
+        backend_settings: start_settings(opts, track_objects, hooks_are_calls),
         numa_balancing: None,
         thp: ThpMode::Never,
         recovered: None,

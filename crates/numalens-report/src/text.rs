@@ -60,6 +60,10 @@ fn summary(out: &mut String, s: Style, m: &ReportModel) {
     }
     field(out, s, "command", &p.command.join(" "));
     field(out, s, "backend", &backend(p));
+    if let Some(why) = p.backend.settings.get("hooks").and_then(|v| v.as_str()) {
+        let text = format!("{why}: recording ran about twice as slow as it could; rebuild");
+        field(out, s, "hooks", &s.warn(&text));
+    }
     field(out, s, "host", &host(p));
     field(out, s, "run", &run(s, p));
     for t in &p.unreadable_tables {
@@ -93,6 +97,8 @@ fn backend(p: &ProfileSummary) -> String {
         .backend
         .settings
         .iter()
+        // Said on a line of its own.
+        .filter(|(k, _)| k.as_str() != "hooks")
         .map(|(k, v)| match v {
             serde_json::Value::String(text) => format!("{k}={text}"),
             other => format!("{k}={other}"),

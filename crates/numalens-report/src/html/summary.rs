@@ -47,6 +47,14 @@ pub(crate) fn summary(out: &mut String, m: &ReportModel) {
     out.push_str("</div>\n<table class=\"facts\">");
     fact(out, "program", &esc(&p.command.join(" ")));
     fact(out, "backend", &esc(&p.backend.name));
+    if let Some(why) = p.backend.settings.get("hooks").and_then(|v| v.as_str()) {
+        let text = format!("{why}: recording ran about twice as slow as it could; rebuild");
+        fact(
+            out,
+            "hooks",
+            &format!("<span class=\"warn\">{}</span>", esc(&text)),
+        );
+    }
     let host = format!(
         "{}, Linux {}, {}",
         p.host.hostname, p.host.kernel, p.host.arch
