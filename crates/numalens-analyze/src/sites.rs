@@ -12,7 +12,7 @@ pub(crate) fn read_sites(profile: &Profile) -> Result<HashMap<u64, SiteReport>, 
     for frame in profile.read_all::<SiteFrame>()? {
         frames.entry(frame.site_key).or_default().push(frame);
     }
-    Ok(frames
+    let mut sites: Vec<(u64, SiteReport)> = frames
         .into_iter()
         .map(|(key, mut rows)| {
             rows.sort_by_key(|f| f.depth);
@@ -21,7 +21,57 @@ pub(crate) fn read_sites(profile: &Profile) -> Result<HashMap<u64, SiteReport>, 
             rows.dedup_by_key(|f| f.depth);
             (key, site(key, rows))
         })
-        .collect())
+        .collect();
+    locate_wrapped_sites(&mut sites);
+    Ok(sites.into_iter().collect())
+}
+
+/// (function, file, line): what tells one frame's place from another's.
+type Place = (Option<String>, Option<String>, Option<u32>);
+
+/// Sites reached through a wrapper of the program's own (`xmalloc` inside
+/// `polybench_alloc_data`) are located at the first own frame outward that tells them apart,
+/// as the recorder names their objects: one location for every array said nothing.
+fn locate_wrapped_sites(sites: &mut [(u64, SiteReport)]) {
+    let ladders: Vec<Vec<Place>> = sites.iter().map(|(_, s)| own_places(s)).collect();
+    let rungs = numalens_format::distinct_rungs(&ladders, 4);
+    for ((_, site), (ladder, rung)) in sites.iter_mut().zip(ladders.iter().zip(rungs)) {
+        if rung == 0 {
+            continue;
+        }
+        let place = &ladder[rung];
+        if let Some(frame) = site.frames.iter().find(|f| &frame_place(f) == place) {
+            site.location = frame.clone();
+        }
+    }
+}
+
+fn frame_place(f: &Frame) -> Place {
+    (f.function.clone(), f.file.clone(), f.line)
+}
+
+/// The places of a site's own frames from its location outward, consecutive repeats once;
+/// empty when its location is not own code.
+fn own_places(site: &SiteReport) -> Vec<Place> {
+    let Some(at) = site
+        .frames
+        .iter()
+        .position(|f| own(f) && *f == site.location)
+    else {
+        return Vec::new();
+    };
+    let mut places: Vec<Place> = Vec::new();
+    for place in site.frames[at..].iter().filter(|f| own(f)).map(frame_place) {
+        if places.last() != Some(&place) {
+            places.push(place);
+        }
+    }
+    places
+}
+
+/// A frame of the user's code: a source line outside the system's headers.
+fn own(f: &Frame) -> bool {
+    f.line.is_some() && f.file.as_deref().is_some_and(|p| !is_system_source(p))
 }
 
 fn site(key: u64, rows: Vec<SiteFrame>) -> SiteReport {
@@ -38,11 +88,9 @@ fn site(key: u64, rows: Vec<SiteFrame>) -> SiteReport {
     // The innermost frame with a source line outside the system's headers is the user's code
     // that allocated (allocator internals and libc frames have no line; templates inlined from
     // the C++ library have one in a system header).
-    let own =
-        |f: &&Frame| f.line.is_some() && f.file.as_deref().is_some_and(|p| !is_system_source(p));
     let location = frames
         .iter()
-        .find(own)
+        .find(|f| own(f))
         .or_else(|| frames.iter().find(|f| f.file.is_some() && f.line.is_some()))
         .or_else(|| frames.iter().find(|f| f.function.is_some()))
         .or(frames.first())

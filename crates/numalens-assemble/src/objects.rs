@@ -138,6 +138,12 @@ pub fn process_view(
         apply(&mut view, &mut live, &mut stacks, e, symbols);
     }
     add_statics(&mut view, min_object, symbols);
+    let renamed = crate::sites::name_wrapped_sites(&mut view.sites);
+    for o in &mut view.objects {
+        if let Some(name) = o.site_key.and_then(|k| renamed.get(&k)) {
+            o.name = name.clone();
+        }
+    }
     view
 }
 

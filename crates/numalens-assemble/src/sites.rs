@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use numalens_format::{SiteFrame, is_system_source};
+use numalens_format::{SiteFrame, distinct_rungs, is_system_source};
 
 use crate::symbols::{SourceLocation, Symbolizer};
 
@@ -85,13 +85,28 @@ pub fn site(frames: &[u64], modules: &[LoadedModule], symbols: &mut Symbolizer) 
 }
 
 fn site_name(frames: &[SiteFrame]) -> String {
-    let own = |f: &&SiteFrame| {
-        !ALLOCATOR_MODULES.iter().any(|m| f.module.contains(m))
-            && !f.file.as_deref().is_some_and(is_system_source)
-    };
-    let Some(frame) = frames.iter().find(own).or(frames.first()) else {
-        return "[no call site]".into();
-    };
+    match naming_frame(frames) {
+        Some(at) => frame_name(&frames[at]),
+        None => "[no call site]".into(),
+    }
+}
+
+/// Whether a frame is the program's own code: not the allocator's library, not a system header.
+fn own_frame(f: &SiteFrame) -> bool {
+    !ALLOCATOR_MODULES.iter().any(|m| f.module.contains(m))
+        && !f.file.as_deref().is_some_and(is_system_source)
+}
+
+/// The frame that names a site: the first of the program's own code, else the innermost.
+fn naming_frame(frames: &[SiteFrame]) -> Option<usize> {
+    frames
+        .iter()
+        .position(own_frame)
+        .or((!frames.is_empty()).then_some(0))
+}
+
+/// `function (file:line)`, or `module+offset` without a function name.
+fn frame_name(frame: &SiteFrame) -> String {
     let function = frame.function.clone().unwrap_or_else(|| {
         let module = Path::new(&frame.module)
             .file_name()
@@ -107,6 +122,45 @@ fn site_name(frames: &[SiteFrame]) -> String {
         }
         _ => function,
     }
+}
+
+/// Renames the sites of a wrapper the program allocates through (`xmalloc (polybench.c:523)`
+/// inside `polybench_alloc_data`, `alloc_2d_dbl`): when one name would name several sites,
+/// every array of the program got it and no finding could say which array it meant. Such sites
+/// are named by their next own frame outward, again while names still collide
+/// (`main (jacobi-2d-omp.c:88)`). Returns the new name of each renamed site by site key.
+pub fn name_wrapped_sites(sites: &mut SiteTable) -> HashMap<u64, String> {
+    let mut renamed = HashMap::new();
+    let ladders: Vec<Vec<String>> = sites.done.values().map(|s| own_names(&s.frames)).collect();
+    let rungs = distinct_rungs(&ladders, MAX_WRAPPER_DEPTH);
+    for ((site, ladder), rung) in sites.done.values_mut().zip(&ladders).zip(rungs) {
+        if rung > 0 {
+            site.name = ladder[rung].clone();
+            renamed.insert(site.key, site.name.clone());
+        }
+    }
+    renamed
+}
+
+/// How many wrappers deep a site's name may climb.
+const MAX_WRAPPER_DEPTH: usize = 4;
+
+/// The names of a site's own frames from its naming frame outward, consecutive repeats once.
+fn own_names(frames: &[SiteFrame]) -> Vec<String> {
+    let Some(at) = naming_frame(frames) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = vec![frame_name(&frames[at])];
+    for name in frames[at + 1..]
+        .iter()
+        .filter(|f| own_frame(f))
+        .map(frame_name)
+    {
+        if names.last() != Some(&name) {
+            names.push(name);
+        }
+    }
+    names
 }
 
 /// The site of a static variable: one frame, its definition's file and line, at the variable's

@@ -16,6 +16,7 @@ pub mod meta;
 mod migrations;
 mod page_headers;
 mod reader;
+mod rungs;
 pub mod synth;
 pub mod table;
 pub mod tables;
@@ -29,6 +30,7 @@ pub use meta::{
     ProgramExit, TableInfo,
 };
 pub use reader::{Batches, EVENTS_DIR, Profile};
+pub use rungs::distinct_rungs;
 pub use table::{ColumnEncoding, ColumnSpec, ROW_GROUP_ROWS, Row};
 pub use tables::{
     CodeLocation, DataSource, Migration, Object, ObjectKind, PageNodes, PageStat, Sample,
