@@ -35,7 +35,7 @@ pub(crate) fn of_exact_counts(
     let mut touched_pages = 0u64;
     let mut by_object: HashMap<u32, u64> = HashMap::new();
     for (key, page) in &sampled.pages {
-        if page.touch.is_none() {
+        if page.touch.is_none() || recorders_own(objects, page.object) {
             continue;
         }
         touched_pages += 1;
@@ -57,6 +57,14 @@ pub(crate) fn of_exact_counts(
             .map(|(p, pages)| uncounted_object(objects, p, pages))
             .collect(),
     })
+}
+
+/// The recorder's own memory in the program (its runtime's data, the hooks' page tables and
+/// sample files): not the program's, so neither counted nor a blind spot of its counts.
+fn recorders_own(objects: &[Object], position: u32) -> bool {
+    objects
+        .get(position as usize)
+        .is_some_and(|o| o.name.contains("libnumalens") || o.name.contains("numalens-inst"))
 }
 
 fn uncounted_object(objects: &[Object], position: u32, pages: u64) -> UncountedObject {

@@ -183,7 +183,13 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         top: options.top,
     };
     model.groups = groups::groups(&model, &grouping);
-    if limits::faults_only(&model.totals.samples, is_exact) {
+    let selected = model.selection.object.is_some() || model.selection.thread.is_some();
+    if selected {
+        // Exact counts of all threads say what the selection's first touches missed.
+        model.analysis.coverage = None;
+    }
+    let recording = limits::Recording::of(&model);
+    if limits::faults_only(&model.totals.samples, is_exact, selected, recording) {
         model.analysis.limits = Some(limits::of_faults_only(&model));
         limits::withhold_verdicts(&mut model);
     } else if options.simulate {

@@ -14,9 +14,39 @@ use crate::model::{KindCounts, Limits, ReportModel};
 pub const UNKNOWN: &str = "unknown";
 
 /// Whether the only evidence of accesses is page faults: no exact counts and no load, store or
-/// hinting-fault samples.
-pub(crate) fn faults_only(samples: &KindCounts, exact: bool) -> bool {
+/// hinting-fault samples. A selection (`--thread`, `--object`) may hold none of those while the
+/// profile does (the hints went to other threads, the counts to other objects): then only a
+/// faults recording where the kernel could send no hint is faults-only.
+pub(crate) fn faults_only(
+    samples: &KindCounts,
+    exact: bool,
+    selected: bool,
+    recording: Recording,
+) -> bool {
+    if selected {
+        return recording.backend_faults && !recording.hints_possible;
+    }
     !exact && samples.load + samples.store + samples.hint == 0 && samples.total > 0
+}
+
+/// What the recording could have seen.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Recording {
+    /// Recorded with the `faults` backend.
+    pub backend_faults: bool,
+    /// The kernel could send NUMA hinting faults: several nodes and balancing on.
+    pub hints_possible: bool,
+}
+
+impl Recording {
+    pub(crate) fn of(model: &ReportModel) -> Self {
+        let p = &model.profile;
+        Recording {
+            backend_faults: p.backend.name == "faults",
+            hints_possible: p.topology_nodes.as_ref().is_some_and(|n| n.len() > 1)
+                && p.numa_balancing.unwrap_or(0) != 0,
+        }
+    }
 }
 
 /// The limits of a faults-only profile, with the ways to record what it lacks on this host.
@@ -108,12 +138,33 @@ mod tests {
         }
     }
 
+    const FAULTS: Recording = Recording {
+        backend_faults: true,
+        hints_possible: false,
+    };
+
     #[test]
     fn faults_alone_are_not_accesses_but_hints_and_loads_are() {
-        assert!(faults_only(&kinds(100, 0, 0), false));
-        assert!(!faults_only(&kinds(100, 0, 3), false));
-        assert!(!faults_only(&kinds(100, 5, 0), false));
-        assert!(!faults_only(&kinds(100, 0, 0), true));
-        assert!(!faults_only(&kinds(0, 0, 0), false));
+        assert!(faults_only(&kinds(100, 0, 0), false, false, FAULTS));
+        assert!(!faults_only(&kinds(100, 0, 3), false, false, FAULTS));
+        assert!(!faults_only(&kinds(100, 5, 0), false, false, FAULTS));
+        assert!(!faults_only(&kinds(100, 0, 0), true, false, FAULTS));
+        assert!(!faults_only(&kinds(0, 0, 0), false, false, FAULTS));
+    }
+
+    #[test]
+    fn a_selection_without_access_samples_is_faults_only_only_where_no_hint_could_come() {
+        let first_touches = kinds(100, 0, 0);
+        assert!(faults_only(&first_touches, false, true, FAULTS));
+        let inst = Recording {
+            backend_faults: false,
+            ..FAULTS
+        };
+        assert!(!faults_only(&first_touches, false, true, inst));
+        let balancing = Recording {
+            hints_possible: true,
+            ..FAULTS
+        };
+        assert!(!faults_only(&first_touches, false, true, balancing));
     }
 }

@@ -20,35 +20,42 @@ pub const SECTION: &str = "numalens_inst_calls";
 /// `lib_dir`; `None` when the compiler cannot assemble it (the program then goes unmarked:
 /// the mark is a courtesy, never a reason to fail a build).
 pub fn marker_object(compiler: &OsStr, lib_dir: &Path, why: &str) -> Option<PathBuf> {
+    // Retained first (SHF_GNU_RETAIN, binutils 2.36 and later), so that `-Wl,--gc-sections`
+    // keeps it; plainly allocated with an assembler that does not know the flag.
+    ["aR", "a"]
+        .into_iter()
+        .find_map(|flags| assembled(compiler, lib_dir, &assembly(why, flags)))
+}
+
+/// The object of `source` in `lib_dir`, assembled with `compiler` once; `None` when it cannot be.
+fn assembled(compiler: &OsStr, lib_dir: &Path, source: &str) -> Option<PathBuf> {
     let mut identity = compiler.as_encoded_bytes().to_vec();
-    identity.extend_from_slice(why.as_bytes());
-    let object = lib_dir.join(format!("calls-{}.o", content_hash(&identity)));
+    identity.extend_from_slice(source.as_bytes());
+    let id = content_hash(&identity);
+    let object = lib_dir.join(format!("calls-{id}.o"));
     if object.exists() {
         return Some(object);
     }
-    let stem = format!(".calls-{}-{}", content_hash(&identity), std::process::id());
-    let (source, built) = (
-        lib_dir.join(format!("{stem}.s")),
-        lib_dir.join(format!("{stem}.o")),
-    );
-    std::fs::write(&source, assembly(why)).ok()?;
-    let assembled = Command::new(compiler)
+    let stem = lib_dir.join(format!(".calls-{id}-{}", std::process::id()));
+    let (file, built) = (stem.with_extension("s"), stem.with_extension("o"));
+    std::fs::write(&file, source).ok()?;
+    let ok = Command::new(compiler)
         .args(["-c", "-x", "assembler"])
-        .arg(&source)
+        .arg(&file)
         .arg("-o")
         .arg(&built)
         .output()
         .is_ok_and(|o| o.status.success());
-    let _ = std::fs::remove_file(&source);
+    let _ = std::fs::remove_file(&file);
     // A concurrent wrapper (`make -j`) may have renamed its own first: just as good.
-    let placed = assembled && std::fs::rename(&built, &object).is_ok();
+    let placed = ok && std::fs::rename(&built, &object).is_ok();
     let _ = std::fs::remove_file(&built);
     placed.then_some(object)
 }
 
 /// `why` as bytes of an allocated section, so that it stays in the linked program (and in a
 /// stripped one); bytes rather than a string directive, so no character needs escaping.
-fn assembly(why: &str) -> String {
+fn assembly(why: &str, flags: &str) -> String {
     let bytes: Vec<String> = why
         .bytes()
         .chain(std::iter::once(0))
@@ -56,7 +63,7 @@ fn assembly(why: &str) -> String {
         .collect();
     // The empty GNU-stack note keeps the linker from making the program's stack executable.
     format!(
-        "\t.section {SECTION},\"a\",@progbits\n\t.byte {}\n\t.section .note.GNU-stack,\"\",@progbits\n",
+        "\t.section {SECTION},\"{flags}\",@progbits\n\t.byte {}\n\t.section .note.GNU-stack,\"\",@progbits\n",
         bytes.join(",")
     )
 }
@@ -96,6 +103,7 @@ mod tests {
             .arg(&source)
             .arg(&object)
             .arg(&object)
+            .arg("-Wl,--gc-sections")
             .arg("-o")
             .arg(&exe)
             .status()
@@ -103,7 +111,7 @@ mod tests {
         assert!(linked.success());
         let bytes = std::fs::read(&exe).unwrap();
         let file = object::File::parse(&*bytes).unwrap();
-        // Linked twice (two marked links of one program), said once.
+        // Linked twice (two marked links of one program), said once; kept by --gc-sections.
         assert_eq!(reasons(&file), vec![why.to_string()]);
     }
 }

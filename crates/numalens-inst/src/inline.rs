@@ -77,9 +77,12 @@ const BITCODE_FLAGS: [&str; 19] = [
 ];
 
 /// Whether the user's arguments allow inlined hooks: not with `-fno-lto`, nor for `-S`, whose
-/// output would be LLVM assembly instead of the machine's.
+/// output would be LLVM assembly instead of the machine's, nor with `-flto=thin` (ThinLTO does
+/// not import from the hooks' full-LTO module: they would be calls anyway, and unmarked).
 pub fn lto_allowed(args: &[OsString]) -> bool {
-    !args.iter().any(|a| a == "-fno-lto" || a == "-S")
+    !args
+        .iter()
+        .any(|a| a == "-fno-lto" || a == "-S" || a == "-flto=thin")
 }
 
 /// The bitcode archive of the hooks for `compiler` (whose `--version` says `version`), built and

@@ -288,9 +288,9 @@ fn why_not_inlined(family: Family, language: Language) -> String {
     } else if family == Family::Clang && language == Language::Fortran {
         "clang's Fortran builds get no inlined hooks; build with gfortran and gcc's plugin".into()
     } else {
-        "clang inlines the hooks by full link-time optimisation, which -fno-lto (or -S) turned \
-         off"
-        .into()
+        "clang inlines the hooks by full link-time optimisation, which -fno-lto, -flto=thin or \
+         -S turned off"
+            .into()
     }
 }
 

@@ -118,9 +118,9 @@ pub struct Thresholds {
     pub hammer_writes_per_word: u64,
 }
 
-/// `mismatch_share` of a model written before it was a threshold of its own.
+/// `mismatch_share` of a model written before it was a threshold of its own: the majority.
 fn default_mismatch_share() -> f64 {
-    0.4
+    0.5
 }
 
 /// Where pages and threads are, and what that gives.

@@ -333,6 +333,14 @@ pub(crate) fn threads(out: &mut String, m: &ReportModel) {
 pub(crate) fn communication(out: &mut String, m: &ReportModel) {
     open_section(out, "communication");
     let c = &m.communication;
+    if m.analysis.limits.is_some() {
+        out.push_str(
+            "<p class=\"note\">Unknown: page faults alone do not show which threads share data \
+             (see the top of this report).</p>\n",
+        );
+        close_section(out);
+        return;
+    }
     if c.values.is_empty() || c.values.iter().flatten().all(|v| *v == 0) {
         out.push_str("<p class=\"note\">No two threads share data in this profile.</p>\n");
         close_section(out);

@@ -341,13 +341,18 @@ fn object_facts(out: &mut String, o: &ObjectReport, a: &ObjectAccess, names: &Th
         })
     };
     super::summary::fact(out, "first toucher", &esc(&share(a.first_toucher, "pages")));
-    super::summary::fact(out, "main user", &esc(&share(a.main_user, "accesses")));
-    let mismatch = format!(
-        "{} pages used mostly by another thread than their first toucher ({} accesses)",
-        count(a.mismatched_pages),
-        count(a.mismatched_accesses)
-    );
-    super::summary::fact(out, "first-touch mismatch", &mismatch);
+    if a.sharing == numalens_analyze::UNKNOWN {
+        // Page faults alone: who uses the pages, hence any mismatch, is not known.
+        super::summary::fact(out, "main user", "unknown (page faults alone)");
+    } else {
+        super::summary::fact(out, "main user", &esc(&share(a.main_user, "accesses")));
+        let mismatch = format!(
+            "{} pages used mostly by another thread than their first toucher ({} accesses)",
+            count(a.mismatched_pages),
+            count(a.mismatched_accesses)
+        );
+        super::summary::fact(out, "first-touch mismatch", &mismatch);
+    }
     let local = format!(
         "{} ({} remote accesses)",
         pct(a.local_ratio),

@@ -20,18 +20,24 @@ pub(crate) fn summary(out: &mut String, m: &ReportModel) {
     cannot_tell(out, m);
     out.push_str("<div class=\"cards\">");
     card(out, "accesses", &count(a.accesses), &access_source(m));
-    card(
-        out,
-        "local access ratio",
-        &pct(m.placement.local_ratio),
-        &format!("{} placement", m.placement.mode),
-    );
-    card(
-        out,
-        "findings",
-        &m.findings.len().to_string(),
-        "most costly first",
-    );
+    let faults_only = a.limits.is_some();
+    if faults_only {
+        card(out, "local access ratio", "unknown", "page faults alone");
+        card(out, "findings", "none", "page faults alone cannot show one");
+    } else {
+        card(
+            out,
+            "local access ratio",
+            &pct(m.placement.local_ratio),
+            &format!("{} placement", m.placement.mode),
+        );
+        card(
+            out,
+            "findings",
+            &m.findings.len().to_string(),
+            "most costly first",
+        );
+    }
     card(
         out,
         "objects",
