@@ -8,6 +8,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+pub use crate::sample_files::read_samples_file;
+use crate::sample_files::{merge_by_time, read_samples_files};
+
 pub const MAGIC_PAGES: &[u8; 8] = b"NLIPAGES";
 pub const MAGIC_SAMPLES: &[u8; 8] = b"NLISAMPL";
 pub const VERSION: u32 = 1;
@@ -136,7 +139,7 @@ fn read(path: &Path) -> Result<Vec<u8>, InstFileError> {
     })
 }
 
-fn bad(path: &Path, problem: String) -> InstFileError {
+pub(crate) fn bad(path: &Path, problem: String) -> InstFileError {
     InstFileError::Bad {
         path: path.to_path_buf(),
         problem,
@@ -193,25 +196,6 @@ pub fn read_pages_file(path: &Path) -> Result<PagesFile, InstFileError> {
         pages,
         damaged_chunks,
     })
-}
-
-/// Reads a `.samples` file: its header and every finished sample.
-pub fn read_samples_file(path: &Path) -> Result<(InstHeader, Vec<InstSample>), InstFileError> {
-    let bytes = read(path)?;
-    let h = parse_header(&bytes, MAGIC_SAMPLES).map_err(|p| bad(path, p))?;
-    if h.record_size as usize != SAMPLE_SIZE {
-        return Err(bad(
-            path,
-            format!("unexpected sample size {}", h.record_size),
-        ));
-    }
-    let body = bytes.get(HEADER_SIZE..).unwrap_or_default();
-    let samples = body
-        .chunks_exact(SAMPLE_SIZE)
-        .filter(|r| r[31] == 1)
-        .map(|r| sample_from(h.pid, h.tid, r))
-        .collect();
-    Ok((h, samples))
 }
 
 /// One finished sample record (`SAMPLE_SIZE` bytes) of thread `tid` of `pid`.
@@ -294,17 +278,18 @@ pub fn read_inst_dir(dir: &Path) -> InstData {
             Err(e) => data.problems.push(e.to_string()),
         }
     }
-    for path in sample_files {
-        match read_samples_file(&path) {
+    let mut per_file = Vec::with_capacity(sample_files.len());
+    for (path, read) in sample_files.iter().zip(read_samples_files(&sample_files)) {
+        match read {
             Ok((h, samples)) => {
-                note_full(&mut data, &path, &h, "samples");
+                note_full(&mut data, path, &h, "samples");
                 data.sample_every.get_or_insert(h.sample_every);
-                data.samples.extend(samples);
+                per_file.push(samples);
             }
             Err(e) => data.problems.push(e.to_string()),
         }
     }
-    data.samples.sort_by_key(|s| s.time_ns);
+    data.samples = merge_by_time(per_file);
     data
 }
 
