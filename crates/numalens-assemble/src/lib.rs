@@ -128,17 +128,20 @@ pub fn write_profile(
 ) -> numalens_format::Result<Summary> {
     let writing_started = Instant::now();
     let mut reasons = Vec::new();
-    let logs = read_logs(&raw.events_dir, &mut reasons);
     let inst_dir = raw.inst_dir.as_deref().unwrap_or(&raw.events_dir);
-    let inst_data = numalens_inst::files::read_inst_dir(inst_dir);
-    reasons.extend(inst_data.problems.iter().cloned());
     let mut symbols = Symbolizer::with_files(raw.module_files.clone());
-    let modules = objects::modules_per_log(&logs);
-    let views: Vec<ProcessView> = logs
-        .iter()
-        .zip(&modules)
-        .map(|(log, modules)| objects::process_view(log, opts.min_object, &mut symbols, modules))
-        .collect();
+    // The hooks' files (hundreds of MiB in a sampled run) are read beside the runtime's logs
+    // and the objects they give, which need none of them.
+    let (logs, views, inst_data) = std::thread::scope(|s| {
+        let inst = s.spawn(|| numalens_inst::files::read_inst_dir(inst_dir));
+        let logs = read_logs(&raw.events_dir, &mut reasons);
+        let views = process_views(&logs, opts.min_object, &mut symbols);
+        let inst_data = inst
+            .join()
+            .expect("reading the hooks' files does not panic");
+        (logs, views, inst_data)
+    });
+    reasons.extend(inst_data.problems.iter().cloned());
     let mut objects: Vec<ObjectSpec> = views
         .iter()
         .flat_map(|v| v.objects.iter().cloned())
@@ -231,6 +234,15 @@ pub fn write_profile(
     );
     writer.meta_mut().overhead = end.overhead;
     finish(writer, completeness, summary)
+}
+
+/// Each process's objects, threads and modules from its log.
+fn process_views(logs: &[EventLog], min_object: u64, symbols: &mut Symbolizer) -> Vec<ProcessView> {
+    let modules = objects::modules_per_log(logs);
+    logs.iter()
+        .zip(&modules)
+        .map(|(log, modules)| objects::process_view(log, min_object, symbols, modules))
+        .collect()
 }
 
 /// The rows a process's log gives beyond objects and threads: its call sites' frames, its exit
