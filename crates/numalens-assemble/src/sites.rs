@@ -151,9 +151,11 @@ fn own_names(frames: &[SiteFrame]) -> Vec<String> {
         return Vec::new();
     };
     let mut names: Vec<String> = vec![frame_name(&frames[at])];
+    // Only callers with a source line: `_start` and other frames without debug information say
+    // nothing a programmer can act on.
     for name in frames[at + 1..]
         .iter()
-        .filter(|f| own_frame(f))
+        .filter(|f| own_frame(f) && f.line.is_some())
         .map(frame_name)
     {
         if names.last() != Some(&name) {

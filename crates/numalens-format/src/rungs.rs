@@ -27,6 +27,19 @@ pub fn distinct_rungs<K: Eq + std::hash::Hash>(ladders: &[Vec<K>], max_depth: us
             break;
         }
     }
+    // A climb that found no name of its own (three allocations on one line of `main`, all
+    // reached from the same caller) is worth nothing: those sites keep their first name.
+    let mut sharing: std::collections::HashMap<&K, usize> = std::collections::HashMap::new();
+    for (ladder, &rung) in ladders.iter().zip(&rungs) {
+        if let Some(k) = ladder.get(rung) {
+            *sharing.entry(k).or_default() += 1;
+        }
+    }
+    for (ladder, rung) in ladders.iter().zip(rungs.iter_mut()) {
+        if ladder.get(*rung).is_some_and(|k| sharing[k] > 1) {
+            *rung = 0;
+        }
+    }
     rungs
 }
 
@@ -46,6 +59,14 @@ mod tests {
             vec!["main:40"],
         ];
         assert_eq!(distinct_rungs(&ladders, 4), vec![2, 2, 0, 0, 0]);
-        assert_eq!(distinct_rungs(&ladders, 1), vec![1, 1, 0, 0, 0]);
+        // Stopped one rung short, they still collide: back to their first names.
+        assert_eq!(distinct_rungs(&ladders, 1), vec![0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn sites_that_no_caller_tells_apart_keep_their_names() {
+        // Three allocations on one line, reached from one caller.
+        let ladders = vec![vec!["main:16", "start"]; 3];
+        assert_eq!(distinct_rungs(&ladders, 4), vec![0, 0, 0]);
     }
 }
