@@ -9,8 +9,13 @@
 //! `numalens_fd.h` (the descriptors kept out of the program's reach) is the preload runtime's,
 //! shared by both runtimes: its directory comes from `numalens-preload`'s build script.
 
+#[path = "../numalens-preload/build_support/files_hash.rs"]
+mod files_hash;
+
 use std::env;
 use std::path::{Path, PathBuf};
+
+use files_hash::files_hash;
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
@@ -58,22 +63,6 @@ fn export_inst_hash(runtime: &Path) {
         runtime.join("include").join("numalens_inst.h"),
     ];
     println!("cargo:rustc-env=NUMALENS_INST_HASH={}", files_hash(&parts));
-}
-
-/// The hash of `parts` one after another: 64-bit FNV-1a in 16 hex digits, as `content_hash` in
-/// `numalens-preload`'s `src/runtime.rs` (a unit test of `src/toolchain.rs` checks that both
-/// agree on the embedded files).
-fn files_hash(parts: &[PathBuf]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        let bytes =
-            std::fs::read(part).unwrap_or_else(|e| panic!("cannot read {}: {e}", part.display()));
-        for b in bytes {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    format!("{h:016x}")
 }
 
 /// The native build of instrumentation runtime sources.

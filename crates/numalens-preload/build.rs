@@ -6,8 +6,13 @@
 //! (`DEP_NUMALENS_INCLUDE`): the instrumentation runtime of `numalens-inst` shares
 //! `numalens_fd.h`.
 
+#[path = "build_support/files_hash.rs"]
+mod files_hash;
+
 use std::env;
 use std::path::{Path, PathBuf};
+
+use files_hash::files_hash;
 use std::process::Command;
 
 fn main() {
@@ -57,21 +62,6 @@ fn main() {
         files_hash(std::slice::from_ref(&so))
     );
     println!("cargo:include={}", runtime.join("include").display());
-}
-
-/// The hash of `parts` one after another: 64-bit FNV-1a in 16 hex digits, as `content_hash` in
-/// `src/runtime.rs` (whose unit tests check that both agree on the embedded files).
-fn files_hash(parts: &[PathBuf]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        let bytes =
-            std::fs::read(part).unwrap_or_else(|e| panic!("cannot read {}: {e}", part.display()));
-        for b in bytes {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    format!("{h:016x}")
 }
 
 /// The runtime's C sources, sorted so the link line is stable.
