@@ -259,14 +259,19 @@ fn place_groups(
     // Groups keep the size of the node they were sized for: a group may only take a node with
     // at least as many CPUs as its own node had.
     let first = (0..g)
-        .max_by_key(|&a| (talk[a].iter().sum::<u64>(), std::cmp::Reverse(a)))
+        .max_by_key(|&a| {
+            (
+                saturating_sum(talk[a].iter().copied()),
+                std::cmp::Reverse(a),
+            )
+        })
         .unwrap_or(0);
     let mut order = vec![first];
     while order.len() < g {
         let next = (0..g)
             .filter(|a| !order.contains(a))
             .max_by_key(|&a| {
-                let with: u64 = order.iter().map(|&p| talk[a][p]).sum();
+                let with = saturating_sum(order.iter().map(|&p| talk[a][p]));
                 (with, std::cmp::Reverse(a))
             })
             .unwrap_or(0);
@@ -335,6 +340,11 @@ pub(super) fn schedule(input: &Input) -> Schedule {
         ));
     }
     s
+}
+
+/// Communication sums saturate: counts from a damaged or hostile profile can be near `u64::MAX`.
+fn saturating_sum(values: impl Iterator<Item = u64>) -> u64 {
+    values.fold(0, u64::saturating_add)
 }
 
 #[cfg(test)]
