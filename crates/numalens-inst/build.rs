@@ -9,13 +9,13 @@
 //! `numalens_fd.h` (the descriptors kept out of the program's reach) is the preload runtime's,
 //! shared by both runtimes: its directory comes from `numalens-preload`'s build script.
 
-#[path = "../numalens-preload/build_support/files_hash.rs"]
-mod files_hash;
+#[path = "../numalens-preload/build_support/shared.rs"]
+mod shared;
 
 use std::env;
 use std::path::{Path, PathBuf};
 
-use files_hash::files_hash;
+use shared::{c_sources, files_hash};
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
@@ -110,15 +110,4 @@ fn build_inst_rest_archive(runtime: &Path, shared: &Path, sources: &[PathBuf]) {
         .cloned()
         .collect();
     inst_build(runtime, shared, &rest).compile("numalens_inst_rest");
-}
-
-/// The runtime's C sources, sorted so the link line is stable.
-fn c_sources(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "c"))
-        .collect();
-    v.sort();
-    v
 }

@@ -6,13 +6,13 @@
 //! (`DEP_NUMALENS_INCLUDE`): the instrumentation runtime of `numalens-inst` shares
 //! `numalens_fd.h`.
 
-#[path = "build_support/files_hash.rs"]
-mod files_hash;
+#[path = "build_support/shared.rs"]
+mod shared;
 
 use std::env;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use files_hash::files_hash;
+use shared::{c_sources, files_hash};
 use std::process::Command;
 
 fn main() {
@@ -62,15 +62,4 @@ fn main() {
         files_hash(std::slice::from_ref(&so))
     );
     println!("cargo:include={}", runtime.join("include").display());
-}
-
-/// The runtime's C sources, sorted so the link line is stable.
-fn c_sources(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "c"))
-        .collect();
-    v.sort();
-    v
 }

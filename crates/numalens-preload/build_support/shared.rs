@@ -1,7 +1,7 @@
 //! Shared by the build scripts of `numalens-preload` and `numalens-inst` (a build script cannot
 //! depend on another crate's code, so each includes this file by path).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The hash of `parts` one after another: 64-bit FNV-1a in 16 hex digits, as `content_hash` in
 /// `numalens-preload`'s `src/runtime.rs` (unit tests of `runtime.rs` and of `numalens-inst`'s
@@ -17,4 +17,15 @@ pub fn files_hash(parts: &[PathBuf]) -> String {
         }
     }
     format!("{h:016x}")
+}
+
+/// The C sources of a runtime directory, sorted so the link line is stable.
+pub fn c_sources(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .collect();
+    v.sort();
+    v
 }
