@@ -74,6 +74,11 @@ pub(crate) fn fill(model: &mut ReportModel, i: &Inputs) {
     model.placement = build::placement_report(i.placement, i.agg, &pos, n);
     model.communication = build::communication(&i.agg.communication, &pos, n, i.block_size);
     model.analysis = info(i, &times, all);
+    if !model.selection.filters() {
+        // Under a selection its first touches would be judged against other threads' counts.
+        model.analysis.coverage =
+            crate::coverage::of_exact_counts(i.objects, i.exact_pages(), i.sampled);
+    }
 }
 
 fn info(i: &Inputs, times: &build::Times, all: u64) -> AnalysisInfo {
@@ -125,7 +130,7 @@ fn info(i: &Inputs, times: &build::Times, all: u64) -> AnalysisInfo {
         },
         thresholds: thresholds(),
         limits: None,
-        coverage: crate::coverage::of_exact_counts(i.objects, i.exact_pages(), i.sampled),
+        coverage: None,
     }
 }
 

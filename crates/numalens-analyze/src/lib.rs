@@ -183,11 +183,7 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         top: options.top,
     };
     model.groups = groups::groups(&model, &grouping);
-    let selected = model.selection.object.is_some() || model.selection.thread.is_some();
-    if selected {
-        // Exact counts of all threads say what the selection's first touches missed.
-        model.analysis.coverage = None;
-    }
+    let selected = model.selection.filters();
     let recording = limits::Recording::of(&model);
     if limits::faults_only(&model.totals.samples, is_exact, selected, recording) {
         model.analysis.limits = Some(limits::of_faults_only(&model));

@@ -125,6 +125,13 @@ pub struct Selection {
     pub thread: Option<u32>,
 }
 
+impl Selection {
+    /// Whether some samples are left out (`--object`, `--thread`).
+    pub fn filters(&self) -> bool {
+        self.object.is_some() || self.thread.is_some()
+    }
+}
+
 /// Sample counts by kind. `total` is their sum.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KindCounts {
