@@ -9,7 +9,7 @@ use numalens_inst::files::InstData;
 use object::{Object, ObjectSegment};
 
 use crate::objects::ProcessView;
-use crate::raw::{Fault, PerfEvent};
+use crate::raw::{Access, Fault, PerfEvent};
 use crate::sites::LoadedModule;
 use crate::symbols::{ModuleFiles, SourceLocation, Symbolizer};
 
@@ -60,12 +60,14 @@ pub fn code_locations(
 /// The code addresses the report names: sample IPs and thread start routines, per process.
 pub fn code_addresses(
     faults: &[Fault],
+    accesses: &[Access],
     inst_data: &InstData,
     views: &[ProcessView],
 ) -> BTreeSet<(u32, u64)> {
     let mut ips: BTreeSet<(u32, u64)> = distinct(faults.iter().map(|f| (f.pid, f.ip)))
         .into_iter()
         .collect();
+    ips.extend(distinct(accesses.iter().map(|a| (a.pid, a.ip))));
     ips.extend(distinct(
         inst_data
             .samples

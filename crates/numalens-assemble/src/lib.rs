@@ -128,13 +128,20 @@ pub fn write_profile(
 ) -> numalens_format::Result<Summary> {
     let writing_started = Instant::now();
     let mut reasons = Vec::new();
-    let inst_dir = raw.inst_dir.as_deref().unwrap_or(&raw.events_dir);
+    let inst_dir = raw.inst_dir.as_deref().or(raw.events_dir.as_deref());
     let mut symbols = Symbolizer::with_files(raw.module_files.clone());
     // The hooks' files (hundreds of MiB in a sampled run) are read beside the runtime's logs
     // and the objects they give, which need none of them.
     let (logs, views, inst_data) = std::thread::scope(|s| {
-        let inst = s.spawn(|| numalens_inst::files::read_inst_dir(inst_dir));
-        let logs = read_logs(&raw.events_dir, &mut reasons);
+        let inst = s.spawn(|| {
+            inst_dir
+                .map(numalens_inst::files::read_inst_dir)
+                .unwrap_or_default()
+        });
+        let logs = match &raw.events_dir {
+            Some(dir) => read_logs(dir, &mut reasons),
+            None => Vec::new(),
+        };
         let views = process_views(&logs, opts.min_object, &mut symbols);
         let inst_data = inst
             .join()
@@ -160,12 +167,13 @@ pub fn write_profile(
     // (`time_order`), so this is one pass over ordered samples; it puts right whatever a ring
     // held out of order, in place.
     raw.faults.sort_by_key(|f| f.time_ns);
+    raw.accesses.sort_by_key(|a| a.time_ns);
     let faults = &raw.faults;
     let balancing = opts.numa_balancing.as_ref().is_some_and(|b| b.mode != 0);
     let pages = page_nodes::page_sizes(raw, &views, opts.thp);
     let attributed = attributions(faults, &objects, &pages, balancing);
 
-    let ips = code::code_addresses(faults, &inst_data, &views);
+    let ips = code::code_addresses(faults, &raw.accesses, &inst_data, &views);
     let origin = raw.clock_origin_ns;
     let (views_ref, tasks) = (&views, &raw.tasks);
     let (mut writer, mut summary) = std::thread::scope(|s| {
@@ -190,6 +198,7 @@ pub fn write_profile(
             origin,
         }
         .write(&mut writer, &mut summary)?;
+        summary.samples += rows::write_accesses(&mut writer, &raw.accesses, &objects, origin)?;
         let inst_counts = inst::write_inst(&mut writer, &inst_data, &objects, origin)?;
         summary.exact_pages = inst_counts.page_rows;
         summary.inst_samples = inst_counts.samples;

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use numalens_format::{Host, Migration};
+use numalens_format::{DataSource, Host, Migration, SampleKind};
 
 use crate::procmaps::MapsHistory;
 use crate::symbols::ModuleFiles;
@@ -14,11 +14,14 @@ use crate::symbols::ModuleFiles;
 /// A recording, as the assembly takes it.
 pub struct RawRecording {
     pub command: Vec<String>,
-    /// The runtime's event logs (and the hooks' files, unless `inst_dir` says otherwise).
-    pub events_dir: PathBuf,
+    /// The runtime's event logs (and the hooks' files, unless `inst_dir` says otherwise); `None`
+    /// when no runtime ran beside the program (a recording made by `perf` and imported).
+    pub events_dir: Option<PathBuf>,
     /// Where the `inst` hooks wrote their files, when not in `events_dir`.
     pub inst_dir: Option<PathBuf>,
     pub faults: Vec<Fault>,
+    /// Sampled loads and stores with what the hardware said of them (PMU samples).
+    pub accesses: Vec<Access>,
     pub tasks: Vec<PerfEvent>,
     /// Records the kernel dropped: its own count on the events (Linux 6.0+), else the sum of
     /// its `PERF_RECORD_LOST` records.
@@ -93,6 +96,29 @@ pub struct Fault {
     /// the kernel does not report it (see `SamplerInfo::page_sizes`).
     pub mapped_page_size: u32,
     pub ip: u64,
+}
+
+/// A sampled load or store, as a PMU reports it (precise sampling, or a `perf` recording with
+/// data addresses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    pub pid: u32,
+    pub tid: u32,
+    pub time_ns: u64,
+    pub address: u64,
+    pub cpu: Option<u32>,
+    pub ip: u64,
+    /// `Load` or `Store`.
+    pub kind: SampleKind,
+    /// Accesses the sample stands for (the sampling period).
+    pub weight: u32,
+    pub data_source: DataSource,
+    /// Cycles, when the hardware measured it.
+    pub latency: Option<u32>,
+    /// Node of the physical page, when the sample carried its physical address and the recording
+    /// says which node holds it.
+    pub node: Option<u32>,
+    pub page_size: Option<u32>,
 }
 
 /// How the sampler was set up.

@@ -6,8 +6,9 @@ use numalens_format::{DataSource, Object, ProfileWriter, Sample, SampleKind};
 use numalens_topology::Topology;
 
 use crate::Summary;
+use crate::attribute::Locator;
 use crate::attribute::{Attributions, ObjectSpec};
-use crate::raw::Fault;
+use crate::raw::{Access, Fault};
 
 /// The page-fault samples with their attribution, as `samples` rows.
 pub struct FaultRows<'a> {
@@ -57,6 +58,36 @@ impl FaultRows<'_> {
         }
         Ok(())
     }
+}
+
+/// The sampled loads and stores (sorted by time), each attributed to the object that held its
+/// address then, as `samples` rows; returns how many.
+pub fn write_accesses(
+    writer: &mut ProfileWriter,
+    accesses: &[Access],
+    objects: &[ObjectSpec],
+    origin: u64,
+) -> numalens_format::Result<u64> {
+    let mut locator = Locator::new(objects);
+    for a in accesses {
+        locator.advance_to(a.time_ns);
+        writer.push_sample(Sample {
+            time_ns: a.time_ns.saturating_sub(origin),
+            pid: a.pid,
+            tid: a.tid,
+            cpu: a.cpu,
+            address: a.address,
+            kind: a.kind,
+            weight: a.weight,
+            object_id: locator.find(a.pid, a.address).map(|o| o as u64),
+            node: a.node,
+            data_source: a.data_source,
+            latency: a.latency,
+            ip: Some(a.ip),
+            page_size: a.page_size,
+        })?;
+    }
+    Ok(accesses.len() as u64)
 }
 
 /// The node of each CPU of the topology.

@@ -118,9 +118,10 @@ fn raw_recording(
     spilled.faults.sort_by_key(|f| f.time_ns);
     RawRecording {
         command: meta.command.clone(),
-        events_dir,
+        events_dir: Some(events_dir),
         inst_dir: None,
         faults: spilled.faults,
+        accesses: Vec::new(),
         tasks: spilled.tasks,
         lost: spilled.lost,
         // The kernel's own count is read at the end, which a killed recorder never reached: the

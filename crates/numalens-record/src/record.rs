@@ -338,8 +338,9 @@ pub fn run_with(
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
         inst_dir: inst_staging.as_ref().map(|s| s.dir().to_path_buf()),
-        events_dir,
+        events_dir: Some(events_dir),
         faults: raw.faults.into_ordered(),
+        accesses: Vec::new(),
         tasks: raw.tasks,
         // The kernel's own count covers the LOST records and what they never told.
         lost: raw.lost.max(lost.counted.unwrap_or(0)),

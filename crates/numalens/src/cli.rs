@@ -28,6 +28,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Write the profile of a recording whose recorder was killed, from what it left on disk.
     Recover(RecoverArgs),
+    /// Turn a perf.data recording (`perf mem record`, `perf c2c record`, `perf record -d`) into
+    /// a profile.
+    Import(ImportArgs),
     /// Write the aggregated tables of a profile's analysis as CSV or JSON files.
     Export(ExportArgs),
     /// Predict what each placement policy would give on a NUMA machine, side by side.
@@ -263,6 +266,21 @@ fn power_of_two(text: &str) -> Result<usize, String> {
         Ok(n) if n.is_power_of_two() => Ok(n),
         _ => Err(format!("`{text}` is not a power of two (e.g. 256, 1024)")),
     }
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The perf.data file (recorded with data addresses: `perf mem record`, `perf c2c record`,
+    /// `perf record -d -e EVENT`, page faults included).
+    #[arg(value_name = "PERF_DATA")]
+    pub input: PathBuf,
+    /// Profile directory to write (default: the file's name with `.numalens`).
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Mappings of at least this many bytes are objects of their own (a number, or with a k, m
+    /// or g suffix: `64k`).
+    #[arg(long, value_name = "BYTES", default_value = "4096", value_parser = byte_size)]
+    pub min_object: u64,
 }
 
 #[derive(Debug, Args)]

@@ -3,6 +3,7 @@
 mod demo;
 mod export;
 mod html_target;
+mod import;
 mod plan;
 mod record;
 mod recover;
@@ -27,6 +28,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Record(args) => record::run(args),
         Command::Report(args) => report::run(args),
         Command::Recover(args) => recover::run(args),
+        Command::Import(args) => import::run(args),
         Command::Export(args) => export::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Plan(args) => plan::run(args),

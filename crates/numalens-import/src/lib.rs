@@ -1,0 +1,179 @@
+//! `numalens import`: a `perf.data` recording made with `perf mem record`, `perf c2c record`,
+//! `perf record -d` with any event (page faults, PEBS load latency, IBS op, …) becomes a numalens
+//! profile. Page-fault samples go through the same attribution as the `faults` backend's; samples
+//! of other events become `load`/`store` samples with their data source, latency and the node
+//! of their physical page when the file says which node holds it. Objects are the mappings the
+//! file's MMAP records name (no allocation sites: no runtime ran beside the program).
+
+mod bytes;
+pub mod data_src;
+pub mod machine;
+mod read;
+pub mod sample;
+pub mod write;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use numalens_assemble::pagesize::ThpMode;
+use numalens_assemble::procmaps::MapsHistory;
+use numalens_assemble::raw::RawRecording;
+use numalens_assemble::symbols::ModuleFiles;
+use numalens_assemble::{AssembleOptions, ProgramEnd, Summary, write_profile};
+use numalens_format::Host;
+
+/// Why a file could not be imported.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("cannot open {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("not a readable perf.data file: {0}")]
+    Perf(#[from] linux_perf_data::Error),
+    #[error("the perf.data header's {0} section is damaged")]
+    Header(&'static str),
+    #[error(
+        "no sample in the file has a data address: record with `perf mem record`, `perf c2c record` \
+         or `perf record -d` (events: {0})"
+    )]
+    NoAddresses(String),
+    #[error(transparent)]
+    Write(#[from] numalens_format::FormatError),
+}
+
+/// One event of the recording and what it gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSummary {
+    pub name: String,
+    /// A page-fault event (its samples are first touches and faults, not loads and stores).
+    pub faults: bool,
+    pub samples: u64,
+    pub with_address: u64,
+}
+
+/// What the import did.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    pub profile: Summary,
+    pub events: Vec<EventSummary>,
+    pub faults: u64,
+    pub accesses: u64,
+    /// Sample records cut short (a damaged file); they are skipped.
+    pub truncated: u64,
+    /// The recording machine's NUMA nodes, when the file says.
+    pub nodes: usize,
+}
+
+/// How to import.
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    /// Mappings smaller than this are not objects of their own.
+    pub min_object: u64,
+}
+
+/// Imports `input` (a perf.data file) as the profile `output`.
+pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Imported, ImportError> {
+    let file = std::fs::File::open(input).map_err(|source| ImportError::Open {
+        path: input.to_path_buf(),
+        source,
+    })?;
+    let mtime = file.metadata().and_then(|m| m.modified()).ok();
+    let d = read::read_file(file)?;
+    if d.faults.is_empty() && d.accesses.is_empty() {
+        let names: Vec<String> = d.events.iter().map(|e| e.name.clone()).collect();
+        return Err(ImportError::NoAddresses(names.join(", ")));
+    }
+    let times = d
+        .faults
+        .iter()
+        .map(|f| f.time_ns)
+        .chain(d.accesses.iter().map(|a| a.time_ns));
+    let (first, last) = times.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
+    let start_unix_ns = match d.wall_minus_clock_ns {
+        Some(offset) => (i128::from(first) + offset).clamp(0, i128::from(u64::MAX)) as u64,
+        // The file was written when the recording ended.
+        None => mtime
+            .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| (d.as_nanos() as u64).saturating_sub(last - first)),
+    };
+    let topology = machine::topology(&d.nodes, &d.hostname);
+    let mut settings: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    settings.insert("imported_from".into(), input.display().to_string().into());
+    let events: BTreeMap<&str, u64> = d
+        .events
+        .iter()
+        .map(|e| (e.name.as_str(), e.samples))
+        .collect();
+    settings.insert(
+        "events".into(),
+        serde_json::to_value(events).unwrap_or_default(),
+    );
+    if !d.command.is_empty() {
+        settings.insert("perf_command".into(), d.command.join(" ").into());
+    }
+    let backend = if d.accesses.is_empty() {
+        "faults"
+    } else {
+        "pmu"
+    };
+    let (faults, accesses, nodes) = (
+        d.faults.len() as u64,
+        d.accesses.len() as u64,
+        d.nodes.len(),
+    );
+    let (events, truncated) = (d.events.clone(), d.truncated);
+    let mut raw = raw_recording(d, start_unix_ns, first);
+    let assemble = AssembleOptions {
+        topology,
+        min_object: opts.min_object,
+        backend,
+        backend_settings: settings,
+        // Not in the file: what the recording machine's balancing did is not known.
+        numa_balancing: None,
+        thp: ThpMode::Never,
+        recovered: None,
+    };
+    let profile = write_profile(&mut raw, output, assemble, |_| Ok(ProgramEnd::default()))?;
+    Ok(Imported {
+        profile,
+        events,
+        faults,
+        accesses,
+        truncated,
+        nodes,
+    })
+}
+
+fn raw_recording(d: read::Decoded, start_unix_ns: u64, origin: u64) -> RawRecording {
+    // perf records the command line of `perf` itself; the program follows its `--` when given.
+    let command = match d.command.iter().position(|a| a == "--") {
+        Some(i) => d.command[i + 1..].to_vec(),
+        None => d.command.clone(),
+    };
+    RawRecording {
+        command,
+        events_dir: None,
+        inst_dir: None,
+        faults: d.faults,
+        accesses: d.accesses,
+        tasks: d.tasks,
+        lost: d.lost,
+        lost_uncounted: false,
+        outlived: None,
+        maps: MapsHistory::default(),
+        scans: Vec::new(),
+        migrations: Vec::new(),
+        sampler: None,
+        start_unix_ns,
+        clock_origin_ns: origin,
+        host: Host {
+            hostname: d.hostname,
+            kernel: d.os_release,
+            arch: d.arch,
+        },
+        page_size: 4096,
+        module_files: ModuleFiles::AsRecorded,
+    }
+}

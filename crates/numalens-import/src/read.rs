@@ -1,0 +1,277 @@
+//! Reading a perf.data file into what the assembly takes: page-fault samples, sampled loads and
+//! stores with their data source, and the task and mapping records.
+
+use std::io::{BufReader, Read, Seek};
+
+use linux_perf_data::linux_perf_event_reader::{
+    EventRecord, PerfEventType, RawEventRecord, RecordType, SamplingPolicy, SoftwareCounterType,
+};
+use linux_perf_data::{Endianness, Feature, PerfFileReader, PerfFileRecord};
+use numalens_assemble::raw::{Access, Fault, PerfEvent};
+use numalens_format::{DataSource, SampleKind};
+
+use crate::machine::{self, PhysicalNodes, RecordedNode};
+use crate::sample::{self, Layout, Sample};
+use crate::{EventSummary, ImportError};
+
+/// `HEADER_MEM_TOPOLOGY` (feature 22; the reader names it `SAMPLE_TOPOLOGY`).
+const MEM_TOPOLOGY: Feature = Feature::SAMPLE_TOPOLOGY;
+
+/// What the file holds, decoded.
+#[derive(Default)]
+pub struct Decoded {
+    pub faults: Vec<Fault>,
+    pub accesses: Vec<Access>,
+    pub tasks: Vec<PerfEvent>,
+    pub lost: u64,
+    pub command: Vec<String>,
+    pub hostname: String,
+    pub os_release: String,
+    pub arch: String,
+    pub nodes: Vec<RecordedNode>,
+    /// Wall-clock ns at the samples' clock's zero, when the file says (`HEADER_CLOCK_DATA`).
+    pub wall_minus_clock_ns: Option<i128>,
+    pub events: Vec<EventSummary>,
+    /// Sample records that ended before a field their event announces.
+    pub truncated: u64,
+}
+
+/// How the samples of one event are read.
+struct EventReading {
+    layout: Layout,
+    faults: bool,
+    /// Load or store when the data source does not say.
+    default_kind: SampleKind,
+    fixed_period: u64,
+}
+
+fn event_reading(
+    attr: &linux_perf_data::linux_perf_event_reader::PerfEventAttr,
+    name: &str,
+) -> EventReading {
+    let faults = matches!(
+        attr.type_,
+        PerfEventType::Software(
+            SoftwareCounterType::PageFaults
+                | SoftwareCounterType::PageFaultsMin
+                | SoftwareCounterType::PageFaultsMaj
+        )
+    );
+    let default_kind = if name.contains("store") {
+        SampleKind::Store
+    } else {
+        SampleKind::Load
+    };
+    let fixed_period = match attr.sampling_policy {
+        SamplingPolicy::Period(p) => p.get(),
+        _ => 1,
+    };
+    EventReading {
+        layout: Layout {
+            sample_type: attr.sample_format.bits(),
+            read_format: attr.read_format.bits(),
+            branch_sample_type: attr.branch_sample_format.bits(),
+            sample_regs_user: attr.sample_regs_user,
+            sample_regs_intr: attr.sample_regs_intr,
+        },
+        faults,
+        default_kind,
+        fixed_period,
+    }
+}
+
+/// Reads every record of a perf.data file.
+pub fn read_file<R: Read + Seek>(file: R) -> Result<Decoded, ImportError> {
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(BufReader::with_capacity(1 << 20, file))?;
+    let big_endian = perf_file.endian() == Endianness::BigEndian;
+    let mut d = Decoded {
+        command: perf_file
+            .cmdline()?
+            .map(|args| args.iter().map(|a| a.to_string()).collect())
+            .unwrap_or_default(),
+        hostname: perf_file.hostname()?.unwrap_or_default().to_string(),
+        os_release: perf_file.os_release()?.unwrap_or_default().to_string(),
+        arch: perf_file.arch()?.unwrap_or_default().to_string(),
+        ..Decoded::default()
+    };
+    if let Some(section) = perf_file.feature_section_data(Feature::NUMA_TOPOLOGY) {
+        d.nodes = machine::parse_numa_topology(section, big_endian)
+            .map_err(|_| ImportError::Header("NUMA_TOPOLOGY"))?;
+    }
+    let physical = match perf_file.feature_section_data(MEM_TOPOLOGY) {
+        Some(section) => machine::parse_mem_topology(section, big_endian)
+            .map_err(|_| ImportError::Header("MEM_TOPOLOGY"))?,
+        None => PhysicalNodes::default(),
+    };
+    if let Some(c) = perf_file.clock_data()? {
+        d.wall_minus_clock_ns = Some(i128::from(c.wall_clock_ns) - i128::from(c.clockid_time_ns));
+    }
+    let readings: Vec<EventReading> = perf_file
+        .event_attributes()
+        .iter()
+        .map(|a| event_reading(&a.attr, a.name.as_deref().unwrap_or("")))
+        .collect();
+    d.events = perf_file
+        .event_attributes()
+        .iter()
+        .zip(&readings)
+        .map(|(a, r)| EventSummary {
+            name: a
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("{:?}", a.attr.type_)),
+            faults: r.faults,
+            samples: 0,
+            with_address: 0,
+        })
+        .collect();
+    let mut body = Vec::new();
+    while let Some(record) = record_iter.next_record(&mut perf_file)? {
+        let PerfFileRecord::EventRecord { attr_index, record } = record else {
+            continue;
+        };
+        if record.record_type == RecordType::SAMPLE {
+            body.clear();
+            body.resize(record.data.len(), 0);
+            let mut data = record.data;
+            data.read_exact(&mut body)
+                .map_err(linux_perf_data::Error::from)?;
+            let r = &readings[attr_index];
+            match sample::decode(&body, big_endian, &r.layout) {
+                Ok(s) => take_sample(&mut d, attr_index, r, &s, &physical),
+                Err(_) => d.truncated += 1,
+            }
+        } else {
+            take_task(&mut d, &record, big_endian)?;
+        }
+    }
+    Ok(d)
+}
+
+fn take_sample(
+    d: &mut Decoded,
+    event: usize,
+    r: &EventReading,
+    s: &Sample<'_>,
+    physical: &PhysicalNodes,
+) {
+    let summary = &mut d.events[event];
+    summary.samples += 1;
+    let Some(address) = s.addr.filter(|&a| a != 0) else {
+        return;
+    };
+    summary.with_address += 1;
+    let (pid, tid, time_ns) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0), s.time.unwrap_or(0));
+    let ip = s.ip.unwrap_or(0);
+    let page_size = s.data_page_size.and_then(|p| u32::try_from(p).ok());
+    if r.faults {
+        d.faults.push(Fault {
+            pid,
+            tid,
+            time_ns,
+            address,
+            cpu: s.cpu.unwrap_or(0),
+            mapped_page_size: page_size.unwrap_or(0),
+            ip,
+        });
+        return;
+    }
+    let source = s.data_src.map(crate::data_src::decode);
+    let weight = s
+        .period
+        .unwrap_or(r.fixed_period)
+        .clamp(1, u64::from(u32::MAX)) as u32;
+    d.accesses.push(Access {
+        pid,
+        tid,
+        time_ns,
+        address,
+        cpu: s.cpu,
+        ip,
+        kind: source.and_then(|m| m.kind).unwrap_or(r.default_kind),
+        weight,
+        data_source: source.map_or(DataSource::Unknown, |m| m.source),
+        latency: s
+            .weight
+            .map(|w| w.latency())
+            .filter(|&l| l > 0)
+            .map(|l| l.min(u64::from(u32::MAX)) as u32),
+        node: s.phys_addr.and_then(|p| physical.node_of(p)),
+        page_size,
+    });
+}
+
+/// Task, mapping and loss records, as the live sampler decodes them.
+fn take_task(
+    d: &mut Decoded,
+    record: &RawEventRecord<'_>,
+    big_endian: bool,
+) -> Result<(), ImportError> {
+    let time_ns = record.timestamp().unwrap_or(0);
+    let text = |raw: linux_perf_data::linux_perf_event_reader::RawData<'_>| {
+        String::from_utf8_lossy(&raw.as_slice()).into_owned()
+    };
+    let event = match record.parse().map_err(linux_perf_data::Error::from)? {
+        EventRecord::Comm(c) => PerfEvent::Comm {
+            pid: c.pid as u32,
+            tid: c.tid as u32,
+            name: text(c.name),
+            exec: c.is_execve,
+            time_ns,
+        },
+        EventRecord::Fork(f) => PerfEvent::Fork {
+            pid: f.pid as u32,
+            ppid: f.ppid as u32,
+            tid: f.tid as u32,
+            ptid: f.ptid as u32,
+            time_ns,
+        },
+        EventRecord::Exit(e) => PerfEvent::Exit {
+            pid: e.pid as u32,
+            tid: e.tid as u32,
+            time_ns,
+        },
+        EventRecord::Mmap2(m) => PerfEvent::Mmap {
+            pid: m.pid as u32,
+            tid: m.tid as u32,
+            start: m.address,
+            len: m.length,
+            pgoff: m.page_offset,
+            prot: m.protection,
+            flags: m.flags,
+            path: text(m.path),
+            time_ns,
+        },
+        EventRecord::Mmap(m) => PerfEvent::Mmap {
+            pid: m.pid as u32,
+            tid: m.tid as u32,
+            start: m.address,
+            len: m.length,
+            pgoff: m.page_offset,
+            // MMAP (without the 2) tells only whether the mapping is executable.
+            prot: if m.is_executable { 0x5 } else { 0x3 },
+            flags: 0,
+            path: text(m.path),
+            time_ns,
+        },
+        EventRecord::Lost(l) => {
+            d.lost = d.lost.saturating_add(l.count);
+            return Ok(());
+        }
+        _ => {
+            if record.record_type == RecordType::LOST_SAMPLES {
+                let body = record.data.as_slice();
+                let lost = crate::bytes::Bytes::new(&body, big_endian)
+                    .u64()
+                    .unwrap_or(0);
+                d.lost = d.lost.saturating_add(lost);
+            }
+            return Ok(());
+        }
+    };
+    d.tasks.push(event);
+    Ok(())
+}

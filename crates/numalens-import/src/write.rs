@@ -1,0 +1,323 @@
+//! Writing perf.data files in the layout `perf record` writes (header, attributes with their ids,
+//! records, feature sections), for tests that check the import against `perf script` reading the
+//! same file, and for the import benchmark. Samples are laid out as the kernel lays them out for
+//! the fields a memory sample carries.
+
+use std::io::Write;
+
+use crate::sample::*;
+
+const ATTR_SIZE: u32 = 128; // PERF_ATTR_SIZE_VER7
+const HEADER_SIZE: u64 = 104;
+const RECORD_MMAP2: u32 = 10;
+const RECORD_COMM: u32 = 3;
+const RECORD_SAMPLE: u32 = 9;
+const FEATURE_EVENT_DESC: u32 = 12;
+pub const FEATURE_NUMA_TOPOLOGY: u32 = 14;
+pub const FEATURE_MEM_TOPOLOGY: u32 = 22;
+
+/// `perf_event_attr.flags` bits the tests set.
+pub const FLAG_SAMPLE_ID_ALL: u64 = 1 << 18;
+pub const FLAG_MMAP2: u64 = 1 << 23;
+/// `precise_ip` = 2 (PEBS, IBS): the sampled instruction is the one that accessed.
+pub const FLAG_PRECISE_2: u64 = 2 << 15;
+
+/// An event of the recording.
+#[derive(Debug, Clone, Default)]
+pub struct EventAttr {
+    pub name: String,
+    pub type_: u32,
+    pub config: u64,
+    pub config1: u64,
+    pub sample_period: u64,
+    pub sample_type: u64,
+    pub flags: u64,
+    pub ids: Vec<u64>,
+}
+
+/// The fields of one sample; those its event's `sample_type` does not name are not written.
+#[derive(Debug, Clone, Default)]
+pub struct SampleFields {
+    pub ip: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+    pub addr: u64,
+    pub id: u64,
+    pub cpu: u32,
+    pub period: u64,
+    pub callchain: Vec<u64>,
+    pub raw: Vec<u8>,
+    /// Written as one u64, whichever of WEIGHT / WEIGHT_STRUCT the event has (see [`weight_struct`]).
+    pub weight: u64,
+    pub data_src: u64,
+    pub phys_addr: u64,
+    pub data_page_size: u64,
+}
+
+/// The u64 a little-endian kernel writes for `perf_sample_weight`'s struct members.
+pub fn weight_struct(var1: u32, var2: u16, var3: u16) -> u64 {
+    u64::from(var1) | u64::from(var2) << 32 | u64::from(var3) << 48
+}
+
+#[derive(Default)]
+pub struct PerfDataWriter {
+    attrs: Vec<EventAttr>,
+    data: Vec<u8>,
+    features: Vec<(u32, Vec<u8>)>,
+}
+
+fn put64(v: &mut Vec<u8>, x: u64) {
+    v.extend_from_slice(&x.to_le_bytes());
+}
+
+fn put32(v: &mut Vec<u8>, x: u32) {
+    v.extend_from_slice(&x.to_le_bytes());
+}
+
+/// A `perf_header_string`: length, then the text NUL-padded to 64 bytes.
+fn put_string(v: &mut Vec<u8>, s: &str) {
+    let len = (s.len() + 1).div_ceil(64) * 64;
+    put32(v, len as u32);
+    let mut bytes = s.as_bytes().to_vec();
+    bytes.resize(len, 0);
+    v.extend(bytes);
+}
+
+impl PerfDataWriter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an event; returns its index.
+    pub fn event(&mut self, attr: EventAttr) -> usize {
+        self.attrs.push(attr);
+        self.attrs.len() - 1
+    }
+
+    /// Adds a feature section (`HEADER_*` number and its bytes).
+    pub fn feature(&mut self, id: u32, bytes: Vec<u8>) {
+        self.features.push((id, bytes));
+    }
+
+    fn record(&mut self, kind: u32, misc: u16, body: &[u8]) {
+        let size = 8 + body.len();
+        put32(&mut self.data, kind);
+        self.data.extend_from_slice(&misc.to_le_bytes());
+        self.data.extend_from_slice(&(size as u16).to_le_bytes());
+        self.data.extend_from_slice(body);
+    }
+
+    /// The `sample_id` trailer of a non-sample record of event 0.
+    fn sample_id(&self, body: &mut Vec<u8>, pid: u32, tid: u32, time: u64) {
+        let a = &self.attrs[0];
+        if a.flags & FLAG_SAMPLE_ID_ALL == 0 {
+            return;
+        }
+        let t = a.sample_type;
+        if t & TID != 0 {
+            put32(body, pid);
+            put32(body, tid);
+        }
+        if t & TIME != 0 {
+            put64(body, time);
+        }
+        if t & ID != 0 {
+            put64(body, a.ids.first().copied().unwrap_or(0));
+        }
+        if t & CPU != 0 {
+            put64(body, 0);
+        }
+        if t & IDENTIFIER != 0 {
+            put64(body, a.ids.first().copied().unwrap_or(0));
+        }
+    }
+
+    pub fn comm(&mut self, pid: u32, tid: u32, name: &str, time: u64) {
+        let mut body = Vec::new();
+        put32(&mut body, pid);
+        put32(&mut body, tid);
+        let mut text = name.as_bytes().to_vec();
+        text.resize((name.len() + 1).div_ceil(8) * 8, 0);
+        body.extend(text);
+        self.sample_id(&mut body, pid, tid, time);
+        self.record(RECORD_COMM, 0, &body);
+    }
+
+    /// A mapping (`PERF_RECORD_MMAP2` with device and inode numbers).
+    #[allow(clippy::too_many_arguments)]
+    pub fn mmap2(
+        &mut self,
+        pid: u32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        prot: u32,
+        flags: u32,
+        path: &str,
+        time: u64,
+    ) {
+        let mut body = Vec::new();
+        put32(&mut body, pid);
+        put32(&mut body, pid);
+        for x in [start, len, pgoff] {
+            put64(&mut body, x);
+        }
+        // maj, min, ino, ino_generation
+        put32(&mut body, 0);
+        put32(&mut body, 0);
+        put64(&mut body, 0);
+        put64(&mut body, 0);
+        put32(&mut body, prot);
+        put32(&mut body, flags);
+        let mut text = path.as_bytes().to_vec();
+        text.resize((path.len() + 1).div_ceil(8) * 8, 0);
+        body.extend(text);
+        self.sample_id(&mut body, pid, pid, time);
+        // PERF_RECORD_MISC_USER
+        self.record(RECORD_MMAP2, 2, &body);
+    }
+
+    /// A sample of event `event`.
+    pub fn sample(&mut self, event: usize, s: &SampleFields) {
+        let t = self.attrs[event].sample_type;
+        let mut b = Vec::with_capacity(128);
+        let words = [(IDENTIFIER, s.id), (IP, s.ip)];
+        for (bit, x) in words {
+            if t & bit != 0 {
+                put64(&mut b, x);
+            }
+        }
+        if t & TID != 0 {
+            put32(&mut b, s.pid);
+            put32(&mut b, s.tid);
+        }
+        for (bit, x) in [
+            (TIME, s.time),
+            (ADDR, s.addr),
+            (ID, s.id),
+            (STREAM_ID, s.id),
+        ] {
+            if t & bit != 0 {
+                put64(&mut b, x);
+            }
+        }
+        if t & CPU != 0 {
+            put32(&mut b, s.cpu);
+            put32(&mut b, 0);
+        }
+        if t & PERIOD != 0 {
+            put64(&mut b, s.period);
+        }
+        if t & CALLCHAIN != 0 {
+            put64(&mut b, s.callchain.len() as u64);
+            s.callchain.iter().for_each(|&ip| put64(&mut b, ip));
+        }
+        if t & RAW != 0 {
+            // The raw data and its size are padded together to a multiple of 8 bytes.
+            let padded = (4 + s.raw.len()).div_ceil(8) * 8 - 4;
+            put32(&mut b, padded as u32);
+            let mut raw = s.raw.clone();
+            raw.resize(padded, 0);
+            b.extend(raw);
+        }
+        for (bit, x) in [
+            (WEIGHT | WEIGHT_STRUCT, s.weight),
+            (DATA_SRC, s.data_src),
+            (PHYS_ADDR, s.phys_addr),
+            (DATA_PAGE_SIZE, s.data_page_size),
+        ] {
+            if t & bit != 0 {
+                put64(&mut b, x);
+            }
+        }
+        self.record(RECORD_SAMPLE, 2, &b);
+    }
+
+    fn attr_bytes(a: &EventAttr) -> Vec<u8> {
+        let mut v = Vec::with_capacity(ATTR_SIZE as usize);
+        put32(&mut v, a.type_);
+        put32(&mut v, ATTR_SIZE);
+        for x in [a.config, a.sample_period, a.sample_type, 0, a.flags] {
+            put64(&mut v, x);
+        }
+        put32(&mut v, 0); // wakeup_events
+        put32(&mut v, 0); // bp_type
+        put64(&mut v, a.config1);
+        v.resize(ATTR_SIZE as usize, 0);
+        v
+    }
+
+    fn event_desc(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        put32(&mut v, self.attrs.len() as u32);
+        put32(&mut v, ATTR_SIZE);
+        for a in &self.attrs {
+            v.extend(Self::attr_bytes(a));
+            put32(&mut v, a.ids.len() as u32);
+            put_string(&mut v, &a.name);
+            a.ids.iter().for_each(|&id| put64(&mut v, id));
+        }
+        v
+    }
+
+    /// The whole file.
+    pub fn finish(mut self) -> Vec<u8> {
+        let desc = self.event_desc();
+        self.features.push((FEATURE_EVENT_DESC, desc));
+        self.features.sort_by_key(|(id, _)| *id);
+        // Layout: header, ids, attrs, data, feature section table, feature data.
+        let mut ids = Vec::new();
+        let mut id_sections = Vec::new();
+        for a in &self.attrs {
+            id_sections.push((HEADER_SIZE + ids.len() as u64, 8 * a.ids.len() as u64));
+            a.ids.iter().for_each(|&id| put64(&mut ids, id));
+        }
+        let attrs_at = HEADER_SIZE + ids.len() as u64;
+        let mut attrs = Vec::new();
+        for (a, (at, size)) in self.attrs.iter().zip(&id_sections) {
+            attrs.extend(Self::attr_bytes(a));
+            put64(&mut attrs, *at);
+            put64(&mut attrs, *size);
+        }
+        let data_at = attrs_at + attrs.len() as u64;
+        let table_at = data_at + self.data.len() as u64;
+        let mut table = Vec::new();
+        let mut feature_data = Vec::new();
+        let mut at = table_at + 16 * self.features.len() as u64;
+        for (_, bytes) in &self.features {
+            put64(&mut table, at);
+            put64(&mut table, bytes.len() as u64);
+            at += bytes.len() as u64;
+            feature_data.extend(bytes);
+        }
+        let mut bitmap = [0u64; 4];
+        for (id, _) in &self.features {
+            bitmap[*id as usize / 64] |= 1 << (id % 64);
+        }
+        let mut file = Vec::new();
+        file.extend(b"PERFILE2");
+        put64(&mut file, HEADER_SIZE);
+        put64(&mut file, u64::from(ATTR_SIZE) + 16);
+        for x in [
+            attrs_at,
+            attrs.len() as u64,
+            data_at,
+            self.data.len() as u64,
+            0,
+            0,
+        ] {
+            put64(&mut file, x);
+        }
+        bitmap.iter().for_each(|&w| put64(&mut file, w));
+        for part in [&ids, &attrs, &self.data, &table, &feature_data] {
+            file.extend_from_slice(part);
+        }
+        file
+    }
+
+    /// Writes the file to `path`.
+    pub fn write_to(self, path: &std::path::Path) -> std::io::Result<()> {
+        std::fs::File::create(path)?.write_all(&self.finish())
+    }
+}

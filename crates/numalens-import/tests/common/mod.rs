@@ -1,0 +1,43 @@
+//! What the import tests share: `perf script` as the independent decoder, and the profile's
+//! samples.
+
+use std::path::Path;
+use std::process::Command;
+
+use numalens_format::{Profile, Sample};
+
+/// `perf script` of `file` with `fields`, one line per sample, split on whitespace and `:`.
+pub fn perf_script(file: &Path, fields: &str) -> Vec<String> {
+    let out = Command::new("perf")
+        .args(["script", "--ns", "-F", fields, "-i"])
+        .arg(file)
+        .output()
+        .expect("perf is installed (tests/install-deps)");
+    assert!(
+        out.status.success(),
+        "perf script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `12345.000123456` (seconds with nanoseconds) as ns.
+pub fn script_time_ns(text: &str) -> u64 {
+    let text = text.trim_end_matches(':');
+    let (s, ns) = text.split_once('.').expect("a time with a fraction");
+    s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap()
+}
+
+/// The profile's samples with their absolute times (the file's clock).
+pub fn samples(profile: &Path) -> Vec<Sample> {
+    let p = Profile::open(profile).unwrap();
+    let origin = p.meta().clock.origin_ns;
+    let mut rows: Vec<Sample> = p.read_all::<Sample>().unwrap();
+    for s in &mut rows {
+        s.time_ns += origin;
+    }
+    rows
+}

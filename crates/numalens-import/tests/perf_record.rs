@@ -1,0 +1,119 @@
+//! A real recording: `perf record -e page-faults -d` of a two-thread program, imported and
+//! compared sample by sample with `perf script` reading the same file.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+use numalens_format::{Object, Profile, SampleKind, Thread};
+use numalens_import::{ImportOptions, import};
+
+const PROGRAM: &str = r#"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#define SIZE (8 << 20)
+static char *buffer;
+static void *fill(void *arg) {
+    long half = (long)arg;
+    memset(buffer + half * (SIZE / 2), 1, SIZE / 2);
+    return 0;
+}
+int main(void) {
+    buffer = malloc(SIZE);
+    pthread_t t[2];
+    for (long i = 0; i < 2; i++) pthread_create(&t[i], 0, fill, (void *)i);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], 0);
+    return buffer[SIZE - 1] != 1;
+}
+"#;
+
+fn record(dir: &Path) -> std::path::PathBuf {
+    let source = dir.join("fill.c");
+    std::fs::write(&source, PROGRAM).unwrap();
+    let program = dir.join("fill");
+    let cc = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(cc.success());
+    let data = dir.join("perf.data");
+    let out = Command::new("perf")
+        .args(["record", "-q", "-e", "page-faults", "-c", "1", "-d", "-o"])
+        .arg(&data)
+        .arg(&program)
+        .output()
+        .expect("perf is installed (tests/install-deps)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    data
+}
+
+#[test]
+fn a_page_fault_recording_imports_as_perf_script_decodes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = record(dir.path());
+    let profile = dir.path().join("fill.numalens");
+    let imported = import(&data, &profile, &ImportOptions { min_object: 4096 }).unwrap();
+    assert_eq!(imported.accesses, 0);
+    assert_eq!(imported.truncated, 0);
+
+    // tid, time, address, ip of every sample, as perf decodes them and as numalens did.
+    let theirs: BTreeSet<(u32, u64, u64, u64)> = common::perf_script(&data, "tid,time,addr,ip")
+        .iter()
+        .map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
+            (
+                f[0].parse().unwrap(),
+                common::script_time_ns(f[1]),
+                hex(f[2]),
+                hex(f[3]),
+            )
+        })
+        .collect();
+    let samples = common::samples(&profile);
+    let ours: BTreeSet<(u32, u64, u64, u64)> = samples
+        .iter()
+        .map(|s| (s.tid, s.time_ns, s.address, s.ip.unwrap()))
+        .collect();
+    assert!(theirs.len() > 2048, "{} samples", theirs.len());
+    assert_eq!(samples.len(), theirs.len(), "one row per sample");
+    assert_eq!(ours, theirs);
+
+    // The 8 MiB buffer is one object, first touched half by each worker thread.
+    let p = Profile::open(&profile).unwrap();
+    let objects = p.read_all::<Object>().unwrap();
+    let threads = p.read_all::<Thread>().unwrap();
+    let buffer = objects
+        .iter()
+        .find(|o| o.size >= 8 << 20 && o.size < 9 << 20)
+        .expect("the buffer's mapping is an object");
+    let touches: Vec<u32> = samples
+        .iter()
+        .filter(|s| s.object_id == Some(buffer.object_id) && s.kind == SampleKind::FirstTouch)
+        .map(|s| s.tid)
+        .collect();
+    let by = |tid: u32| touches.iter().filter(|&&t| t == tid).count();
+    let workers: Vec<u32> = threads
+        .iter()
+        .filter(|t| t.logical_id > 0)
+        .map(|t| t.tid)
+        .collect();
+    assert_eq!(workers.len(), 2, "{threads:?}");
+    for w in workers {
+        assert!(
+            by(w) >= 1000,
+            "thread {w} first touched {} pages of the buffer",
+            by(w)
+        );
+    }
+    assert_eq!(p.meta().backend.name, "faults");
+}
