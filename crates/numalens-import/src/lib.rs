@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use numalens_assemble::pagesize::ThpMode;
 use numalens_assemble::procmaps::MapsHistory;
-use numalens_assemble::raw::RawRecording;
+use numalens_assemble::raw::{PerfEvent, RawRecording};
 use numalens_assemble::symbols::ModuleFiles;
 use numalens_assemble::{AssembleOptions, ProgramEnd, Summary, write_profile};
 use numalens_format::Host;
@@ -146,12 +146,29 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
     })
 }
 
+/// What was recorded: perf's command line holds the program after its `--` when given; without
+/// a command line (some tools do not write one), the name of the process sampled first.
+fn command(d: &read::Decoded) -> Vec<String> {
+    if let Some(i) = d.command.iter().position(|a| a == "--") {
+        return d.command[i + 1..].to_vec();
+    }
+    if !d.command.is_empty() {
+        return d.command.clone();
+    }
+    let first = d
+        .faults
+        .first()
+        .map(|f| f.pid)
+        .or(d.accesses.first().map(|a| a.pid));
+    let name = d.tasks.iter().find_map(|t| match t {
+        PerfEvent::Comm { pid, name, .. } if Some(*pid) == first => Some(name.clone()),
+        _ => None,
+    });
+    vec![name.unwrap_or_else(|| format!("process {}", first.unwrap_or(0)))]
+}
+
 fn raw_recording(d: read::Decoded, start_unix_ns: u64, origin: u64) -> RawRecording {
-    // perf records the command line of `perf` itself; the program follows its `--` when given.
-    let command = match d.command.iter().position(|a| a == "--") {
-        Some(i) => d.command[i + 1..].to_vec(),
-        None => d.command.clone(),
-    };
+    let command = command(&d);
     RawRecording {
         command,
         events_dir: None,

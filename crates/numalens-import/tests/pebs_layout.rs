@@ -1,0 +1,202 @@
+//! Synthetic: a file in the layout `perf mem record` writes on an Intel machine with PEBS load
+//! latency (`PERF_SAMPLE_WEIGHT_STRUCT`, `DATA_SRC`, `PHYS_ADDR`, two events told apart by their
+//! ids), written by this test, decoded by numalens and by the installed `perf script`. It checks
+//! the decoding against an independent decoder; it is not a hardware validation.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use numalens_format::{DataSource, Object, Profile, SampleKind};
+use numalens_import::sample::*;
+use numalens_import::write::*;
+use numalens_import::{ImportOptions, import};
+
+const PID: u32 = 4242;
+const HEAP: u64 = 0x7f00_0000_0000;
+const BLOCK: u64 = 128 << 20;
+
+/// `perf_mem_data_src` values as Intel's PEBS decoding fills them, with what perf prints for them.
+const SOURCES: [(u64, &str); 7] = [
+    (0x6810_0142, "L1 hit"),       // load, L1 hit
+    (0x6810_0242, "LFB"),          // load, line fill buffer hit
+    (0x6810_0842, "L3 hit"),       // load, L3 hit
+    (0x6810_1042, "Local RAM"),    // load, local RAM hit
+    (0x6810_2042, "Remote RAM"),   // load, remote RAM (1 hop) hit
+    (0x6880_8042, "Remote Cache"), // load, remote cache (1 hop) hit, HITM
+    (0x6800_0144, "L1 hit"),       // store, L1 hit
+];
+
+fn attr(name: &str, config: u64, id: u64) -> EventAttr {
+    EventAttr {
+        name: name.into(),
+        type_: 4, // PERF_TYPE_RAW
+        config,
+        config1: 30, // ldlat
+        sample_period: 4000,
+        sample_type: IP
+            | TID
+            | TIME
+            | ADDR
+            | ID
+            | CPU
+            | PERIOD
+            | WEIGHT_STRUCT
+            | DATA_SRC
+            | PHYS_ADDR,
+        flags: FLAG_SAMPLE_ID_ALL | FLAG_MMAP2 | FLAG_PRECISE_2,
+        ids: vec![id],
+    }
+}
+
+/// Two nodes of 128 MiB memory blocks: blocks 0-7 on node 0, 8-15 on node 1.
+fn topology_sections(w: &mut PerfDataWriter) {
+    let mut mem = Vec::new();
+    for x in [1u64, BLOCK, 2, 0, 8, 16, 0x00ff, 1, 8, 16, 0xff00] {
+        mem.extend(x.to_le_bytes());
+    }
+    w.feature(FEATURE_MEM_TOPOLOGY, mem);
+    let mut numa = 2u32.to_le_bytes().to_vec();
+    for (id, cpus) in [(0u32, "0-1"), (1, "2-3")] {
+        numa.extend(id.to_le_bytes());
+        numa.extend((1u64 << 20).to_le_bytes());
+        numa.extend((1u64 << 19).to_le_bytes());
+        let mut text = cpus.as_bytes().to_vec();
+        text.resize(64, 0);
+        numa.extend((text.len() as u32).to_le_bytes());
+        numa.extend(text);
+    }
+    w.feature(FEATURE_NUMA_TOPOLOGY, numa);
+}
+
+fn write_file(path: &Path) -> usize {
+    let mut w = PerfDataWriter::new();
+    let loads = w.event(attr("cpu/mem-loads,ldlat=30/P", 0x1cd, 101));
+    let stores = w.event(attr("cpu/mem-stores/P", 0x82d0, 102));
+    topology_sections(&mut w);
+    w.comm(PID, PID, "pebs-prog", 1_000);
+    w.mmap2(PID, HEAP, 64 << 20, 0, 3, 0x22, "//anon", 2_000);
+    let n = 3_000;
+    for i in 0..n as u64 {
+        let (data_src, _) = SOURCES[i as usize % SOURCES.len()];
+        let store = data_src & 0x04 != 0;
+        w.sample(
+            if store { stores } else { loads },
+            &SampleFields {
+                ip: 0x40_1000 + (i % 13) * 4,
+                pid: PID,
+                tid: PID + (i % 3) as u32,
+                time: 10_000_000 + i * 1_000,
+                addr: HEAP + (i * 4096 * 7) % (64 << 20),
+                id: if store { 102 } else { 101 },
+                cpu: (i % 4) as u32,
+                period: 4000,
+                weight: weight_struct(30 + (i % 500) as u32, 7 + (i % 11) as u16, 0),
+                data_src,
+                // Alternately in a block of node 0 and one of node 1.
+                phys_addr: (1 + (i % 2) * 8) * BLOCK + (i % 1000) * 4096,
+                ..SampleFields::default()
+            },
+        );
+    }
+    w.write_to(path).unwrap();
+    n
+}
+
+#[test]
+fn pebs_samples_decode_as_perf_script_decodes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("pebs.data");
+    let n = write_file(&data);
+    let profile = dir.path().join("pebs.numalens");
+    let imported = import(&data, &profile, &ImportOptions { min_object: 4096 }).unwrap();
+    assert_eq!(
+        (imported.accesses, imported.truncated, imported.nodes),
+        (n as u64, 0, 2)
+    );
+
+    // perf prints: tid time addr data_src (hex, then decoded between bars) weight ins_lat
+    // phys_addr.
+    let lines = common::perf_script(&data, "tid,time,addr,weight,data_src,phys_addr,ins_lat");
+    assert_eq!(lines.len(), n);
+    let ours: BTreeMap<(u32, u64), numalens_format::Sample> = common::samples(&profile)
+        .into_iter()
+        .map(|s| ((s.tid, s.time_ns), s))
+        .collect();
+    assert_eq!(ours.len(), n);
+    for line in &lines {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let tid: u32 = f[0].parse().unwrap();
+        let time = common::script_time_ns(f[1]);
+        let i = (time - 10_000_000) / 1_000;
+        let s = &ours[&(tid, time)];
+        assert_eq!(s.address, u64::from_str_radix(f[2], 16).unwrap(), "{line}");
+        assert_eq!(
+            u64::from_str_radix(f[3], 16).unwrap(),
+            SOURCES[i as usize % SOURCES.len()].0
+        );
+        let decoded = &line[line.find('|').expect("perf decodes the data source")..];
+        check_source(s, decoded, line);
+        let [weight, ins_lat, phys] = f[f.len() - 3..] else {
+            unreachable!()
+        };
+        assert_eq!(s.latency, Some(weight.parse().unwrap()), "{line}");
+        assert_eq!(ins_lat.parse::<u64>().unwrap(), 7 + i % 11, "{line}");
+        let phys = u64::from_str_radix(phys, 16).unwrap();
+        assert_eq!(s.node, Some((phys / BLOCK >= 8) as u32), "{line}");
+        assert_eq!(s.weight, 4000);
+    }
+    // Every sample is inside the one mapping, which is an object.
+    let p = Profile::open(&profile).unwrap();
+    let objects = p.read_all::<Object>().unwrap();
+    let heap = objects
+        .iter()
+        .find(|o| o.start == HEAP)
+        .expect("the mapping is an object");
+    assert!(ours.values().all(|s| s.object_id == Some(heap.object_id)));
+    assert_eq!(p.meta().backend.name, "pmu");
+    let topology = p.meta().topology.clone().expect("the recording's machine");
+    assert_eq!(topology.node_ids(), vec![0, 1]);
+    assert_eq!(topology.nodes[1].cpus, vec![2, 3]);
+}
+
+/// numalens' label and kind against perf's own decoding of the same data source.
+fn check_source(s: &numalens_format::Sample, decoded: &str, line: &str) {
+    let kind = if decoded.contains("OP STORE") {
+        SampleKind::Store
+    } else {
+        assert!(decoded.contains("OP LOAD"), "{line}");
+        SampleKind::Load
+    };
+    assert_eq!(s.kind, kind, "{line}");
+    let source = if decoded.contains("Remote Cache") {
+        DataSource::RemoteCache
+    } else if decoded.contains("Remote RAM") {
+        DataSource::RemoteDram
+    } else if decoded.contains("Local RAM") {
+        DataSource::LocalDram
+    } else if decoded.contains("L3 hit") {
+        DataSource::L3
+    } else if decoded.contains("L1 hit") || decoded.contains("LFB") {
+        DataSource::L1
+    } else {
+        panic!("a data source this test does not write: {line}")
+    };
+    assert_eq!(s.data_source, source, "{line}");
+}
+
+#[test]
+fn perf_reads_the_written_memory_topology() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("pebs.data");
+    write_file(&data);
+    let out = std::process::Command::new("perf")
+        .args(["report", "--header-only", "-I", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("memory nodes (nr 2"), "{text}");
+    assert!(text.contains("node1 meminfo"), "{text}");
+}
