@@ -242,6 +242,7 @@ pub fn write_profile(
         end.exit,
     );
     writer.meta_mut().overhead = end.overhead;
+    writer.meta_mut().end_unix_ns = raw.end_unix_ns;
     finish(writer, completeness, summary)
 }
 

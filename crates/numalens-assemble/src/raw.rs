@@ -38,6 +38,9 @@ pub struct RawRecording {
     pub migrations: Vec<Migration>,
     pub sampler: Option<SamplerInfo>,
     pub start_unix_ns: u64,
+    /// When the recording ended, when it says (an imported file); else the moment the profile is
+    /// written.
+    pub end_unix_ns: Option<u64>,
     pub clock_origin_ns: u64,
     /// The machine the program ran on, and its base page size.
     pub host: Host,

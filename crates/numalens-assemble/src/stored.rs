@@ -133,6 +133,7 @@ fn raw_recording(
         migrations: Vec::new(),
         sampler: None,
         start_unix_ns: meta.start_unix_ns,
+        end_unix_ns: None,
         clock_origin_ns: meta.clock.origin_ns,
         host: meta.host.clone(),
         page_size: meta.page_size,

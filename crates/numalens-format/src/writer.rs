@@ -364,7 +364,8 @@ impl ProfileWriter {
                 .tables
                 .insert(name.to_string(), TableInfo { rows: rows? });
         }
-        self.meta.end_unix_ns = Some(unix_now_ns());
+        // A recording that says when it ended (an imported one) keeps that end.
+        self.meta.end_unix_ns.get_or_insert_with(unix_now_ns);
         self.meta.completeness = completeness;
         self.meta.write(&self.dir.join("meta.json"))
     }

@@ -32,6 +32,11 @@ pub enum ImportError {
     },
     #[error("not a readable perf.data file: {0}")]
     Perf(#[from] linux_perf_data::Error),
+    #[error(
+        "{0} is not a perf.data file (it does not start with PERFILE2): give a file written by \
+         `perf record`, `perf mem record` or `perf c2c record`"
+    )]
+    NotPerfData(PathBuf),
     #[error("the perf.data header's {0} section is damaged")]
     Header(&'static str),
     #[error(
@@ -80,6 +85,10 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
         source,
     })?;
     let mtime = file.metadata().and_then(|m| m.modified()).ok();
+    let mut file = file;
+    if !starts_as_perf_data(&mut file) {
+        return Err(ImportError::NotPerfData(input.to_path_buf()));
+    }
     let d = read::read_file(file)?;
     if d.faults.is_empty() && d.accesses.is_empty() {
         let names: Vec<String> = d.events.iter().map(|e| e.name.clone()).collect();
@@ -124,7 +133,10 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
         d.nodes.len(),
     );
     let (events, truncated) = (d.events.clone(), d.truncated);
+    let mut d = d;
+    d.tasks.extend(threads_seen_running(&d));
     let mut raw = raw_recording(d, start_unix_ns, first);
+    raw.end_unix_ns = Some(start_unix_ns.saturating_add(last - first));
     let assemble = AssembleOptions {
         topology,
         min_object: opts.min_object,
@@ -144,6 +156,46 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
         truncated,
         nodes,
     })
+}
+
+/// Whether the file starts with perf.data's magic (either byte order); leaves it at its start.
+fn starts_as_perf_data(file: &mut std::fs::File) -> bool {
+    use std::io::{Read, Seek};
+    let mut magic = [0u8; 8];
+    let read = file.read_exact(&mut magic).is_ok();
+    let rewound = file.rewind().is_ok();
+    read && rewound && (&magic == b"PERFILE2" || &magic == b"2ELIFREP")
+}
+
+/// Threads that ran before the recording started (`perf record -p`, `-a`) have no FORK record:
+/// they are known from their first sample, as created then by their process.
+fn threads_seen_running(d: &read::Decoded) -> Vec<PerfEvent> {
+    let forked: std::collections::HashSet<u32> = d
+        .tasks
+        .iter()
+        .filter_map(|t| match t {
+            PerfEvent::Fork { tid, .. } => Some(*tid),
+            _ => None,
+        })
+        .collect();
+    let mut first: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+    let seen = d.faults.iter().map(|f| (f.pid, f.tid, f.time_ns));
+    for (pid, tid, time) in seen.chain(d.accesses.iter().map(|a| (a.pid, a.tid, a.time_ns))) {
+        if !forked.contains(&tid) {
+            let t = first.entry((pid, tid)).or_insert(time);
+            *t = (*t).min(time);
+        }
+    }
+    first
+        .into_iter()
+        .map(|((pid, tid), time_ns)| PerfEvent::Fork {
+            pid,
+            ppid: pid,
+            tid,
+            ptid: pid,
+            time_ns,
+        })
+        .collect()
 }
 
 /// What was recorded: perf's command line holds the program after its `--` when given; without
@@ -167,6 +219,15 @@ fn command(d: &read::Decoded) -> Vec<String> {
     vec![name.unwrap_or_else(|| format!("process {}", first.unwrap_or(0)))]
 }
 
+/// A header field, or `unknown` when the file does not have it.
+fn known(text: String) -> String {
+    if text.is_empty() {
+        "unknown".into()
+    } else {
+        text
+    }
+}
+
 fn raw_recording(d: read::Decoded, start_unix_ns: u64, origin: u64) -> RawRecording {
     let command = command(&d);
     RawRecording {
@@ -184,12 +245,14 @@ fn raw_recording(d: read::Decoded, start_unix_ns: u64, origin: u64) -> RawRecord
         migrations: Vec::new(),
         sampler: None,
         start_unix_ns,
+        end_unix_ns: None,
         clock_origin_ns: origin,
         host: Host {
-            hostname: d.hostname,
-            kernel: d.os_release,
-            arch: d.arch,
+            hostname: known(d.hostname),
+            kernel: known(d.os_release),
+            arch: known(d.arch),
         },
+        // Not in the file: the base page of x86-64 and of most Arm64 distributions.
         page_size: 4096,
         module_files: ModuleFiles::AsRecorded,
     }

@@ -351,6 +351,7 @@ pub fn run_with(
         migrations: raw.migrations,
         sampler: sampler.map(|s| s.info),
         start_unix_ns,
+        end_unix_ns: None,
         clock_origin_ns,
         host: this_host(),
         page_size,

@@ -24,7 +24,10 @@ pub fn run(args: ImportArgs) -> Result<()> {
         Ok(i) => i,
         // The file given is not one to import: the command line must change.
         Err(
-            e @ (ImportError::Open { .. } | ImportError::Perf(_) | ImportError::NoAddresses(_)),
+            e @ (ImportError::Open { .. }
+            | ImportError::Perf(_)
+            | ImportError::NotPerfData(_)
+            | ImportError::NoAddresses(_)),
         ) => {
             return Err(UsageError(e.to_string()).into());
         }
