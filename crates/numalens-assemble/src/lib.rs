@@ -174,9 +174,17 @@ pub fn write_profile(
     let attributed = attributions(faults, &objects, &pages, balancing);
 
     let ips = code::code_addresses(faults, &raw.accesses, &inst_data, &views);
+    let stream = raw.access_stream.take();
+    // Streamed accesses' code addresses are known only once read: those beyond `ips` are
+    // symbolised after the tables.
+    let known_ips = if stream.is_some() {
+        ips.clone()
+    } else {
+        Default::default()
+    };
     let origin = raw.clock_origin_ns;
     let (views_ref, tasks) = (&views, &raw.tasks);
-    let (mut writer, mut summary) = std::thread::scope(|s| {
+    let (mut writer, mut summary, streamed_ips) = std::thread::scope(|s| {
         // Symbolising the code addresses is the longest step after the program's end (it reads
         // the modules' symbol tables and DWARF); it runs beside the writing of the other tables.
         let symbols = &mut symbols;
@@ -198,7 +206,14 @@ pub fn write_profile(
             origin,
         }
         .write(&mut writer, &mut summary)?;
-        summary.samples += rows::write_accesses(&mut writer, &raw.accesses, &objects, origin)?;
+        let accesses = rows::AccessRows {
+            held: &raw.accesses,
+            stream,
+            objects: &objects,
+            origin,
+        };
+        let (count, streamed_ips) = accesses.write(&mut writer, output)?;
+        summary.samples += count;
         let inst_counts = inst::write_inst(&mut writer, &inst_data, &objects, origin)?;
         summary.exact_pages = inst_counts.page_rows;
         summary.inst_samples = inst_counts.samples;
@@ -218,8 +233,13 @@ pub fn write_profile(
         for row in locations.join().expect("symbolising does not panic") {
             writer.push_code_location(row)?;
         }
-        Ok::<_, numalens_format::FormatError>((writer, summary))
+        Ok::<_, numalens_format::FormatError>((writer, summary, streamed_ips))
     })?;
+    let streamed_ips: std::collections::BTreeSet<(u32, u64)> =
+        streamed_ips.difference(&known_ips).copied().collect();
+    for row in code::code_locations(&streamed_ips, &views, &raw.tasks, &mut symbols) {
+        writer.push_code_location(row)?;
+    }
     summary.objects = objects.len() as u64;
     for view in &views {
         write_process_tables(&mut writer, view, origin)?;

@@ -22,6 +22,9 @@ pub struct RawRecording {
     pub faults: Vec<Fault>,
     /// Sampled loads and stores with what the hardware said of them (PMU samples).
     pub accesses: Vec<Access>,
+    /// More of them, read while the profile is written instead of held (in time order), so that
+    /// memory is bounded by objects and pages rather than samples: an imported file read again.
+    pub access_stream: Option<Box<dyn AccessStream>>,
     pub tasks: Vec<PerfEvent>,
     /// Records the kernel dropped: its own count on the events (Linux 6.0+), else the sum of
     /// its `PERF_RECORD_LOST` records.
@@ -122,6 +125,12 @@ pub struct Access {
     /// says which node holds it.
     pub node: Option<u32>,
     pub page_size: Option<u32>,
+}
+
+/// Memory samples produced on demand, in time order.
+pub trait AccessStream: Send {
+    /// Gives every access to `sink`; an error says why the rest could not be read.
+    fn for_each(self: Box<Self>, sink: &mut dyn FnMut(Access)) -> Result<(), String>;
 }
 
 /// How the sampler was set up.

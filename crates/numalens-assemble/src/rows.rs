@@ -1,6 +1,6 @@
 //! Rows of the `samples` and `objects` tables.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use numalens_format::{DataSource, Object, ProfileWriter, Sample, SampleKind};
 use numalens_topology::Topology;
@@ -8,7 +8,7 @@ use numalens_topology::Topology;
 use crate::Summary;
 use crate::attribute::Locator;
 use crate::attribute::{Attributions, ObjectSpec};
-use crate::raw::{Access, Fault};
+use crate::raw::{Access, AccessStream, Fault};
 
 /// The page-fault samples with their attribution, as `samples` rows.
 pub struct FaultRows<'a> {
@@ -60,34 +60,71 @@ impl FaultRows<'_> {
     }
 }
 
-/// The sampled loads and stores (sorted by time), each attributed to the object that held its
-/// address then, as `samples` rows; returns how many.
-pub fn write_accesses(
-    writer: &mut ProfileWriter,
-    accesses: &[Access],
-    objects: &[ObjectSpec],
-    origin: u64,
-) -> numalens_format::Result<u64> {
-    let mut locator = Locator::new(objects);
-    for a in accesses {
-        locator.advance_to(a.time_ns);
-        writer.push_sample(Sample {
-            time_ns: a.time_ns.saturating_sub(origin),
-            pid: a.pid,
-            tid: a.tid,
-            cpu: a.cpu,
-            address: a.address,
-            kind: a.kind,
-            weight: a.weight,
-            object_id: locator.find(a.pid, a.address).map(|o| o as u64),
-            node: a.node,
-            data_source: a.data_source,
-            latency: a.latency,
-            ip: Some(a.ip),
-            page_size: a.page_size,
+/// The sampled loads and stores, held (sorted by time) and then streamed, each attributed to
+/// the object that held its address then, as `samples` rows.
+pub struct AccessRows<'a> {
+    pub held: &'a [Access],
+    pub stream: Option<Box<dyn AccessStream>>,
+    pub objects: &'a [ObjectSpec],
+    pub origin: u64,
+}
+
+impl AccessRows<'_> {
+    /// Writes them; returns how many, and the code addresses of the streamed ones.
+    pub fn write(
+        self,
+        writer: &mut ProfileWriter,
+        output: &std::path::Path,
+    ) -> numalens_format::Result<(u64, BTreeSet<(u32, u64)>)> {
+        let mut locator = Locator::new(self.objects);
+        let mut count = 0u64;
+        let mut result = Ok(());
+        let mut row = |a: Access| {
+            locator.advance_to(a.time_ns);
+            count += 1;
+            let object_id = locator.find(a.pid, a.address).map(|o| o as u64);
+            if result.is_ok() {
+                result = writer.push_sample(access_row(&a, object_id, self.origin));
+            }
+        };
+        self.held.iter().for_each(|a| row(*a));
+        let mut ips = ahash::AHashSet::new();
+        let mut last_ip = None;
+        let streamed = self.stream.map_or(Ok(()), |stream| {
+            stream.for_each(&mut |a: Access| {
+                // Runs of samples of one instruction are common: skip the set for repeats.
+                if last_ip != Some((a.pid, a.ip)) {
+                    last_ip = Some((a.pid, a.ip));
+                    ips.insert((a.pid, a.ip));
+                }
+                row(a)
+            })
+        });
+        result?;
+        streamed.map_err(|why| numalens_format::FormatError::Io {
+            path: output.to_path_buf(),
+            source: std::io::Error::other(why),
         })?;
+        Ok((count, ips.into_iter().collect()))
     }
-    Ok(accesses.len() as u64)
+}
+
+fn access_row(a: &Access, object_id: Option<u64>, origin: u64) -> Sample {
+    Sample {
+        time_ns: a.time_ns.saturating_sub(origin),
+        pid: a.pid,
+        tid: a.tid,
+        cpu: a.cpu,
+        address: a.address,
+        kind: a.kind,
+        weight: a.weight,
+        object_id,
+        node: a.node,
+        data_source: a.data_source,
+        latency: a.latency,
+        ip: Some(a.ip),
+        page_size: a.page_size,
+    }
 }
 
 /// The node of each CPU of the topology.

@@ -122,6 +122,7 @@ fn raw_recording(
         inst_dir: None,
         faults: spilled.faults,
         accesses: Vec::new(),
+        access_stream: None,
         tasks: spilled.tasks,
         lost: spilled.lost,
         // The kernel's own count is read at the end, which a killed recorder never reached: the

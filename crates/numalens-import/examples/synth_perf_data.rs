@@ -48,6 +48,10 @@ fn main() {
     // A cheap deterministic generator (xorshift) spreads the addresses.
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     for i in 0..n {
+        // perf writes a round after each pass over the rings: some thousands of samples.
+        if i % 4096 == 4095 {
+            w.finished_round();
+        }
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -70,6 +74,7 @@ fn main() {
             },
         );
     }
+    w.finished_round();
     w.write_to(std::path::Path::new(&out))
         .expect("the file is written");
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use numalens_assemble::pagesize::ThpMode;
 use numalens_assemble::procmaps::MapsHistory;
-use numalens_assemble::raw::{PerfEvent, RawRecording};
+use numalens_assemble::raw::{Access, AccessStream, PerfEvent, RawRecording};
 use numalens_assemble::symbols::ModuleFiles;
 use numalens_assemble::{AssembleOptions, ProgramEnd, Summary, write_profile};
 use numalens_format::Host;
@@ -78,28 +78,21 @@ pub struct ImportOptions {
     pub min_object: u64,
 }
 
-/// Imports `input` (a perf.data file) as the profile `output`.
+/// Imports `input` (a perf.data file) as the profile `output`. The file is read twice: once for
+/// its tasks, mappings and page faults, then its memory samples are streamed into the profile,
+/// so that memory is bounded by objects and pages, not by samples.
 pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Imported, ImportError> {
-    let file = std::fs::File::open(input).map_err(|source| ImportError::Open {
-        path: input.to_path_buf(),
-        source,
-    })?;
+    let mut file = open(input)?;
     let mtime = file.metadata().and_then(|m| m.modified()).ok();
-    let mut file = file;
     if !starts_as_perf_data(&mut file) {
         return Err(ImportError::NotPerfData(input.to_path_buf()));
     }
-    let d = read::read_file(file)?;
-    if d.faults.is_empty() && d.accesses.is_empty() {
+    let mut d = read::read_file(file)?;
+    if d.faults.is_empty() && d.accesses.count == 0 {
         let names: Vec<String> = d.events.iter().map(|e| e.name.clone()).collect();
         return Err(ImportError::NoAddresses(names.join(", ")));
     }
-    let times = d
-        .faults
-        .iter()
-        .map(|f| f.time_ns)
-        .chain(d.accesses.iter().map(|a| a.time_ns));
-    let (first, last) = times.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
+    let (first, last) = time_span(&d);
     let start_unix_ns = match d.wall_minus_clock_ns {
         Some(offset) => (i128::from(first) + offset).clamp(0, i128::from(u64::MAX)) as u64,
         // The file was written when the recording ended.
@@ -107,7 +100,99 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
             .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| (d.as_nanos() as u64).saturating_sub(last - first)),
     };
-    let topology = machine::topology(&d.nodes, &d.hostname);
+    let assemble = AssembleOptions {
+        topology: machine::topology(&d.nodes, &d.hostname),
+        min_object: opts.min_object,
+        backend: if d.accesses.count == 0 {
+            "faults"
+        } else {
+            "pmu"
+        },
+        backend_settings: settings(input, &d),
+        // Not in the file: what the recording machine's balancing did is not known.
+        numa_balancing: None,
+        thp: ThpMode::Never,
+        recovered: None,
+    };
+    let imported = Imported {
+        profile: Summary::default(),
+        events: d.events.clone(),
+        faults: d.faults.len() as u64,
+        accesses: d.accesses.count,
+        truncated: d.truncated,
+        nodes: d.nodes.len(),
+    };
+    d.tasks.extend(threads_seen_running(&d));
+    let mut raw = raw_recording(d, start_unix_ns, first);
+    raw.end_unix_ns = Some(start_unix_ns.saturating_add(last - first));
+    raw.access_stream = Some(Box::new(SecondPass(input.to_path_buf())));
+    let profile = write_profile(&mut raw, output, assemble, |_| Ok(ProgramEnd::default()))?;
+    Ok(Imported {
+        profile,
+        ..imported
+    })
+}
+
+fn open(input: &Path) -> Result<std::fs::File, ImportError> {
+    std::fs::File::open(input).map_err(|source| ImportError::Open {
+        path: input.to_path_buf(),
+        source,
+    })
+}
+
+/// The memory samples, read again from the file as the profile is written.
+struct SecondPass(PathBuf);
+
+/// Accesses handed from the reading thread to the writing one at a time.
+const BATCH: usize = 4096;
+
+impl AccessStream for SecondPass {
+    /// The file is read and decoded on a thread of its own while the caller attributes and
+    /// writes the accesses already read.
+    fn for_each(self: Box<Self>, sink: &mut dyn FnMut(Access)) -> Result<(), String> {
+        let (send, receive) = std::sync::mpsc::sync_channel::<Vec<Access>>(8);
+        let path = self.0;
+        let reader = std::thread::spawn(move || {
+            let file = open(&path).map_err(|e| e.to_string())?;
+            let mut batch = Vec::with_capacity(BATCH);
+            let mut stopped = false;
+            let read = read::stream_accesses(file, &mut |a| {
+                batch.push(a);
+                if batch.len() == BATCH && !stopped {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                    // The writer stopped (it failed): the rest is read for nothing.
+                    stopped = send.send(full).is_err();
+                }
+            });
+            if !batch.is_empty() {
+                let _ = send.send(batch);
+            }
+            read.map_err(|e| format!("reading {} again: {e}", path.display()))
+        });
+        for batch in receive {
+            batch.into_iter().for_each(&mut *sink);
+        }
+        reader
+            .join()
+            .map_err(|_| "the reading thread panicked".to_string())?
+    }
+}
+
+/// The first and last sample times.
+fn time_span(d: &read::Decoded) -> (u64, u64) {
+    let faults = d.faults.iter().map(|f| f.time_ns);
+    let accesses = d
+        .accesses
+        .first_ns
+        .into_iter()
+        .chain((d.accesses.count > 0).then_some(d.accesses.last_ns));
+    faults
+        .chain(accesses)
+        .fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)))
+}
+
+/// The backend settings of an imported profile: the file, its events and perf's command line.
+fn settings(input: &Path, d: &read::Decoded) -> BTreeMap<String, serde_json::Value> {
     let mut settings: BTreeMap<String, serde_json::Value> = BTreeMap::new();
     settings.insert("imported_from".into(), input.display().to_string().into());
     let events: BTreeMap<&str, u64> = d
@@ -122,40 +207,7 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
     if !d.command.is_empty() {
         settings.insert("perf_command".into(), d.command.join(" ").into());
     }
-    let backend = if d.accesses.is_empty() {
-        "faults"
-    } else {
-        "pmu"
-    };
-    let (faults, accesses, nodes) = (
-        d.faults.len() as u64,
-        d.accesses.len() as u64,
-        d.nodes.len(),
-    );
-    let (events, truncated) = (d.events.clone(), d.truncated);
-    let mut d = d;
-    d.tasks.extend(threads_seen_running(&d));
-    let mut raw = raw_recording(d, start_unix_ns, first);
-    raw.end_unix_ns = Some(start_unix_ns.saturating_add(last - first));
-    let assemble = AssembleOptions {
-        topology,
-        min_object: opts.min_object,
-        backend,
-        backend_settings: settings,
-        // Not in the file: what the recording machine's balancing did is not known.
-        numa_balancing: None,
-        thp: ThpMode::Never,
-        recovered: None,
-    };
-    let profile = write_profile(&mut raw, output, assemble, |_| Ok(ProgramEnd::default()))?;
-    Ok(Imported {
-        profile,
-        events,
-        faults,
-        accesses,
-        truncated,
-        nodes,
-    })
+    settings
 }
 
 /// Whether the file starts with perf.data's magic (either byte order); leaves it at its start.
@@ -178,16 +230,15 @@ fn threads_seen_running(d: &read::Decoded) -> Vec<PerfEvent> {
             _ => None,
         })
         .collect();
-    let mut first: BTreeMap<(u32, u32), u64> = BTreeMap::new();
-    let seen = d.faults.iter().map(|f| (f.pid, f.tid, f.time_ns));
-    for (pid, tid, time) in seen.chain(d.accesses.iter().map(|a| (a.pid, a.tid, a.time_ns))) {
-        if !forked.contains(&tid) {
-            let t = first.entry((pid, tid)).or_insert(time);
-            *t = (*t).min(time);
-        }
+    let mut first: BTreeMap<(u32, u32), u64> =
+        d.accesses.threads.iter().map(|(k, v)| (*k, *v)).collect();
+    for f in &d.faults {
+        let t = first.entry((f.pid, f.tid)).or_insert(f.time_ns);
+        *t = (*t).min(f.time_ns);
     }
     first
         .into_iter()
+        .filter(|((_, tid), _)| !forked.contains(tid))
         .map(|((pid, tid), time_ns)| PerfEvent::Fork {
             pid,
             ppid: pid,
@@ -207,11 +258,7 @@ fn command(d: &read::Decoded) -> Vec<String> {
     if !d.command.is_empty() {
         return d.command.clone();
     }
-    let first = d
-        .faults
-        .first()
-        .map(|f| f.pid)
-        .or(d.accesses.first().map(|a| a.pid));
+    let first = d.faults.first().map(|f| f.pid).or(d.accesses.first_pid);
     let name = d.tasks.iter().find_map(|t| match t {
         PerfEvent::Comm { pid, name, .. } if Some(*pid) == first => Some(name.clone()),
         _ => None,
@@ -235,7 +282,8 @@ fn raw_recording(d: read::Decoded, start_unix_ns: u64, origin: u64) -> RawRecord
         events_dir: None,
         inst_dir: None,
         faults: d.faults,
-        accesses: d.accesses,
+        accesses: Vec::new(),
+        access_stream: None,
         tasks: d.tasks,
         lost: d.lost,
         lost_uncounted: false,

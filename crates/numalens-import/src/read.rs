@@ -4,9 +4,10 @@
 use std::io::{BufReader, Read, Seek};
 
 use linux_perf_data::linux_perf_event_reader::{
-    EventRecord, PerfEventType, RawEventRecord, RecordType, SamplingPolicy, SoftwareCounterType,
+    EventRecord, PerfEventType, RawData, RawEventRecord, RecordType, SamplingPolicy,
+    SoftwareCounterType,
 };
-use linux_perf_data::{Endianness, Feature, PerfFileReader, PerfFileRecord};
+use linux_perf_data::{Endianness, Feature, PerfFile, PerfFileReader, PerfFileRecord};
 use numalens_assemble::raw::{Access, Fault, PerfEvent};
 use numalens_format::{DataSource, SampleKind};
 
@@ -21,7 +22,9 @@ const MEM_TOPOLOGY: Feature = Feature::SAMPLE_TOPOLOGY;
 #[derive(Default)]
 pub struct Decoded {
     pub faults: Vec<Fault>,
-    pub accesses: Vec<Access>,
+    /// The memory samples are not held (the second pass streams them): what the first pass saw
+    /// of them.
+    pub accesses: AccessStats,
     pub tasks: Vec<PerfEvent>,
     pub lost: u64,
     pub command: Vec<String>,
@@ -34,6 +37,32 @@ pub struct Decoded {
     pub events: Vec<EventSummary>,
     /// Sample records that ended before a field their event announces.
     pub truncated: u64,
+}
+
+/// What the first pass saw of the memory samples.
+#[derive(Default)]
+pub struct AccessStats {
+    pub count: u64,
+    /// Time of the first and the last.
+    pub first_ns: Option<u64>,
+    pub last_ns: u64,
+    /// The process of the first.
+    pub first_pid: Option<u32>,
+    /// Each thread's first memory sample.
+    pub threads: ahash::AHashMap<(u32, u32), u64>,
+}
+
+impl AccessStats {
+    fn add(&mut self, pid: u32, tid: u32, time_ns: u64) {
+        self.count += 1;
+        if self.first_ns.is_none() {
+            self.first_pid = Some(pid);
+        }
+        self.first_ns = Some(self.first_ns.map_or(time_ns, |f| f.min(time_ns)));
+        self.last_ns = self.last_ns.max(time_ns);
+        // Samples come in time order: a thread's first is the one that adds it.
+        self.threads.entry((pid, tid)).or_insert(time_ns);
+    }
 }
 
 /// How the samples of one event are read.
@@ -80,44 +109,26 @@ fn event_reading(
     }
 }
 
-/// Reads every record of a perf.data file.
+/// What the records of a file are read with.
+struct Reading {
+    big_endian: bool,
+    events: Vec<EventReading>,
+    physical: PhysicalNodes,
+}
+
+/// The first pass: the header, the task and mapping records, the page faults, and what the
+/// memory samples are (not the samples themselves).
 pub fn read_file<R: Read + Seek>(file: R) -> Result<Decoded, ImportError> {
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
     } = PerfFileReader::parse_file(BufReader::with_capacity(1 << 20, file))?;
-    let big_endian = perf_file.endian() == Endianness::BigEndian;
-    let mut d = Decoded {
-        command: perf_file
-            .cmdline()?
-            .map(|args| args.iter().map(|a| a.to_string()).collect())
-            .unwrap_or_default(),
-        hostname: perf_file.hostname()?.unwrap_or_default().to_string(),
-        os_release: perf_file.os_release()?.unwrap_or_default().to_string(),
-        arch: perf_file.arch()?.unwrap_or_default().to_string(),
-        ..Decoded::default()
-    };
-    if let Some(section) = perf_file.feature_section_data(Feature::NUMA_TOPOLOGY) {
-        d.nodes = machine::parse_numa_topology(section, big_endian)
-            .map_err(|_| ImportError::Header("NUMA_TOPOLOGY"))?;
-    }
-    let physical = match perf_file.feature_section_data(MEM_TOPOLOGY) {
-        Some(section) => machine::parse_mem_topology(section, big_endian)
-            .map_err(|_| ImportError::Header("MEM_TOPOLOGY"))?,
-        None => PhysicalNodes::default(),
-    };
-    if let Some(c) = perf_file.clock_data()? {
-        d.wall_minus_clock_ns = Some(i128::from(c.wall_clock_ns) - i128::from(c.clockid_time_ns));
-    }
-    let readings: Vec<EventReading> = perf_file
-        .event_attributes()
-        .iter()
-        .map(|a| event_reading(&a.attr, a.name.as_deref().unwrap_or("")))
-        .collect();
+    let reading = reading(&perf_file)?;
+    let mut d = header(&perf_file, reading.big_endian)?;
     d.events = perf_file
         .event_attributes()
         .iter()
-        .zip(&readings)
+        .zip(&reading.events)
         .map(|(a, r)| EventSummary {
             name: a
                 .name
@@ -133,31 +144,111 @@ pub fn read_file<R: Read + Seek>(file: R) -> Result<Decoded, ImportError> {
         let PerfFileRecord::EventRecord { attr_index, record } = record else {
             continue;
         };
-        if record.record_type == RecordType::SAMPLE {
-            body.clear();
-            body.resize(record.data.len(), 0);
-            let mut data = record.data;
-            data.read_exact(&mut body)
-                .map_err(linux_perf_data::Error::from)?;
-            let r = &readings[attr_index];
-            match sample::decode(&body, big_endian, &r.layout) {
-                Ok(s) => take_sample(&mut d, attr_index, r, &s, &physical),
-                Err(_) => d.truncated += 1,
-            }
-        } else {
-            take_task(&mut d, &record, big_endian)?;
+        if record.record_type != RecordType::SAMPLE {
+            take_task(&mut d, &record, reading.big_endian)?;
+            continue;
+        }
+        let r = &reading.events[attr_index];
+        match sample_body(&record, &mut body, reading.big_endian, r) {
+            Ok(s) => count_sample(&mut d, attr_index, r, &s),
+            Err(_) => d.truncated += 1,
         }
     }
     Ok(d)
 }
 
-fn take_sample(
-    d: &mut Decoded,
-    event: usize,
+/// The second pass: every memory sample with a data address, in time order, to `sink`.
+pub fn stream_accesses<R: Read + Seek>(
+    file: R,
+    sink: &mut dyn FnMut(Access),
+) -> Result<(), ImportError> {
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(BufReader::with_capacity(1 << 20, file))?;
+    let reading = reading(&perf_file)?;
+    let mut body = Vec::new();
+    while let Some(record) = record_iter.next_record(&mut perf_file)? {
+        let PerfFileRecord::EventRecord { attr_index, record } = record else {
+            continue;
+        };
+        let r = &reading.events[attr_index];
+        if record.record_type != RecordType::SAMPLE || r.faults {
+            continue;
+        }
+        if let Ok(s) = sample_body(&record, &mut body, reading.big_endian, r)
+            && let Some(a) = access(r, &s, &reading.physical)
+        {
+            sink(a);
+        }
+    }
+    Ok(())
+}
+
+fn reading(perf_file: &PerfFile) -> Result<Reading, ImportError> {
+    let big_endian = perf_file.endian() == Endianness::BigEndian;
+    let physical = match perf_file.feature_section_data(MEM_TOPOLOGY) {
+        Some(section) => machine::parse_mem_topology(section, big_endian)
+            .map_err(|_| ImportError::Header("MEM_TOPOLOGY"))?,
+        None => PhysicalNodes::default(),
+    };
+    let events = perf_file
+        .event_attributes()
+        .iter()
+        .map(|a| event_reading(&a.attr, a.name.as_deref().unwrap_or("")))
+        .collect();
+    Ok(Reading {
+        big_endian,
+        events,
+        physical,
+    })
+}
+
+/// What the header says of the recording and its machine.
+fn header(perf_file: &PerfFile, big_endian: bool) -> Result<Decoded, ImportError> {
+    let mut d = Decoded {
+        command: perf_file
+            .cmdline()?
+            .map(|args| args.iter().map(|a| a.to_string()).collect())
+            .unwrap_or_default(),
+        hostname: perf_file.hostname()?.unwrap_or_default().to_string(),
+        os_release: perf_file.os_release()?.unwrap_or_default().to_string(),
+        arch: perf_file.arch()?.unwrap_or_default().to_string(),
+        ..Decoded::default()
+    };
+    if let Some(section) = perf_file.feature_section_data(Feature::NUMA_TOPOLOGY) {
+        d.nodes = machine::parse_numa_topology(section, big_endian)
+            .map_err(|_| ImportError::Header("NUMA_TOPOLOGY"))?;
+    }
+    if let Some(c) = perf_file.clock_data()? {
+        d.wall_minus_clock_ns = Some(i128::from(c.wall_clock_ns) - i128::from(c.clockid_time_ns));
+    }
+    Ok(d)
+}
+
+/// A sample record's body, decoded where the reader holds it (copied only when the record is
+/// split across the reader's buffers).
+fn sample_body<'b>(
+    record: &RawEventRecord<'b>,
+    body: &'b mut Vec<u8>,
+    big_endian: bool,
     r: &EventReading,
-    s: &Sample<'_>,
-    physical: &PhysicalNodes,
-) {
+) -> Result<Sample<'b>, crate::bytes::Truncated> {
+    let bytes: &'b [u8] = match record.data {
+        RawData::Single(bytes) => bytes,
+        split => {
+            body.clear();
+            body.resize(split.len(), 0);
+            let mut data = split;
+            data.read_exact(body).map_err(|_| crate::bytes::Truncated)?;
+            body
+        }
+    };
+    sample::decode(bytes, big_endian, &r.layout)
+}
+
+/// The first pass's view of a sample: page faults are kept, memory samples counted.
+fn count_sample(d: &mut Decoded, event: usize, r: &EventReading, s: &Sample<'_>) {
     let summary = &mut d.events[event];
     summary.samples += 1;
     let Some(address) = s.addr.filter(|&a| a != 0) else {
@@ -165,32 +256,39 @@ fn take_sample(
     };
     summary.with_address += 1;
     let (pid, tid, time_ns) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0), s.time.unwrap_or(0));
-    let ip = s.ip.unwrap_or(0);
-    let page_size = s.data_page_size.and_then(|p| u32::try_from(p).ok());
-    if r.faults {
-        d.faults.push(Fault {
-            pid,
-            tid,
-            time_ns,
-            address,
-            cpu: s.cpu.unwrap_or(0),
-            mapped_page_size: page_size.unwrap_or(0),
-            ip,
-        });
+    if !r.faults {
+        d.accesses.add(pid, tid, time_ns);
         return;
     }
+    d.faults.push(Fault {
+        pid,
+        tid,
+        time_ns,
+        address,
+        cpu: s.cpu.unwrap_or(0),
+        mapped_page_size: s
+            .data_page_size
+            .and_then(|p| u32::try_from(p).ok())
+            .unwrap_or(0),
+        ip: s.ip.unwrap_or(0),
+    });
+}
+
+/// A memory sample as an access, when it has a data address.
+fn access(r: &EventReading, s: &Sample<'_>, physical: &PhysicalNodes) -> Option<Access> {
+    let address = s.addr.filter(|&a| a != 0)?;
     let source = s.data_src.map(crate::data_src::decode);
     let weight = s
         .period
         .unwrap_or(r.fixed_period)
         .clamp(1, u64::from(u32::MAX)) as u32;
-    d.accesses.push(Access {
-        pid,
-        tid,
-        time_ns,
+    Some(Access {
+        pid: s.pid.unwrap_or(0),
+        tid: s.tid.unwrap_or(0),
+        time_ns: s.time.unwrap_or(0),
         address,
         cpu: s.cpu,
-        ip,
+        ip: s.ip.unwrap_or(0),
         kind: source.and_then(|m| m.kind).unwrap_or(r.default_kind),
         weight,
         data_source: source.map_or(DataSource::Unknown, |m| m.source),
@@ -200,8 +298,8 @@ fn take_sample(
             .filter(|&l| l > 0)
             .map(|l| l.min(u64::from(u32::MAX)) as u32),
         node: s.phys_addr.and_then(|p| physical.node_of(p)),
-        page_size,
-    });
+        page_size: s.data_page_size.and_then(|p| u32::try_from(p).ok()),
+    })
 }
 
 /// Task, mapping and loss records, as the live sampler decodes them.

@@ -12,6 +12,7 @@ const HEADER_SIZE: u64 = 104;
 const RECORD_MMAP2: u32 = 10;
 const RECORD_COMM: u32 = 3;
 const RECORD_SAMPLE: u32 = 9;
+const RECORD_FINISHED_ROUND: u32 = 68;
 const FEATURE_EVENT_DESC: u32 = 12;
 pub const FEATURE_NUMA_TOPOLOGY: u32 = 14;
 pub const FEATURE_MEM_TOPOLOGY: u32 = 22;
@@ -176,6 +177,12 @@ impl PerfDataWriter {
         self.sample_id(&mut body, pid, pid, time);
         // PERF_RECORD_MISC_USER
         self.record(RECORD_MMAP2, 2, &body);
+    }
+
+    /// `PERF_RECORD_FINISHED_ROUND`: what `perf record` writes after each pass over the rings, so
+    /// that readers sort one round at a time.
+    pub fn finished_round(&mut self) {
+        self.record(RECORD_FINISHED_ROUND, 0, &[]);
     }
 
     /// A sample of event `event`.

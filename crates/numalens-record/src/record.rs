@@ -341,6 +341,7 @@ pub fn run_with(
         events_dir: Some(events_dir),
         faults: raw.faults.into_ordered(),
         accesses: Vec::new(),
+        access_stream: None,
         tasks: raw.tasks,
         // The kernel's own count covers the LOST records and what they never told.
         lost: raw.lost.max(lost.counted.unwrap_or(0)),
