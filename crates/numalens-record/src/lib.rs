@@ -6,6 +6,7 @@ pub mod faults;
 pub mod launch;
 mod outlive;
 pub mod perf;
+pub mod pmu;
 mod program_end;
 pub mod record;
 pub mod recover;

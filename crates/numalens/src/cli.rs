@@ -86,6 +86,9 @@ pub enum BackendArg {
     /// Every access of a program built with `numalens cc`/`c++`/`fortran`: exact per-page counts
     /// and/or sampled accesses (see --inst-mode), plus page faults when perf allows.
     Inst,
+    /// Precise hardware sampling of loads and stores (Intel PEBS, AMD IBS, Arm SPE): says what
+    /// this machine offers; recordings made with `perf mem record` are read by `numalens import`.
+    Pmu,
 }
 
 /// What the `inst` backend records.

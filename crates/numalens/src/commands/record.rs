@@ -34,6 +34,9 @@ pub fn record_options(
     if program.is_empty() {
         return Err(UsageError("the program to record is an empty name".into()).into());
     }
+    if args.backend == BackendArg::Pmu {
+        return Err(UsageError(pmu_refusal(&program)).into());
+    }
     if args.backend == BackendArg::Auto
         && inst.is_none()
         && numalens_inst::check_program(&program).is_ok()
@@ -56,7 +59,9 @@ pub fn record_options(
         output,
         source: match args.backend {
             BackendArg::None => SampleSource::None,
-            BackendArg::Auto | BackendArg::Faults | BackendArg::Inst => SampleSource::Faults,
+            BackendArg::Auto | BackendArg::Faults | BackendArg::Inst | BackendArg::Pmu => {
+                SampleSource::Faults
+            }
         },
         min_object: args.min_object,
         runtime: args.runtime.clone(),
@@ -151,6 +156,30 @@ fn inst_options(args: &RecordingArgs) -> Result<Option<InstOptions>, UsageError>
         },
         sample_every: args.sample_every.unwrap_or(defaults.sample_every),
     }))
+}
+
+/// Why `--backend pmu` does not record here, and what does. The live sampler is not in this
+/// version: on a machine with a precise event, `perf` records it and `numalens import` reads it.
+fn pmu_refusal(program: &std::ffi::OsStr) -> String {
+    let works = if numalens_inst::check_program(program).is_ok() {
+        "--backend inst (this program is built with `numalens cc`) records every access here"
+    } else {
+        "--backend faults records first touches here; a build with `numalens cc` and --backend \
+         inst records every access"
+    };
+    match numalens_record::pmu::host() {
+        Err(missing) => format!("--backend pmu: {missing}. {works}"),
+        Ok(events) => {
+            let event = events[0].name();
+            format!(
+                "--backend pmu: this machine has {event}, which `numalens record` does not drive \
+                 itself yet: record with `perf record -e {event} -d --phys-data -W --data-src \
+                 -k CLOCK_MONOTONIC -o perf.data -- {prog} …` (or `perf mem record -- {prog} \
+                 …`), then `numalens import perf.data`. {works}",
+                prog = program.to_string_lossy()
+            )
+        }
+    }
 }
 
 /// `PROGRAM.numalens`, or `PROGRAM.2.numalens`, … when taken.
