@@ -72,6 +72,7 @@ pub(crate) fn model(
         placement: PlacementReport::default(),
         communication: CommunicationMatrix::default(),
         what_if: None,
+        data_sources: None,
     };
     (model, ranked)
 }

@@ -25,6 +25,7 @@ mod placement;
 mod samples;
 mod side_tables;
 mod sites;
+mod sources;
 mod timeline;
 mod whatif;
 
@@ -183,6 +184,12 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         top: options.top,
     };
     model.groups = groups::groups(&model, &grouping);
+    let thread_selected = select_threads(&threads, options.thread)?;
+    let selected = sources::Selected {
+        objects: object_selected.as_deref(),
+        threads: thread_selected.as_deref(),
+    };
+    model.data_sources = sources::data_sources(profile, &objects, &threads, &selected)?;
     let selected = model.selection.filters();
     let recording = limits::Recording::of(&model);
     if limits::faults_only(&model.totals.samples, is_exact, selected, recording) {

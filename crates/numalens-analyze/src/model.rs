@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 
 mod analysis;
 mod groups;
+mod sources;
 pub use analysis::*;
 pub use groups::*;
+pub use sources::*;
 
 /// Version of the model's JSON shape. Adding fields keeps it; changing or removing one bumps it.
 /// 2: objects are ranked by accesses; findings, placement, communication and per-object analysis.
@@ -44,6 +46,10 @@ pub struct ReportModel {
     /// without access counts.
     #[serde(default)]
     pub what_if: Option<numalens_place::WhatIf>,
+    /// Where the sampled accesses were served from and their measured latency, when the PMU said
+    /// (`pmu` profiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_sources: Option<DataSources>,
 }
 
 /// What `meta.json` says about the recording.

@@ -7,6 +7,7 @@ mod groups;
 pub mod html;
 mod layout;
 mod printable;
+mod sources;
 mod text;
 mod whatif;
 

@@ -21,6 +21,7 @@ pub fn render_text(model: &ReportModel, color: bool) -> String {
     objects(&mut out, s, model, &names);
     threads(&mut out, s, model, &names);
     nodes(&mut out, s, model);
+    crate::sources::section_of_report(&mut out, s, model);
     analysis::placement(&mut out, s, model);
     if let Some(w) = &model.what_if {
         crate::whatif::section_of_report(&mut out, s, w);

@@ -15,12 +15,22 @@ fn a_perf_recording_is_imported_and_reported() {
     let out = Command::new("perf")
         .args(["record", "-q", "-e", "page-faults", "-c", "1", "-d", "-o"])
         .arg(&data)
-        .args(["--", "sh", "-c", "head -c 4000000 /dev/zero | sort >/dev/null"])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "head -c 4000000 /dev/zero | sort >/dev/null",
+        ])
         .output()
         .expect("perf is installed (tests/install-deps)");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let profile = dir.path().join("sh.numalens");
-    let imported = numalens(&["import", data.to_str().unwrap(), "-o", profile.to_str().unwrap()]);
+    let imported = numalens(&[
+        "import",
+        data.to_str().unwrap(),
+        "-o",
+        profile.to_str().unwrap(),
+    ]);
     let said = text(&imported.stderr);
     assert!(imported.status.success(), "{said}");
     assert!(said.contains("event page-faults:"), "{said}");
@@ -32,9 +42,18 @@ fn a_perf_recording_is_imported_and_reported() {
     assert!(shown.contains("backend     faults"), "{shown}");
     assert!(shown.contains("What this profile cannot tell"), "{shown}");
     // The same output again is refused rather than overwritten.
-    let again = numalens(&["import", data.to_str().unwrap(), "-o", profile.to_str().unwrap()]);
+    let again = numalens(&[
+        "import",
+        data.to_str().unwrap(),
+        "-o",
+        profile.to_str().unwrap(),
+    ]);
     assert_eq!(again.status.code(), Some(2));
-    assert!(text(&again.stderr).contains("exists"), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stderr).contains("exists"),
+        "{}",
+        text(&again.stderr)
+    );
 }
 
 #[test]
@@ -43,7 +62,11 @@ fn files_that_cannot_be_imported_are_refused_saying_why() {
     let out = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let missing = numalens(&["import", &out("none.data"), "-o", &out("a.numalens")]);
     assert_eq!(missing.status.code(), Some(2));
-    assert!(text(&missing.stderr).contains("cannot open"), "{}", text(&missing.stderr));
+    assert!(
+        text(&missing.stderr).contains("cannot open"),
+        "{}",
+        text(&missing.stderr)
+    );
 
     std::fs::write(dir.path().join("text.data"), "not a recording\n").unwrap();
     let text_file = numalens(&["import", &out("text.data"), "-o", &out("b.numalens")]);
@@ -59,14 +82,22 @@ fn files_that_cannot_be_imported_are_refused_saying_why() {
     let rec = Command::new("perf")
         .args(["record", "-q", "-e", "cpu-clock", "-o"])
         .arg(&data)
-        .args(["--", "sh", "-c", "head -c 1000000 /dev/zero | sort >/dev/null"])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "head -c 1000000 /dev/zero | sort >/dev/null",
+        ])
         .output()
         .unwrap();
     assert!(rec.status.success(), "{}", text(&rec.stderr));
     let no_address = numalens(&["import", data.to_str().unwrap(), "-o", &out("c.numalens")]);
     assert_eq!(no_address.status.code(), Some(2));
     let said = text(&no_address.stderr);
-    assert!(said.contains("no sample in the file has a data address"), "{said}");
+    assert!(
+        said.contains("no sample in the file has a data address"),
+        "{said}"
+    );
     assert!(said.contains("cpu-clock"), "{said}");
     assert!(!dir.path().join("c.numalens").exists());
 }
@@ -89,4 +120,100 @@ fn the_pmu_backend_says_what_this_machine_offers() {
             assert!(said.contains("numalens import"), "{said}");
         }
     }
+}
+
+/// A synthetic PEBS-layout file (not a hardware recording): what the report says of its data
+/// sources and latencies is what the test wrote, counted independently here.
+#[test]
+fn the_report_shows_where_accesses_were_served_and_the_measured_latency() {
+    use numalens_import::sample::*;
+    use numalens_import::write::*;
+    const HEAP: u64 = 0x7f00_0000_0000;
+    const BLOCK: u64 = 128 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("mem.data");
+    let mut w = PerfDataWriter::new();
+    let loads = w.event(EventAttr {
+        name: "cpu/mem-loads,ldlat=30/P".into(),
+        type_: 4,
+        config: 0x1cd,
+        sample_period: 100,
+        sample_type: IP | TID | TIME | ADDR | CPU | PERIOD | WEIGHT_STRUCT | DATA_SRC | PHYS_ADDR,
+        flags: FLAG_SAMPLE_ID_ALL | FLAG_MMAP2,
+        ..EventAttr::default()
+    });
+    // Two nodes: CPUs 0-1 and blocks 0-7 on node 0, CPUs 2-3 and blocks 8-15 on node 1.
+    let mut mem = Vec::new();
+    for x in [1u64, BLOCK, 2, 0, 8, 16, 0x00ff, 1, 8, 16, 0xff00] {
+        mem.extend(x.to_le_bytes());
+    }
+    w.feature(FEATURE_MEM_TOPOLOGY, mem);
+    let mut numa = 2u32.to_le_bytes().to_vec();
+    for (id, cpus) in [(0u32, "0-1"), (1, "2-3")] {
+        numa.extend(id.to_le_bytes());
+        numa.extend([0u8; 16]);
+        let mut text = cpus.as_bytes().to_vec();
+        text.resize(64, 0);
+        numa.extend(64u32.to_le_bytes());
+        numa.extend(text);
+    }
+    w.feature(FEATURE_NUMA_TOPOLOGY, numa);
+    w.comm(10, 10, "mem", 0);
+    w.mmap2(10, HEAP, 64 << 20, 0, 3, 0x22, "//anon", 0);
+    // Local RAM from node 0's CPUs at 200 cycles, remote RAM (node 1's memory) at 400.
+    let (local, remote) = (0x6810_1042u64, 0x6810_2042u64);
+    let mut expected = [(0u64, 0u64); 2];
+    for i in 0..1000u64 {
+        let far = i % 4 == 0;
+        expected[far as usize].0 += 1;
+        w.sample(
+            loads,
+            &SampleFields {
+                ip: 0x1000,
+                pid: 10,
+                tid: 10,
+                time: 1_000 + i,
+                addr: HEAP + i * 64,
+                cpu: (i % 2) as u32,
+                period: 100,
+                weight: weight_struct(if far { 400 } else { 200 }, 0, 0),
+                data_src: if far { remote } else { local },
+                phys_addr: if far { 9 * BLOCK } else { BLOCK } + i * 64,
+                ..SampleFields::default()
+            },
+        );
+    }
+    w.write_to(&data).unwrap();
+    let profile = dir.path().join("mem.numalens");
+    let imported = numalens(&[
+        "import",
+        data.to_str().unwrap(),
+        "-o",
+        profile.to_str().unwrap(),
+    ]);
+    assert!(imported.status.success(), "{}", text(&imported.stderr));
+    let report = numalens(&["report", "--json", profile.to_str().unwrap()]);
+    let model: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let d = &model["data_sources"];
+    assert_eq!(d["totals"]["local_dram"], expected[0].0 * 100);
+    assert_eq!(d["totals"]["remote_dram"], expected[1].0 * 100);
+    assert!(
+        d["objects"][0]["name"]
+            .as_str()
+            .unwrap()
+            .contains("0x7f0000000000")
+    );
+    let pairs = d["node_pairs"].as_array().unwrap();
+    let pair = |m: u64| {
+        pairs
+            .iter()
+            .find(|p| p["cpu_node"] == 0 && p["memory_node"] == m)
+            .unwrap()
+    };
+    assert_eq!(pair(0)["mean_cycles"], 200);
+    assert_eq!(pair(1)["mean_cycles"], 400);
+    assert_eq!(pair(1)["samples"], expected[1].0);
+    let shown = text(&numalens(&["report", profile.to_str().unwrap()]).stdout);
+    assert!(shown.contains("Where accesses were served"), "{shown}");
+    assert!(shown.contains("250 cyc"), "{shown}");
 }
