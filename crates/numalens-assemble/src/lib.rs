@@ -152,6 +152,7 @@ pub fn write_profile(
     let mut objects: Vec<ObjectSpec> = views
         .iter()
         .flat_map(|v| v.objects.iter().cloned())
+        .chain(raw.objects.iter().cloned())
         .collect();
     let mut fallbacks: Vec<ObjectSpec> = raw
         .maps

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use numalens_format::{DataSource, Host, Migration, SampleKind};
 
+use crate::attribute::ObjectSpec;
 use crate::procmaps::MapsHistory;
 use crate::symbols::ModuleFiles;
 
@@ -26,6 +27,8 @@ pub struct RawRecording {
     /// memory is bounded by objects and pages rather than samples: an imported file read again.
     pub access_stream: Option<Box<dyn AccessStream>>,
     pub tasks: Vec<PerfEvent>,
+    /// Objects known without a runtime's log (the statics of an imported recording's binaries).
+    pub objects: Vec<ObjectSpec>,
     /// Records the kernel dropped: its own count on the events (Linux 6.0+), else the sum of
     /// its `PERF_RECORD_LOST` records.
     pub lost: u64,

@@ -123,6 +123,7 @@ fn raw_recording(
         faults: spilled.faults,
         accesses: Vec::new(),
         access_stream: None,
+        objects: Vec::new(),
         tasks: spilled.tasks,
         lost: spilled.lost,
         // The kernel's own count is read at the end, which a killed recorder never reached: the

@@ -10,6 +10,7 @@ pub mod data_src;
 pub mod machine;
 mod read;
 pub mod sample;
+mod statics;
 pub mod write;
 
 use std::collections::BTreeMap;
@@ -126,6 +127,7 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
     let mut raw = raw_recording(d, start_unix_ns, first);
     raw.end_unix_ns = Some(start_unix_ns.saturating_add(last - first));
     raw.access_stream = Some(Box::new(SecondPass(input.to_path_buf())));
+    raw.objects = statics::statics(&raw.tasks, opts.min_object);
     let profile = write_profile(&mut raw, output, assemble, |_| Ok(ProgramEnd::default()))?;
     Ok(Imported {
         profile,
@@ -284,6 +286,7 @@ fn raw_recording(d: read::Decoded, start_unix_ns: u64, origin: u64) -> RawRecord
         faults: d.faults,
         accesses: Vec::new(),
         access_stream: None,
+        objects: Vec::new(),
         tasks: d.tasks,
         lost: d.lost,
         lost_uncounted: false,

@@ -16,6 +16,7 @@ const PROGRAM: &str = r#"
 #include <string.h>
 #define SIZE (8 << 20)
 static char *buffer;
+static char table[1 << 20];
 static void *fill(void *arg) {
     long half = (long)arg;
     memset(buffer + half * (SIZE / 2), 1, SIZE / 2);
@@ -26,7 +27,8 @@ int main(void) {
     pthread_t t[2];
     for (long i = 0; i < 2; i++) pthread_create(&t[i], 0, fill, (void *)i);
     for (int i = 0; i < 2; i++) pthread_join(t[i], 0);
-    return buffer[SIZE - 1] != 1;
+    memset(table, 2, sizeof table);
+    return buffer[SIZE - 1] != 1 || table[5] != 2;
 }
 "#;
 
@@ -116,4 +118,17 @@ fn a_page_fault_recording_imports_as_perf_script_decodes_it() {
         );
     }
     assert_eq!(p.meta().backend.name, "faults");
+
+    // The program's static array is named from its symbol table, placed at its load address.
+    let table = objects
+        .iter()
+        .find(|o| o.name == "table")
+        .expect("the static is an object");
+    assert_eq!((table.kind, table.size), (numalens_format::ObjectKind::Static, 1 << 20));
+    let in_table = samples
+        .iter()
+        .filter(|s| s.object_id == Some(table.object_id))
+        .count();
+    // Its first page may hold other data touched before it.
+    assert!(in_table >= 255, "{in_table} faults in the 256 pages of the static");
 }

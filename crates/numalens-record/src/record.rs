@@ -342,6 +342,7 @@ pub fn run_with(
         faults: raw.faults.into_ordered(),
         accesses: Vec::new(),
         access_stream: None,
+        objects: Vec::new(),
         tasks: raw.tasks,
         // The kernel's own count covers the LOST records and what they never told.
         lost: raw.lost.max(lost.counted.unwrap_or(0)),
