@@ -7,6 +7,7 @@
 
 mod bytes;
 pub mod data_src;
+pub mod ibs;
 pub mod machine;
 mod read;
 pub mod sample;

@@ -11,6 +11,7 @@ use linux_perf_data::{Endianness, Feature, PerfFile, PerfFileReader, PerfFileRec
 use numalens_assemble::raw::{Access, Fault, PerfEvent};
 use numalens_format::{DataSource, SampleKind};
 
+use crate::ibs;
 use crate::machine::{self, PhysicalNodes, RecordedNode};
 use crate::sample::{self, Layout, Sample};
 use crate::{EventSummary, ImportError};
@@ -69,6 +70,8 @@ impl AccessStats {
 struct EventReading {
     layout: Layout,
     faults: bool,
+    /// An AMD `ibs_op` event: its raw registers say what the sample's other fields may not.
+    ibs: bool,
     /// Load or store when the data source does not say.
     default_kind: SampleKind,
     fixed_period: u64,
@@ -77,7 +80,9 @@ struct EventReading {
 fn event_reading(
     attr: &linux_perf_data::linux_perf_event_reader::PerfEventAttr,
     name: &str,
+    ibs_op_type: Option<u32>,
 ) -> EventReading {
+    let ibs = matches!(attr.type_, PerfEventType::DynamicPmu(t, ..) if Some(t) == ibs_op_type);
     let faults = matches!(
         attr.type_,
         PerfEventType::Software(
@@ -104,6 +109,7 @@ fn event_reading(
             sample_regs_intr: attr.sample_regs_intr,
         },
         faults,
+        ibs,
         default_kind,
         fixed_period,
     }
@@ -150,7 +156,7 @@ pub fn read_file<R: Read + Seek>(file: R) -> Result<Decoded, ImportError> {
         }
         let r = &reading.events[attr_index];
         match sample_body(&record, &mut body, reading.big_endian, r) {
-            Ok(s) => count_sample(&mut d, attr_index, r, &s),
+            Ok(s) => count_sample(&mut d, (attr_index, r), &s, reading.big_endian),
             Err(_) => d.truncated += 1,
         }
     }
@@ -177,7 +183,7 @@ pub fn stream_accesses<R: Read + Seek>(
             continue;
         }
         if let Ok(s) = sample_body(&record, &mut body, reading.big_endian, r)
-            && let Some(a) = access(r, &s, &reading.physical)
+            && let Some(a) = access(r, &s, &reading)
         {
             sink(a);
         }
@@ -192,10 +198,16 @@ fn reading(perf_file: &PerfFile) -> Result<Reading, ImportError> {
             .map_err(|_| ImportError::Header("MEM_TOPOLOGY"))?,
         None => PhysicalNodes::default(),
     };
+    // The IBS op PMU's type on the recording machine, from the file's PMU list.
+    let ibs_op_type = perf_file.pmu_mappings()?.and_then(|m| {
+        m.0.iter()
+            .find(|(_, name)| name.as_str() == "ibs_op")
+            .map(|(t, _)| *t)
+    });
     let events = perf_file
         .event_attributes()
         .iter()
-        .map(|a| event_reading(&a.attr, a.name.as_deref().unwrap_or("")))
+        .map(|a| event_reading(&a.attr, a.name.as_deref().unwrap_or(""), ibs_op_type))
         .collect();
     Ok(Reading {
         big_endian,
@@ -248,10 +260,19 @@ fn sample_body<'b>(
 }
 
 /// The first pass's view of a sample: page faults are kept, memory samples counted.
-fn count_sample(d: &mut Decoded, event: usize, r: &EventReading, s: &Sample<'_>) {
+fn count_sample(
+    d: &mut Decoded,
+    (event, r): (usize, &EventReading),
+    s: &Sample<'_>,
+    big_endian: bool,
+) {
     let summary = &mut d.events[event];
     summary.samples += 1;
-    let Some(address) = s.addr.filter(|&a| a != 0) else {
+    let ibs = r
+        .ibs
+        .then(|| s.raw.and_then(|raw| ibs::decode(raw, big_endian)))
+        .flatten();
+    let Some(address) = s.addr.filter(|&a| a != 0).or(ibs.map(|i| i.address)) else {
         return;
     };
     summary.with_address += 1;
@@ -274,9 +295,31 @@ fn count_sample(d: &mut Decoded, event: usize, r: &EventReading, s: &Sample<'_>)
     });
 }
 
-/// A memory sample as an access, when it has a data address.
-fn access(r: &EventReading, s: &Sample<'_>, physical: &PhysicalNodes) -> Option<Access> {
-    let address = s.addr.filter(|&a| a != 0)?;
+/// A memory sample as an access, when it has a data address. An IBS op sample's registers fill
+/// what its other fields lack.
+fn access(r: &EventReading, s: &Sample<'_>, reading: &Reading) -> Option<Access> {
+    let ibs = r
+        .ibs
+        .then(|| s.raw.and_then(|raw| ibs::decode(raw, reading.big_endian)))
+        .flatten();
+    let mut a = access_of_fields(r, s, &reading.physical, ibs.map(|i| i.address))?;
+    if let Some(i) = ibs {
+        if s.data_src.is_none() {
+            (a.kind, a.data_source) = (i.kind, i.source);
+        }
+        a.latency = a.latency.or(i.latency);
+        a.node = a.node.or(i.phys.and_then(|p| reading.physical.node_of(p)));
+    }
+    Some(a)
+}
+
+fn access_of_fields(
+    r: &EventReading,
+    s: &Sample<'_>,
+    physical: &PhysicalNodes,
+    fallback_address: Option<u64>,
+) -> Option<Access> {
+    let address = s.addr.filter(|&a| a != 0).or(fallback_address)?;
     let source = s.data_src.map(crate::data_src::decode);
     let weight = s
         .period

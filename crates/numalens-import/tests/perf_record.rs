@@ -124,11 +124,17 @@ fn a_page_fault_recording_imports_as_perf_script_decodes_it() {
         .iter()
         .find(|o| o.name == "table")
         .expect("the static is an object");
-    assert_eq!((table.kind, table.size), (numalens_format::ObjectKind::Static, 1 << 20));
+    assert_eq!(
+        (table.kind, table.size),
+        (numalens_format::ObjectKind::Static, 1 << 20)
+    );
     let in_table = samples
         .iter()
         .filter(|s| s.object_id == Some(table.object_id))
         .count();
     // Its first page may hold other data touched before it.
-    assert!(in_table >= 255, "{in_table} faults in the 256 pages of the static");
+    assert!(
+        in_table >= 255,
+        "{in_table} faults in the 256 pages of the static"
+    );
 }

@@ -1,3 +1,6 @@
+// Each test binary uses a part of these.
+#![allow(dead_code)]
+
 //! What the import tests share: `perf script` as the independent decoder, and the profile's
 //! samples.
 
