@@ -8,6 +8,7 @@
 mod bytes;
 pub mod data_src;
 pub mod ibs;
+mod layout_check;
 pub mod machine;
 mod read;
 pub mod sample;
@@ -15,6 +16,7 @@ mod statics;
 pub mod write;
 
 use std::collections::BTreeMap;
+use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
 
 use numalens_assemble::pagesize::ThpMode;
@@ -41,6 +43,8 @@ pub enum ImportError {
     NotPerfData(PathBuf),
     #[error("the perf.data header's {0} section is damaged")]
     Header(&'static str),
+    #[error("the perf.data file is damaged: {0}")]
+    Damaged(&'static str),
     #[error(
         "no sample in the file has a data address: record with `perf mem record`, `perf c2c record` \
          or `perf record -d` (events: {0})"
@@ -86,9 +90,14 @@ pub struct ImportOptions {
 pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Imported, ImportError> {
     let mut file = open(input)?;
     let mtime = file.metadata().and_then(|m| m.modified()).ok();
-    if !starts_as_perf_data(&mut file) {
+    let Some(big_endian) = perf_data_byte_order(&mut file) else {
         return Err(ImportError::NotPerfData(input.to_path_buf()));
-    }
+    };
+    layout_check::check(&mut file, big_endian).map_err(ImportError::Damaged)?;
+    file.rewind().map_err(|source| ImportError::Open {
+        path: input.to_path_buf(),
+        source,
+    })?;
     let mut d = read::read_file(file)?;
     if d.faults.is_empty() && d.accesses.count == 0 {
         let names: Vec<String> = d.events.iter().map(|e| e.name.clone()).collect();
@@ -213,13 +222,15 @@ fn settings(input: &Path, d: &read::Decoded) -> BTreeMap<String, serde_json::Val
     settings
 }
 
-/// Whether the file starts with perf.data's magic (either byte order); leaves it at its start.
-fn starts_as_perf_data(file: &mut std::fs::File) -> bool {
-    use std::io::{Read, Seek};
+/// The file's byte order (big-endian or not) when it starts with perf.data's magic.
+fn perf_data_byte_order(file: &mut std::fs::File) -> Option<bool> {
     let mut magic = [0u8; 8];
-    let read = file.read_exact(&mut magic).is_ok();
-    let rewound = file.rewind().is_ok();
-    read && rewound && (&magic == b"PERFILE2" || &magic == b"2ELIFREP")
+    file.read_exact(&mut magic).ok()?;
+    match &magic {
+        b"PERFILE2" => Some(false),
+        b"2ELIFREP" => Some(true),
+        _ => None,
+    }
 }
 
 /// Threads that ran before the recording started (`perf record -p`, `-a`) have no FORK record:

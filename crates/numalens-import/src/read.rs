@@ -11,6 +11,7 @@ use linux_perf_data::{Endianness, Feature, PerfFile, PerfFileReader, PerfFileRec
 use numalens_assemble::raw::{Access, Fault, PerfEvent};
 use numalens_format::{DataSource, SampleKind};
 
+use crate::bytes::Bytes;
 use crate::ibs;
 use crate::machine::{self, PhysicalNodes, RecordedNode};
 use crate::sample::{self, Layout, Sample};
@@ -199,11 +200,7 @@ fn reading(perf_file: &PerfFile) -> Result<Reading, ImportError> {
         None => PhysicalNodes::default(),
     };
     // The IBS op PMU's type on the recording machine, from the file's PMU list.
-    let ibs_op_type = perf_file.pmu_mappings()?.and_then(|m| {
-        m.0.iter()
-            .find(|(_, name)| name.as_str() == "ibs_op")
-            .map(|(t, _)| *t)
-    });
+    let ibs_op_type = pmu_type(perf_file, "ibs_op", big_endian);
     let events = perf_file
         .event_attributes()
         .iter()
@@ -216,26 +213,53 @@ fn reading(perf_file: &PerfFile) -> Result<Reading, ImportError> {
     })
 }
 
-/// What the header says of the recording and its machine.
+/// What the header says of the recording and its machine. The feature sections are read here
+/// rather than by the reader's own getters, which size buffers by the lengths the file gives.
 fn header(perf_file: &PerfFile, big_endian: bool) -> Result<Decoded, ImportError> {
+    let section = |f: Feature| perf_file.feature_section_data(f).unwrap_or_default();
+    let text = |f: Feature| {
+        Bytes::new(section(f), big_endian)
+            .header_string()
+            .unwrap_or_default()
+    };
     let mut d = Decoded {
-        command: perf_file
-            .cmdline()?
-            .map(|args| args.iter().map(|a| a.to_string()).collect())
-            .unwrap_or_default(),
-        hostname: perf_file.hostname()?.unwrap_or_default().to_string(),
-        os_release: perf_file.os_release()?.unwrap_or_default().to_string(),
-        arch: perf_file.arch()?.unwrap_or_default().to_string(),
+        command: strings(section(Feature::CMDLINE), big_endian),
+        hostname: text(Feature::HOSTNAME),
+        os_release: text(Feature::OSRELEASE),
+        arch: text(Feature::ARCH),
         ..Decoded::default()
     };
     if let Some(section) = perf_file.feature_section_data(Feature::NUMA_TOPOLOGY) {
         d.nodes = machine::parse_numa_topology(section, big_endian)
             .map_err(|_| ImportError::Header("NUMA_TOPOLOGY"))?;
     }
-    if let Some(c) = perf_file.clock_data()? {
-        d.wall_minus_clock_ns = Some(i128::from(c.wall_clock_ns) - i128::from(c.clockid_time_ns));
+    // HEADER_CLOCK_DATA: version, clock id, then the wall clock and that clock at one instant.
+    let mut clock = Bytes::new(section(Feature::CLOCK_DATA), big_endian);
+    if let (Ok(_), Ok(_), Ok(wall), Ok(at)) = (clock.u32(), clock.u32(), clock.u64(), clock.u64()) {
+        d.wall_minus_clock_ns = Some(i128::from(wall) - i128::from(at));
     }
     Ok(d)
+}
+
+/// A count, then that many `perf_header_string`s (`HEADER_CMDLINE`).
+fn strings(section: &[u8], big_endian: bool) -> Vec<String> {
+    let mut b = Bytes::new(section, big_endian);
+    let count = b.u32().unwrap_or(0);
+    (0..count).map_while(|_| b.header_string().ok()).collect()
+}
+
+/// The type of the PMU named `name` in `HEADER_PMU_MAPPINGS` (a count, then a type and a name
+/// each).
+fn pmu_type(perf_file: &PerfFile, name: &str, big_endian: bool) -> Option<u32> {
+    let mut b = Bytes::new(
+        perf_file.feature_section_data(Feature::PMU_MAPPINGS)?,
+        big_endian,
+    );
+    let count = b.u32().ok()?;
+    (0..count)
+        .map_while(|_| Some((b.u32().ok()?, b.header_string().ok()?)))
+        .find(|(_, n)| n == name)
+        .map(|(t, _)| t)
 }
 
 /// A sample record's body, decoded where the reader holds it (copied only when the record is

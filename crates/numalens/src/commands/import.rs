@@ -27,6 +27,7 @@ pub fn run(args: ImportArgs) -> Result<()> {
             e @ (ImportError::Open { .. }
             | ImportError::Perf(_)
             | ImportError::NotPerfData(_)
+            | ImportError::Damaged(_)
             | ImportError::NoAddresses(_)),
         ) => {
             return Err(UsageError(e.to_string()).into());

@@ -1,0 +1,201 @@
+//! Checks, before the file is handed to the perf.data reader, that the sizes and counts its
+//! opening reads from the file fit in the file: the reader sizes buffers by them (a feature
+//! section's declared size, the number of events in `HEADER_EVENT_DESC`, an event's number of
+//! ids), so a damaged header would otherwise make it allocate what the file says, up to
+//! exabytes. A number read from a file never sizes an allocation beyond the file.
+
+use std::io::{Read, Seek, SeekFrom};
+
+use crate::bytes::{Bytes, Truncated};
+
+const HEADER_SIZE: usize = 104;
+const HEADER_EVENT_DESC: u32 = 12;
+
+/// What is wrong with the file's layout.
+pub type Damage = &'static str;
+
+/// A section of the file: offset and size.
+fn section(b: &mut Bytes<'_>) -> Result<(u64, u64), Truncated> {
+    Ok((b.u64()?, b.u64()?))
+}
+
+fn within(file_len: u64, (offset, size): (u64, u64)) -> bool {
+    offset.checked_add(size).is_some_and(|end| end <= file_len)
+}
+
+/// Checks the header, the attribute and feature sections, and `HEADER_EVENT_DESC`.
+pub fn check<R: Read + Seek>(file: &mut R, big_endian: bool) -> Result<(), Damage> {
+    let file_len = file
+        .seek(SeekFrom::End(0))
+        .map_err(|_| "cannot be measured")?;
+    let header = read_at(file, 0, HEADER_SIZE as u64, file_len).ok_or("its header is cut short")?;
+    let mut b = Bytes::new(&header, big_endian);
+    let parse = |b: &mut Bytes<'_>| -> Result<_, Truncated> {
+        let _magic = b.u64()?;
+        let _size = b.u64()?;
+        let attr_size = b.u64()?;
+        let attrs = section(b)?;
+        let data = section(b)?;
+        let event_types = section(b)?;
+        let mut features = [0u64; 4];
+        for w in &mut features {
+            *w = b.u64()?;
+        }
+        Ok((attr_size, attrs, data, event_types, features))
+    };
+    // A file written by `perf record -o -` (pipe mode) has a 16-byte header and its
+    // attributes in records of bounded size.
+    if Bytes::new(&header[8..16], big_endian).u64() == Ok(16) {
+        return Ok(());
+    }
+    let (attr_size, attrs, data, event_types, features) =
+        parse(&mut b).map_err(|_| "its header is cut short")?;
+    if !(16..=4096).contains(&attr_size) {
+        return Err("its header declares an impossible attribute size");
+    }
+    for (what, s) in [
+        ("attribute", attrs),
+        ("data", data),
+        ("event type", event_types),
+    ] {
+        if !within(file_len, s) {
+            return Err(match what {
+                "attribute" => "its attribute section lies beyond the end of the file",
+                "data" => {
+                    "its data section lies beyond the end of the file (was perf record killed?)"
+                }
+                _ => "its event type section lies beyond the end of the file",
+            });
+        }
+    }
+    check_attr_ids(file, attrs, attr_size, file_len, big_endian)?;
+    check_features(file, data, &features, file_len, big_endian)
+}
+
+fn read_at<R: Read + Seek>(file: &mut R, offset: u64, len: u64, file_len: u64) -> Option<Vec<u8>> {
+    if !within(file_len, (offset, len)) {
+        return None;
+    }
+    file.seek(SeekFrom::Start(offset)).ok()?;
+    let mut buf = vec![0; usize::try_from(len).ok()?];
+    file.read_exact(&mut buf).ok()?;
+    Some(buf)
+}
+
+/// Each attribute of the attribute section points at its ids: they must be in the file.
+fn check_attr_ids<R: Read + Seek>(
+    file: &mut R,
+    attrs: (u64, u64),
+    attr_size: u64,
+    file_len: u64,
+    big_endian: bool,
+) -> Result<(), Damage> {
+    let bytes =
+        read_at(file, attrs.0, attrs.1, file_len).ok_or("its attribute section is unreadable")?;
+    let entry = attr_size as usize;
+    for chunk in bytes.chunks_exact(entry) {
+        // The ids' section is the last 16 bytes of each entry.
+        let mut b = Bytes::new(&chunk[entry - 16..], big_endian);
+        let ids = section(&mut b).map_err(|_| "its attribute section is cut short")?;
+        if !within(file_len, ids) {
+            return Err("an attribute's ids lie beyond the end of the file");
+        }
+    }
+    Ok(())
+}
+
+/// The feature sections' table follows the data; every section must be in the file, and
+/// `HEADER_EVENT_DESC`'s counts within its section.
+fn check_features<R: Read + Seek>(
+    file: &mut R,
+    data: (u64, u64),
+    features: &[u64; 4],
+    file_len: u64,
+    big_endian: bool,
+) -> Result<(), Damage> {
+    let set: Vec<u32> = (0..256u32)
+        .filter(|bit| features[*bit as usize / 64] & (1 << (bit % 64)) != 0)
+        .collect();
+    let table_at = data
+        .0
+        .checked_add(data.1)
+        .ok_or("its data section overflows")?;
+    let table = read_at(file, table_at, 16 * set.len() as u64, file_len)
+        .ok_or("its feature table lies beyond the end of the file (was perf record killed?)")?;
+    let mut b = Bytes::new(&table, big_endian);
+    for feature in set {
+        let s = section(&mut b).map_err(|_| "its feature table is cut short")?;
+        if !within(file_len, s) {
+            return Err("a feature section lies beyond the end of the file");
+        }
+        if feature == HEADER_EVENT_DESC {
+            let bytes = read_at(file, s.0, s.1, file_len).ok_or("its event list is unreadable")?;
+            check_event_desc(&bytes, big_endian)
+                .map_err(|_| "its event list (HEADER_EVENT_DESC) is damaged")?;
+        }
+    }
+    Ok(())
+}
+
+/// Every event of `HEADER_EVENT_DESC` (attribute, id count, name, ids) fits in the section.
+fn check_event_desc(section: &[u8], big_endian: bool) -> Result<(), Truncated> {
+    let mut b = Bytes::new(section, big_endian);
+    let count = b.u32()?;
+    let attr_size = b.u32()? as usize;
+    // Each event takes at least its attribute, its id count and its name's length.
+    if (count as usize).saturating_mul(attr_size.saturating_add(8)) > b.remaining() {
+        return Err(Truncated);
+    }
+    for _ in 0..count {
+        b.take(attr_size)?;
+        let ids = b.u32()?;
+        b.header_string()?;
+        b.skip_words(u64::from(ids))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::write::{EventAttr, FEATURE_NUMA_TOPOLOGY, PerfDataWriter};
+
+    fn file() -> Vec<u8> {
+        let mut w = PerfDataWriter::new();
+        w.event(EventAttr {
+            name: "e".into(),
+            ids: vec![1, 2],
+            ..EventAttr::default()
+        });
+        w.feature(FEATURE_NUMA_TOPOLOGY, vec![0; 4]);
+        w.finish()
+    }
+
+    fn check_bytes(bytes: &[u8]) -> Result<(), Damage> {
+        check(&mut std::io::Cursor::new(bytes), false)
+    }
+
+    #[test]
+    fn sizes_beyond_the_file_are_damage_not_allocations() {
+        let good = file();
+        check_bytes(&good).unwrap();
+        let data_end = |b: &[u8]| {
+            let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+            (word(40) + word(48)) as usize
+        };
+        // The feature table follows the data, in feature order: the event list (12), then the
+        // NUMA topology (14), each an offset and a size. The topology claims an exabyte.
+        let mut huge = good.clone();
+        let at = data_end(&huge) + 24;
+        huge[at..at + 8].copy_from_slice(&(1u64 << 60).to_le_bytes());
+        assert_eq!(check_bytes(&huge), Err("a feature section lies beyond the end of the file"));
+        // The event list claims four billion events.
+        let mut events = good.clone();
+        let desc_at = data_end(&events);
+        let offset = u64::from_le_bytes(events[desc_at..desc_at + 8].try_into().unwrap()) as usize;
+        events[offset..offset + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(check_bytes(&events).unwrap_err().contains("HEADER_EVENT_DESC"));
+        // A file cut inside its data.
+        assert!(check_bytes(&good[..good.len() / 2]).is_err());
+    }
+}
