@@ -216,4 +216,20 @@ fn the_report_shows_where_accesses_were_served_and_the_measured_latency() {
     let shown = text(&numalens(&["report", profile.to_str().unwrap()]).stdout);
     assert!(shown.contains("Where accesses were served"), "{shown}");
     assert!(shown.contains("250 cyc"), "{shown}");
+    // The HTML report has the section, and its table of contents links to it.
+    let html = dir.path().join("mem.html");
+    let rendered = numalens(&[
+        "report",
+        profile.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(rendered.status.success(), "{}", text(&rendered.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<section id=\"data-sources\">"));
+    assert!(page.contains("href=\"#data-sources\""));
+    assert!(
+        page.contains("<td>400 cycles</td>"),
+        "the remote pair's latency"
+    );
 }

@@ -11,6 +11,7 @@ mod groups;
 mod help;
 mod matrices;
 mod objects;
+mod sources;
 mod summary;
 mod text;
 mod whatif;
@@ -62,6 +63,7 @@ pub fn render(model: &ReportModel) -> String {
     matrices::threads(&mut body, model);
     matrices::communication(&mut body, model);
     matrices::traffic(&mut body, model);
+    sources::data_sources(&mut body, model);
     matrices::timelines(&mut body, model);
     page(model, &body)
 }
@@ -70,7 +72,7 @@ const STYLE: &str = include_str!("style.css");
 const SCRIPT: &str = include_str!("script.js");
 
 /// The sections, in page order, for the table of contents.
-const SECTIONS: [(&str, &str); 10] = [
+const SECTIONS: [(&str, &str); 11] = [
     ("summary", "Summary"),
     ("findings", "Findings"),
     ("topology", "Topology and placement"),
@@ -80,6 +82,7 @@ const SECTIONS: [(&str, &str); 10] = [
     ("threads", "Threads"),
     ("communication", "Communication"),
     ("traffic", "Node traffic"),
+    ("data-sources", "Data sources"),
     ("timelines", "Timelines"),
 ];
 
@@ -102,6 +105,10 @@ fn page(model: &ReportModel, body: &str) -> String {
         esc(program),
     );
     for (id, title) in SECTIONS {
+        // Only profiles whose samples carry a data source (a PMU's) have that section.
+        if id == "data-sources" && model.data_sources.is_none() {
+            continue;
+        }
         let _ = write!(out, "<a href=\"#{id}\">{title}</a>");
     }
     let _ = write!(
