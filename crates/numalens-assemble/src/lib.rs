@@ -6,6 +6,7 @@ pub mod attribute;
 mod attribute_index;
 mod code;
 mod completeness;
+mod debug_files;
 mod fallback;
 mod inherit;
 mod inst;

@@ -421,7 +421,7 @@ fn free_range(
 fn add_statics(view: &mut ProcessView, min_object: u64, symbols: &mut Symbolizer) {
     for module in view.modules.clone() {
         let path = Path::new(&module.path);
-        let Ok(statics) = static_objects(&symbols.files().file(path), min_object) else {
+        let Ok(statics) = static_objects(&symbols.files().symbols_file(path), min_object) else {
             continue;
         };
         for s in statics {

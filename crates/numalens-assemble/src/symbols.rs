@@ -28,6 +28,14 @@ pub enum ModuleFiles {
 }
 
 impl ModuleFiles {
+    /// The file to read `module`'s symbols and DWARF from: its separate debug file when the
+    /// module has no debug information and one is installed (under the same root), else the
+    /// module's file.
+    pub fn symbols_file(&self, module: &Path) -> PathBuf {
+        let root = self.file(Path::new(crate::debug_files::DEBUG_ROOT));
+        crate::debug_files::symbols_file(&self.file(module), &root)
+    }
+
     /// The file of `module`.
     pub fn file<'a>(&self, module: &'a Path) -> Cow<'a, Path> {
         match self {
@@ -79,7 +87,7 @@ impl Symbolizer {
         let loader = self
             .loaders
             .entry(module.to_path_buf())
-            .or_insert_with(|| addr2line::Loader::new(self.files.file(module)).ok());
+            .or_insert_with(|| addr2line::Loader::new(self.files.symbols_file(module)).ok());
         let Some(loader) = loader else {
             return vec![SourceLocation::default()];
         };
@@ -115,7 +123,9 @@ impl Symbolizer {
     pub fn definition(&mut self, module: &Path, svma: u64) -> Option<&Definition> {
         self.definitions
             .entry(module.to_path_buf())
-            .or_insert_with(|| static_definitions(&self.files.file(module)).unwrap_or_default())
+            .or_insert_with(|| {
+                static_definitions(&self.files.symbols_file(module)).unwrap_or_default()
+            })
             .get(&svma)
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use numalens_assemble::attribute::ObjectSpec;
 use numalens_assemble::raw::PerfEvent;
-use numalens_assemble::symbols::{map_file, static_objects};
+use numalens_assemble::symbols::{ModuleFiles, map_file, static_objects};
 use numalens_format::ObjectKind;
 use object::{Object, ObjectSegment};
 
@@ -39,7 +39,8 @@ pub fn statics(tasks: &[PerfEvent], min_object: u64) -> Vec<ObjectSpec> {
         let Some(bias) = load_bias(path, pgoff, start) else {
             continue;
         };
-        let Ok(symbols) = static_objects(path, min_object) else {
+        let symbols_file = ModuleFiles::AsRecorded.symbols_file(path);
+        let Ok(symbols) = static_objects(&symbols_file, min_object) else {
             continue;
         };
         found.extend(symbols.into_iter().map(|s| ObjectSpec {
