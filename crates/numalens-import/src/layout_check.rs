@@ -188,13 +188,20 @@ mod tests {
         let mut huge = good.clone();
         let at = data_end(&huge) + 24;
         huge[at..at + 8].copy_from_slice(&(1u64 << 60).to_le_bytes());
-        assert_eq!(check_bytes(&huge), Err("a feature section lies beyond the end of the file"));
+        assert_eq!(
+            check_bytes(&huge),
+            Err("a feature section lies beyond the end of the file")
+        );
         // The event list claims four billion events.
         let mut events = good.clone();
         let desc_at = data_end(&events);
         let offset = u64::from_le_bytes(events[desc_at..desc_at + 8].try_into().unwrap()) as usize;
         events[offset..offset + 4].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(check_bytes(&events).unwrap_err().contains("HEADER_EVENT_DESC"));
+        assert!(
+            check_bytes(&events)
+                .unwrap_err()
+                .contains("HEADER_EVENT_DESC")
+        );
         // A file cut inside its data.
         assert!(check_bytes(&good[..good.len() / 2]).is_err());
     }
