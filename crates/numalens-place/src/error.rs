@@ -9,8 +9,9 @@ pub enum PlaceError {
     UnknownPolicy { name: String, known: Vec<String> },
     #[error(
         "the profile has first touches but no access counts, which `{policy}` needs: record with \
-         `--backend inst` (a build with `numalens cc`), with `--backend pmu` where the machine has \
-         precise sampling, or with the kernel's NUMA balancing on a multi-node machine (its hint \
+         `--backend inst` (a build with `numalens cc`), with `perf mem record` and `numalens \
+         import` where the machine has precise sampling, or with the kernel's NUMA balancing on a \
+         multi-node machine (its hint \
          faults are sampled accesses); `first-touch` and `interleave` work without counts"
     )]
     NoCounts { policy: String },
