@@ -235,8 +235,12 @@ impl SiteTable {
         self.definitions.push(site);
     }
 
+    /// The sites objects were allocated at, by key (the same recording writes the same
+    /// `sites` table), then the statics' definitions.
     pub fn used(&self) -> impl Iterator<Item = &Site> {
-        self.done.values().chain(&self.definitions)
+        let mut done: Vec<&Site> = self.done.values().collect();
+        done.sort_unstable_by_key(|s| s.key);
+        done.into_iter().chain(&self.definitions)
     }
 }
 
