@@ -76,6 +76,8 @@ pub(crate) struct User {
     pub writes: u64,
     /// Accesses of unknown direction (page faults).
     pub other: u64,
+    /// Samples behind its counts: what a share of them can rest on (0 for exact counts).
+    pub samples: u64,
     pub first_ns: u64,
     /// Time of its last sample; `first_ns` for exact counts (no later time is known).
     pub last_ns: u64,
@@ -118,6 +120,7 @@ impl User {
         self.reads = self.reads.saturating_add(o.reads);
         self.writes = self.writes.saturating_add(o.writes);
         self.other = self.other.saturating_add(o.other);
+        self.samples = self.samples.saturating_add(o.samples);
         self.first_ns = self.first_ns.min(o.first_ns);
         self.last_ns = self.last_ns.max(o.last_ns);
         self.written_lines |= o.written_lines;
@@ -406,6 +409,7 @@ impl AccessTally {
             None => a.address % self.page_size,
         };
         let user = self.user_of(a);
+        user.samples = user.samples.saturating_add(1);
         user.first_ns = user.first_ns.min(a.time_ns);
         user.last_ns = user.last_ns.max(a.time_ns);
         match a.direction {

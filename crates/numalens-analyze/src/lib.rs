@@ -21,10 +21,12 @@ pub use limits::UNKNOWN;
 mod names;
 mod pages;
 mod pagestats;
+mod phases;
 mod placement;
 mod samples;
 mod side_tables;
 mod sites;
+mod stats;
 mod timeline;
 mod whatif;
 

@@ -157,19 +157,24 @@ fn counters_written_in_alternation_are_false_sharing() {
 
 /// An array whose lines both threads write, in turns: thread 0 writes word 0 of every line in
 /// one phase, thread 1 word 1 of every line in the next (a loop nest partitioning another
-/// dimension), ten times over. Each phase lasts 50 ms.
+/// dimension), ten times over. Each phase lasts 50 ms, in which the other thread works on a
+/// scratch page of its own: both run all along, so the array's owner really changes.
 fn partitioned_in_phases(exact: bool) -> Scenario {
     let mut s = Scenario::default();
     let pages = 16;
     let array = s.object("array", pages * PAGE);
+    let scratch = [s.object("scratch0", PAGE), s.object("scratch1", PAGE)];
     let lines = pages * PAGE / 64;
     let phase_ns = 50_000_000;
     for iteration in 0..10u64 {
         for t in 0..2u32 {
             let start = (2 * iteration + u64::from(t)) * phase_ns;
+            let other = 1 - t;
             for line in 0..lines {
                 let time = start + line * (phase_ns / lines);
                 s.sample(t, time, array + line * 64 + 8 * u64::from(t), true, 1024);
+                let own = scratch[other as usize] + (line % 64) * 64;
+                s.sample(other, time, own, true, 1024);
             }
         }
     }
