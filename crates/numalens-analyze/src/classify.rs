@@ -17,6 +17,7 @@ pub(crate) const THRESHOLDS: Thresholds = Thresholds {
     neighbour_share: 0.9,
     false_sharing_share: 0.1,
     hammer_writes_per_word: HAMMER_WRITES_PER_WORD,
+    confidence: crate::stats::CONFIDENCE,
 };
 
 /// Sharing classes, in the order the model lists them.
