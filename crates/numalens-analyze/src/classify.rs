@@ -91,9 +91,15 @@ pub(crate) fn view(
         .copied()
         .filter(|u| u.accesses() as f64 >= cut)
         .collect();
-    // kMAF's locality rule, on threads: one implementation with the policy's.
+    // kMAF's locality rule, on threads: one implementation with the policy's. kMAF counts
+    // samples, and its "more than twice the second plus one" asks a lone user for two of them:
+    // one sample on a page is an instant, not a user's majority. Weighted samples keep that
+    // floor (the weights themselves would make the "+ 1" nothing; and a first-touch fault,
+    // weight 1, stands for far fewer accesses than a load sample, so counts of samples of
+    // different weights are not compared).
     let dominant =
-        numalens_place::policies::dominates(top, second, accesses, THRESHOLDS.exclusivity)
+        (numalens_place::policies::dominates(top, second, accesses, THRESHOLDS.exclusivity)
+            && (exact || users[0].samples >= 2))
             .then(|| users[0].thread);
     // Exact counts hold no time below the run, so a hammered page is only a candidate; and
     // store samples showing its shared lines written at other times than each other rule even
@@ -280,6 +286,12 @@ mod tests {
             (v.class, v.dominant, v.users.len()),
             (Class::Private, Some(0), 1)
         );
+        // From samples, one sample does not make a dominant user; two do.
+        let mut lone = page(vec![user(0, 1024, 0, (0, 0))]);
+        lone.users[0].samples = 1;
+        assert_eq!(view(&lone, false, none, 4096, &ran).dominant, None);
+        lone.users[0].samples = 2;
+        assert_eq!(view(&lone, false, none, 4096, &ran).dominant, Some(0));
         let ro = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 0, (0, 9))]);
         assert_eq!(
             view(&ro, true, none, 4096, &ran).class,
