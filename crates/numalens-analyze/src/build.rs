@@ -204,8 +204,10 @@ pub(crate) fn mixed_ownership(
     let ranges = ObjectRanges::new(objects);
     // Site group → (representative, mixed pages, their accesses and remote, objects, threads).
     let mut groups: HashMap<(u32, String), Group> = HashMap::new();
-    let mut group_accesses: HashMap<(u32, String), u64> = HashMap::new();
-    for (i, (key, _)) in pages.iter().enumerate() {
+    // Site group → accesses, and the squares of the sample weights behind them, on pages of its
+    // small objects.
+    let mut group_accesses: HashMap<(u32, String), (u64, u64)> = HashMap::new();
+    for (i, (key, page)) in pages.iter().enumerate() {
         let (v, _) = &agg.views[i];
         let lo = key.1.saturating_mul(page_size);
         let small: Vec<u32> = ranges
@@ -217,7 +219,12 @@ pub(crate) fn mixed_ownership(
             continue;
         };
         let site = group_key(&objects[first as usize]);
-        add(group_accesses.entry(site.clone()).or_default(), v.accesses);
+        let on_site = group_accesses.entry(site.clone()).or_default();
+        add(&mut on_site.0, v.accesses);
+        add(
+            &mut on_site.1,
+            page.users.iter().map(|u| u.weight_sq).saturating_sum(),
+        );
         let same: Vec<u32> = small
             .iter()
             .copied()
@@ -243,8 +250,15 @@ pub(crate) fn mixed_ownership(
     }
     let mut out = Vec::new();
     for (site, (rep, mixed, accesses, remote, mut objs, mut users)) in groups {
-        let all = group_accesses.get(&site).copied().unwrap_or(0);
-        if (accesses as f64) < THRESHOLDS.majority * all as f64 {
+        let (all, weight_sq) = group_accesses.get(&site).copied().unwrap_or((0, 0));
+        let samples = crate::stats::effective_samples(all, weight_sq);
+        // From samples, the share must be supported by them (docs/FINDINGS.md).
+        let share = ratio(accesses, all);
+        let holds = match samples {
+            0 => share >= THRESHOLDS.majority,
+            n => crate::stats::supports(share, n, THRESHOLDS.majority),
+        };
+        if !holds {
             continue;
         }
         objs.sort_unstable();
@@ -259,8 +273,16 @@ pub(crate) fn mixed_ownership(
                     ("objects", objs.len() as f64),
                     ("mixed_pages", mixed as f64),
                     ("threads", users.len() as f64),
-                    ("mixed_access_share", ratio(accesses, all)),
-                ],
+                    ("mixed_access_share", share),
+                ]
+                .into_iter()
+                .chain(
+                    (samples > 0)
+                        .then(|| crate::stats::evidence(share, samples))
+                        .into_iter()
+                        .flatten(),
+                )
+                .collect(),
                 accesses,
                 remote,
             },

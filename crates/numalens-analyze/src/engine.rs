@@ -45,7 +45,8 @@ pub(crate) fn total(rw: &Rw) -> u64 {
 #[derive(Debug, Default)]
 pub(crate) struct ObjAgg {
     pub rw: Rw,
-    /// Samples behind its accesses (0 for exact counts).
+    /// Samples behind its accesses, effective (`stats::effective_samples`; 0 for exact counts),
+    /// once aggregated; the sum of their weights' squares before.
     pub samples: u64,
     pub pages: u64,
     /// (pages, accesses) per class, in [`CLASSES`] order.
@@ -199,7 +200,7 @@ pub(crate) fn aggregate(
             if let Some(o) = object {
                 let agg = &mut a.objects[o as usize];
                 add_rw(&mut agg.rw, u);
-                add(&mut agg.samples, u.samples);
+                add(&mut agg.samples, u.weight_sq);
                 add_rw(agg.users.entry(u.thread).or_default(), u);
                 add_rw(agg.cells.entry((u.thread, node)).or_default(), u);
             }
@@ -258,6 +259,7 @@ pub(crate) fn aggregate(
         communicate(&mut a.communication, users);
     }
     for agg in &mut a.objects {
+        agg.samples = crate::stats::effective_samples(total(&agg.rw), agg.samples);
         for (&(x, y), &n) in &agg.pairs {
             if adjacent(ctx.pids, ctx.logical, x, y) {
                 add(&mut agg.neighbour_comm, n);

@@ -69,8 +69,7 @@ impl Judge {
         (self.samples as f64 * (whole.min(acc) as f64 / acc as f64)) as u64
     }
 
-    /// What a finding from samples rests on: the samples its share is measured on, the lower
-    /// bound of that share and the confidence of the bound.
+    /// What a finding from samples rests on (`stats::evidence`); nothing for exact counts.
     fn evidence(self, part: u64, whole: u64, acc: u64) -> Vec<(&'static str, f64)> {
         self.evidence_on(part, whole, whole, acc)
     }
@@ -79,13 +78,7 @@ impl Judge {
         if !self.sampled || whole == 0 {
             return Vec::new();
         }
-        let n = self.on(basis, acc);
-        let (lower, _) = crate::stats::wilson(part as f64 / whole as f64, n);
-        vec![
-            ("samples", n as f64),
-            ("share_lower_bound", lower),
-            ("confidence", crate::stats::CONFIDENCE),
-        ]
+        crate::stats::evidence(part as f64 / whole as f64, self.on(basis, acc))
     }
 }
 

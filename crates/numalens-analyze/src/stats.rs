@@ -35,6 +35,28 @@ pub(crate) fn supports(share: f64, n: u64, threshold: f64) -> bool {
     wilson(share, n).0 >= threshold
 }
 
+/// How many samples of equal weight `n` samples of differing weights are worth (Kish's effective
+/// sample size): (Σ w)² / Σ w², `weight_sum` and `weight_sq` those sums. Equal weights give `n`;
+/// a first-touch fault (weight 1) beside load samples of weight 1024 adds next to nothing, as it
+/// adds next to nothing to the share.
+pub(crate) fn effective_samples(weight_sum: u64, weight_sq: u64) -> u64 {
+    if weight_sq == 0 {
+        return 0;
+    }
+    let sum = weight_sum as f64;
+    (sum * sum / weight_sq as f64) as u64
+}
+
+/// What a finding from samples rests on: the `n` samples its share is measured on, the lower
+/// bound of that share and the confidence of the bound.
+pub(crate) fn evidence(share: f64, n: u64) -> Vec<(&'static str, f64)> {
+    vec![
+        ("samples", n as f64),
+        ("share_lower_bound", wilson(share, n).0),
+        ("confidence", CONFIDENCE),
+    ]
+}
+
 /// ln(n!): exact sums for small n, Stirling's series beyond (its error is below 1e-10 there).
 fn ln_factorial(x: f64) -> f64 {
     if x < 64.0 {
@@ -114,6 +136,16 @@ mod tests {
         assert_eq!(ln_factorial(1.0), 0.0);
         assert!((ln_factorial(5.0) - 120f64.ln()).abs() < 1e-12);
         assert!(ln_factorial(u64::MAX as f64).is_finite());
+    }
+
+    #[test]
+    fn samples_of_small_weight_are_worth_little() {
+        assert_eq!(effective_samples(10 * 1024, 10 * 1024 * 1024), 10);
+        // Ten load samples and ten first-touch faults: still about ten.
+        let (sum, sq) = (10 * 1024 + 10, 10 * 1024 * 1024 + 10);
+        assert_eq!(effective_samples(sum, sq), 10);
+        assert_eq!(effective_samples(0, 0), 0);
+        assert_eq!(effective_samples(u64::MAX, 1), u64::MAX);
     }
 
     #[test]
