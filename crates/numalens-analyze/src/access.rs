@@ -76,6 +76,11 @@ pub(crate) struct User {
     pub writes: u64,
     /// Accesses of unknown direction (page faults).
     pub other: u64,
+    /// Samples behind its counts: what a share of them can rest on (0 for exact counts).
+    pub samples: u64,
+    /// Sum of the squares of their weights, for the effective number of samples of weights
+    /// that differ (`stats::effective_samples`).
+    pub weight_sq: u64,
     pub first_ns: u64,
     /// Time of its last sample; `first_ns` for exact counts (no later time is known).
     pub last_ns: u64,
@@ -118,6 +123,8 @@ impl User {
         self.reads = self.reads.saturating_add(o.reads);
         self.writes = self.writes.saturating_add(o.writes);
         self.other = self.other.saturating_add(o.other);
+        self.samples = self.samples.saturating_add(o.samples);
+        self.weight_sq = self.weight_sq.saturating_add(o.weight_sq);
         self.first_ns = self.first_ns.min(o.first_ns);
         self.last_ns = self.last_ns.max(o.last_ns);
         self.written_lines |= o.written_lines;
@@ -406,6 +413,10 @@ impl AccessTally {
             None => a.address % self.page_size,
         };
         let user = self.user_of(a);
+        user.samples = user.samples.saturating_add(1);
+        user.weight_sq = user
+            .weight_sq
+            .saturating_add(a.weight.saturating_mul(a.weight));
         user.first_ns = user.first_ns.min(a.time_ns);
         user.last_ns = user.last_ns.max(a.time_ns);
         match a.direction {

@@ -8,13 +8,13 @@ use std::collections::HashMap;
 use numalens_format::Object;
 
 use crate::access::SaturatingSum;
-use crate::access::{AccessTally, PageAcc, PageKey};
+use crate::access::{PageAcc, PageKey};
 use crate::classify::{CLASSES, THRESHOLDS};
 use crate::engine::add;
 use crate::engine::{Aggregates, ObjAgg, ObjectRanges, total};
 use crate::findings::Fired;
 use crate::model::*;
-use crate::timeline::BUCKETS;
+use crate::phases::Times;
 
 /// Columns of a heatmap, at most.
 pub(crate) const HEAT_COLUMNS: u64 = 128;
@@ -23,67 +23,6 @@ pub(crate) const MAX_ROWS: usize = 64;
 
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
-}
-
-/// Per object position: (thread → timeline) summed over its regions, and the accesses of
-/// regions whose owner changed between buckets.
-pub(crate) struct Times {
-    pub by_object: HashMap<u32, HashMap<u32, Vec<u64>>>,
-    pub phase: HashMap<u32, u64>,
-}
-
-pub(crate) fn times(sampled: &AccessTally) -> Times {
-    let mut by_object: HashMap<u32, HashMap<u32, Vec<u64>>> = HashMap::new();
-    let mut regions: HashMap<(u32, u16), Vec<Row>> = HashMap::new();
-    for (row, &(object, region, thread)) in sampled.region_keys.iter().enumerate() {
-        let values = sampled.timelines.row(row);
-        let line = by_object
-            .entry(object)
-            .or_default()
-            .entry(thread)
-            .or_insert_with(|| vec![0; BUCKETS]);
-        for (a, b) in line.iter_mut().zip(values) {
-            add(a, *b);
-        }
-        regions
-            .entry((object, region))
-            .or_default()
-            .push((thread, values));
-    }
-    let mut phase: HashMap<u32, u64> = HashMap::new();
-    for ((object, _), rows) in regions {
-        if let Some(n) = changed_owner(&rows) {
-            add(phase.entry(object).or_default(), n);
-        }
-    }
-    Times { by_object, phase }
-}
-
-/// One thread's timeline in one region.
-type Row<'a> = (u32, &'a [u64]);
-
-/// The region's accesses when two or more threads each own (more than the exclusivity share of)
-/// its buckets for at least a fifth of its accesses.
-fn changed_owner(rows: &[Row]) -> Option<u64> {
-    let all: u64 = rows
-        .iter()
-        .map(|(_, v)| v.iter().saturating_sum())
-        .saturating_sum();
-    let mut owned: HashMap<u32, u64> = HashMap::new();
-    for b in 0..BUCKETS {
-        let sum: u64 = rows.iter().map(|(_, v)| v[b]).saturating_sum();
-        let Some((t, top)) = rows.iter().map(|(t, v)| (*t, v[b])).max_by_key(|(_, n)| *n) else {
-            continue;
-        };
-        if sum > 0 && top as f64 > THRESHOLDS.exclusivity * sum as f64 {
-            add(owned.entry(t).or_default(), sum);
-        }
-    }
-    let owners = owned
-        .values()
-        .filter(|n| **n as f64 >= 0.2 * all as f64)
-        .count();
-    (owners >= 2).then_some(all)
 }
 
 /// Shared inputs of the per-object views.
@@ -265,8 +204,10 @@ pub(crate) fn mixed_ownership(
     let ranges = ObjectRanges::new(objects);
     // Site group → (representative, mixed pages, their accesses and remote, objects, threads).
     let mut groups: HashMap<(u32, String), Group> = HashMap::new();
-    let mut group_accesses: HashMap<(u32, String), u64> = HashMap::new();
-    for (i, (key, _)) in pages.iter().enumerate() {
+    // Site group → accesses, and the squares of the sample weights behind them, on pages of its
+    // small objects.
+    let mut group_accesses: HashMap<(u32, String), (u64, u64)> = HashMap::new();
+    for (i, (key, page)) in pages.iter().enumerate() {
         let (v, _) = &agg.views[i];
         let lo = key.1.saturating_mul(page_size);
         let small: Vec<u32> = ranges
@@ -278,7 +219,12 @@ pub(crate) fn mixed_ownership(
             continue;
         };
         let site = group_key(&objects[first as usize]);
-        add(group_accesses.entry(site.clone()).or_default(), v.accesses);
+        let on_site = group_accesses.entry(site.clone()).or_default();
+        add(&mut on_site.0, v.accesses);
+        add(
+            &mut on_site.1,
+            page.users.iter().map(|u| u.weight_sq).saturating_sum(),
+        );
         let same: Vec<u32> = small
             .iter()
             .copied()
@@ -304,8 +250,15 @@ pub(crate) fn mixed_ownership(
     }
     let mut out = Vec::new();
     for (site, (rep, mixed, accesses, remote, mut objs, mut users)) in groups {
-        let all = group_accesses.get(&site).copied().unwrap_or(0);
-        if (accesses as f64) < THRESHOLDS.majority * all as f64 {
+        let (all, weight_sq) = group_accesses.get(&site).copied().unwrap_or((0, 0));
+        let samples = crate::stats::effective_samples(all, weight_sq);
+        // From samples, the share must be supported by them (docs/FINDINGS.md).
+        let share = ratio(accesses, all);
+        let holds = match samples {
+            0 => share >= THRESHOLDS.majority,
+            n => crate::stats::supports(share, n, THRESHOLDS.majority),
+        };
+        if !holds {
             continue;
         }
         objs.sort_unstable();
@@ -320,8 +273,16 @@ pub(crate) fn mixed_ownership(
                     ("objects", objs.len() as f64),
                     ("mixed_pages", mixed as f64),
                     ("threads", users.len() as f64),
-                    ("mixed_access_share", ratio(accesses, all)),
-                ],
+                    ("mixed_access_share", share),
+                ]
+                .into_iter()
+                .chain(
+                    (samples > 0)
+                        .then(|| crate::stats::evidence(share, samples))
+                        .into_iter()
+                        .flatten(),
+                )
+                .collect(),
                 accesses,
                 remote,
             },

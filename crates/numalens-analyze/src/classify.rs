@@ -4,6 +4,7 @@
 use crate::access::SaturatingSum;
 use crate::access::{PageAcc, User};
 use crate::model::Thresholds;
+use crate::phases::Running;
 
 pub(crate) const THRESHOLDS: Thresholds = Thresholds {
     user_fraction: 0.1,
@@ -16,6 +17,7 @@ pub(crate) const THRESHOLDS: Thresholds = Thresholds {
     neighbour_share: 0.9,
     false_sharing_share: 0.1,
     hammer_writes_per_word: HAMMER_WRITES_PER_WORD,
+    confidence: crate::stats::CONFIDENCE,
 };
 
 /// Sharing classes, in the order the model lists them.
@@ -69,8 +71,15 @@ pub(crate) struct PageView {
 }
 
 /// Classifies `page`; `exact` when counts come from `page_stats` (no times beyond the first);
-/// `lines` is what the store samples on the page say of its cache lines.
-pub(crate) fn view(page: &PageAcc, exact: bool, lines: LineEvidence, page_size: u64) -> PageView {
+/// `lines` is what the store samples on the page say of its cache lines; `running` when the
+/// threads ran, from the samples.
+pub(crate) fn view(
+    page: &PageAcc,
+    exact: bool,
+    lines: LineEvidence,
+    page_size: u64,
+    running: &Running,
+) -> PageView {
     let mut users: Vec<&User> = page.users.iter().filter(|u| u.accesses() > 0).collect();
     users.sort_by_key(|u| (std::cmp::Reverse(u.accesses()), u.thread));
     let accesses: u64 = users.iter().map(|u| u.accesses()).saturating_sum();
@@ -82,9 +91,15 @@ pub(crate) fn view(page: &PageAcc, exact: bool, lines: LineEvidence, page_size: 
         .copied()
         .filter(|u| u.accesses() as f64 >= cut)
         .collect();
-    // kMAF's locality rule, on threads: one implementation with the policy's.
+    // kMAF's locality rule, on threads: one implementation with the policy's. kMAF counts
+    // samples, and its "more than twice the second plus one" asks a lone user for two of them:
+    // one sample on a page is an instant, not a user's majority. Weighted samples keep that
+    // floor (the weights themselves would make the "+ 1" nothing; and a first-touch fault,
+    // weight 1, stands for far fewer accesses than a load sample, so counts of samples of
+    // different weights are not compared).
     let dominant =
-        numalens_place::policies::dominates(top, second, accesses, THRESHOLDS.exclusivity)
+        (numalens_place::policies::dominates(top, second, accesses, THRESHOLDS.exclusivity)
+            && (exact || users[0].samples >= 2))
             .then(|| users[0].thread);
     // Exact counts hold no time below the run, so a hammered page is only a candidate; and
     // store samples showing its shared lines written at other times than each other rule even
@@ -99,7 +114,7 @@ pub(crate) fn view(page: &PageAcc, exact: bool, lines: LineEvidence, page_size: 
         Class::FalseSharing
     } else if significant.len() <= 1 || dominant.is_some() {
         Class::Private
-    } else if !exact && !overlapping(&significant) {
+    } else if !exact && handed_over(&significant, running) {
         Class::Migratory
     } else if writers(&significant) <= 1 {
         Class::SharedReadOnly
@@ -147,6 +162,27 @@ fn writers(users: &[&User]) -> usize {
         .iter()
         .filter(|u| (u.writes + u.other) as f64 >= cut)
         .count()
+}
+
+/// Whether the users came to the page one after the other: no two sampled lifetimes on it
+/// overlap, each came while the one before it was still running elsewhere (or the one before
+/// ran on while it had the page), and their samples are too many for that order to be luck.
+/// A thread with one sample on a page has a lifetime of one instant, which overlaps nothing:
+/// four threads reading a page at once, one sample each, would otherwise look like four threads
+/// taking it in turns. And threads that take turns on the cores use every page one after the
+/// other without handing anything over.
+fn handed_over(users: &[&User], running: &Running) -> bool {
+    if overlapping(users) {
+        return false;
+    }
+    let mut spans: Vec<&User> = users.to_vec();
+    spans.sort_by_key(|u| (u.first_ns, u.thread));
+    let side_by_side = spans.windows(2).all(|w| {
+        running.ran_within(w[1].thread, w[0].first_ns, w[0].last_ns)
+            || running.ran_within(w[0].thread, w[1].first_ns, w[1].last_ns)
+    });
+    let samples: Vec<u64> = users.iter().map(|u| u.samples).collect();
+    side_by_side && crate::stats::grouped_by_chance(&samples) <= crate::stats::ALPHA
 }
 
 /// Whether some two users' sampled lifetimes on the page overlap in time.
@@ -243,24 +279,56 @@ mod tests {
     #[test]
     fn classes_of_pages() {
         let none = LineEvidence::default();
+        let ran = Running::in_buckets(1, &[(0, 0..64), (1, 0..64)]);
         let private = page(vec![user(0, 100, 100, (0, 9)), user(1, 5, 0, (0, 9))]);
-        let v = view(&private, true, none, 4096);
+        let v = view(&private, true, none, 4096, &ran);
         assert_eq!(
             (v.class, v.dominant, v.users.len()),
             (Class::Private, Some(0), 1)
         );
+        // From samples, one sample does not make a dominant user; two do.
+        let mut lone = page(vec![user(0, 1024, 0, (0, 0))]);
+        lone.users[0].samples = 1;
+        assert_eq!(view(&lone, false, none, 4096, &ran).dominant, None);
+        lone.users[0].samples = 2;
+        assert_eq!(view(&lone, false, none, 4096, &ran).dominant, Some(0));
         let ro = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 0, (0, 9))]);
-        assert_eq!(view(&ro, true, none, 4096).class, Class::SharedReadOnly);
+        assert_eq!(
+            view(&ro, true, none, 4096, &ran).class,
+            Class::SharedReadOnly
+        );
         let rw = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 20, (0, 9))]);
-        assert_eq!(view(&rw, true, none, 4096).class, Class::SharedReadWrite);
-        let moved = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 20, (10, 19))]);
-        assert_eq!(view(&moved, false, none, 4096).class, Class::Migratory);
-        assert_eq!(view(&moved, true, none, 4096).class, Class::SharedReadWrite);
+        assert_eq!(
+            view(&rw, true, none, 4096, &ran).class,
+            Class::SharedReadWrite
+        );
+        let mut moved = page(vec![user(0, 50, 10, (0, 9)), user(1, 60, 20, (10, 19))]);
+        // Two samples each, one thread's before the other's: a third of all orders do that.
+        moved.users.iter_mut().for_each(|u| u.samples = 2);
+        assert_eq!(
+            view(&moved, false, none, 4096, &ran).class,
+            Class::SharedReadWrite
+        );
+        moved.users.iter_mut().for_each(|u| u.samples = 8);
+        assert_eq!(
+            view(&moved, false, none, 4096, &ran).class,
+            Class::Migratory
+        );
+        // The same, each thread running only while it had the page: turns on a core.
+        let turns = Running::in_buckets(1, &[(0, 0..10), (1, 10..20)]);
+        assert_eq!(
+            view(&moved, false, none, 4096, &turns).class,
+            Class::SharedReadWrite
+        );
+        assert_eq!(
+            view(&moved, true, none, 4096, &ran).class,
+            Class::SharedReadWrite
+        );
         let alternating = LineEvidence {
             shared_line_writes: 30,
             interleaved_writes: 3,
         };
-        let v = view(&rw, false, alternating, 4096);
+        let v = view(&rw, false, alternating, 4096, &ran);
         assert_eq!((v.class, v.false_shared_writes), (Class::FalseSharing, 3));
         // Lines shared only at different times: not false sharing.
         let in_turns = LineEvidence {
@@ -268,20 +336,20 @@ mod tests {
             interleaved_writes: 0,
         };
         assert_eq!(
-            view(&rw, false, in_turns, 4096).class,
+            view(&rw, false, in_turns, 4096, &ran).class,
             Class::SharedReadWrite
         );
         let hammered = page(vec![user(0, 0, 40_000, (0, 9)), user(1, 0, 40_000, (0, 9))]);
-        let v = view(&hammered, true, none, 4096);
+        let v = view(&hammered, true, none, 4096, &ran);
         assert_eq!(
             (v.class, v.false_shared_writes, v.candidate_writes),
             (Class::FalseSharing, 0, 80_000)
         );
         // Store samples that saw the lines written in turns rule the candidate out.
-        let v = view(&hammered, true, in_turns, 4096);
+        let v = view(&hammered, true, in_turns, 4096, &ran);
         assert_eq!((v.class, v.candidate_writes), (Class::SharedReadWrite, 0));
         assert_eq!(
-            view(&hammered, false, none, 4096).class,
+            view(&hammered, false, none, 4096, &ran).class,
             Class::SharedReadWrite
         );
     }

@@ -45,6 +45,9 @@ pub(crate) fn total(rw: &Rw) -> u64 {
 #[derive(Debug, Default)]
 pub(crate) struct ObjAgg {
     pub rw: Rw,
+    /// Samples behind its accesses, effective (`stats::effective_samples`; 0 for exact counts),
+    /// once aggregated; the sum of their weights' squares before.
+    pub samples: u64,
     pub pages: u64,
     /// (pages, accesses) per class, in [`CLASSES`] order.
     pub classes: [(u64, u64); 5],
@@ -68,6 +71,8 @@ pub(crate) struct ObjAgg {
     pub migratory: Part,
     /// Thread pairs (a < b) → communication on its pages (the smaller of their two counts).
     pub pairs: HashMap<(u32, u32), u64>,
+    /// Accesses on its pages with two or more users: what the communication is measured on.
+    pub communicating: u64,
     /// Shared pages with exactly two users and no dominant one: (earlier user, its first
     /// access, later user, its first access, accesses).
     pub handovers: Vec<Handover>,
@@ -142,6 +147,7 @@ pub(crate) fn aggregate(
     threads: usize,
 ) -> Aggregates {
     let fs = false_sharing_by_page(sampled);
+    let running = crate::phases::Running::of(sampled);
     let ranges = ObjectRanges::new(ctx.objects);
     let active = active_threads(pages, ctx.pids);
     let mut a = Aggregates {
@@ -163,6 +169,7 @@ pub(crate) fn aggregate(
             exact,
             fs.get(key).copied().unwrap_or_default(),
             ctx.page_size,
+            &running,
         );
         let touch_node = page.touch.and_then(|t| t.node);
         let node =
@@ -193,6 +200,7 @@ pub(crate) fn aggregate(
             if let Some(o) = object {
                 let agg = &mut a.objects[o as usize];
                 add_rw(&mut agg.rw, u);
+                add(&mut agg.samples, u.weight_sq);
                 add_rw(agg.users.entry(u.thread).or_default(), u);
                 add_rw(agg.cells.entry((u.thread, node)).or_default(), u);
             }
@@ -230,6 +238,9 @@ pub(crate) fn aggregate(
                 .map(|u| (u.thread, u.accesses()))
                 .collect();
             communicate(&mut agg.pairs, &users);
+            if users.iter().filter(|(_, n)| *n > 0).count() > 1 {
+                add(&mut agg.communicating, v.accesses);
+            }
             if v.dominant.is_none() && v.users.len() == 2 {
                 agg.handovers.extend(handover(page, &v));
             }
@@ -248,6 +259,7 @@ pub(crate) fn aggregate(
         communicate(&mut a.communication, users);
     }
     for agg in &mut a.objects {
+        agg.samples = crate::stats::effective_samples(total(&agg.rw), agg.samples);
         for (&(x, y), &n) in &agg.pairs {
             if adjacent(ctx.pids, ctx.logical, x, y) {
                 add(&mut agg.neighbour_comm, n);
@@ -552,6 +564,11 @@ fn winners(sorted: &[(u64, u64, u32)]) -> Vec<(u64, u64, u32)> {
 }
 
 /// Whether the object's accessed pages have a hot band: stddev/mean of accesses per page.
+///
+/// From samples, part of that spread is the sampling's own: a page that λ samples fall on in
+/// the mean gets λ ± √λ of them even when every page is accessed alike, a CV of 1/√λ (0.5 at
+/// four samples a page, the hotspot threshold). That part of the variance, 1/λ in CV², is taken
+/// out, so that what remains is the spread of the accesses themselves.
 pub(crate) fn page_cv(agg: &ObjAgg, views: &[(PageView, Option<u32>)]) -> f64 {
     let counts: Vec<f64> = agg
         .page_list
@@ -559,7 +576,12 @@ pub(crate) fn page_cv(agg: &ObjAgg, views: &[(PageView, Option<u32>)]) -> f64 {
         .map(|&i| views[i as usize].0.accesses as f64)
         .filter(|n| *n > 0.0)
         .collect();
-    cv(&counts)
+    let raw = cv(&counts);
+    if agg.samples == 0 || counts.is_empty() {
+        return raw;
+    }
+    let per_page = agg.samples as f64 / counts.len() as f64;
+    (raw * raw - 1.0 / per_page).max(0.0).sqrt()
 }
 
 /// Coefficient of variation; 0 for fewer than two values.

@@ -53,7 +53,7 @@ pub(crate) fn thread_positions(model: &ReportModel, keys: &[ThreadKey]) -> Vec<u
 pub(crate) fn fill(model: &mut ReportModel, i: &Inputs) {
     let pos = thread_positions(model, i.keys);
     let all = total(&i.agg.rw);
-    let times = build::times(i.sampled);
+    let times = crate::phases::times(i.sampled);
     let (findings, advice_of) = findings(model, i, &times, all);
     let ctx = ViewCtx {
         pages: i.pages,
@@ -81,7 +81,7 @@ pub(crate) fn fill(model: &mut ReportModel, i: &Inputs) {
     }
 }
 
-fn info(i: &Inputs, times: &build::Times, all: u64) -> AnalysisInfo {
+fn info(i: &Inputs, times: &crate::phases::Times, all: u64) -> AnalysisInfo {
     let stores = i
         .sampled
         .pages
@@ -138,7 +138,7 @@ fn info(i: &Inputs, times: &build::Times, all: u64) -> AnalysisInfo {
 fn findings(
     model: &ReportModel,
     i: &Inputs,
-    times: &build::Times,
+    times: &crate::phases::Times,
     all: u64,
 ) -> (Vec<Finding>, HashMap<usize, Vec<String>>) {
     let mut fired: Vec<(usize, Fired)> = Vec::new();
@@ -154,6 +154,7 @@ fn findings(
                 .max(handover_accesses(&agg.handovers)),
             nodes: i.placement.machine.nodes.len(),
             private_kind: matches!(i.objects[p].kind, ObjectKind::Stack | ObjectKind::Tls),
+            sampled: !i.exact,
         };
         fired.extend(object_findings(agg, &facts).into_iter().map(|f| (p, f)));
     }
@@ -237,7 +238,27 @@ fn site_text(site: &SiteReport) -> String {
     }
 }
 
+/// The finding in one sentence; from samples, with the samples it rests on and how low its
+/// share can be at the confidence the rule used.
 fn summary(f: &Fired, name: &str) -> String {
+    let text = pattern_summary(f, name);
+    let ev = |k: &str| {
+        f.evidence
+            .iter()
+            .find(|(key, _)| *key == k)
+            .map(|(_, v)| *v)
+    };
+    match (ev("samples"), ev("share_lower_bound"), ev("confidence")) {
+        (Some(n), Some(lower), Some(c)) => format!(
+            "{text}; from {n} samples: at least {:.0}% at {:.0}% confidence",
+            100.0 * lower,
+            100.0 * c
+        ),
+        _ => text,
+    }
+}
+
+fn pattern_summary(f: &Fired, name: &str) -> String {
     let ev = |k: &str| {
         f.evidence
             .iter()
@@ -295,7 +316,7 @@ fn summary(f: &Fired, name: &str) -> String {
 }
 
 /// Per-thread totals, local ratio, node and most accessed objects over time.
-fn threads(model: &mut ReportModel, i: &Inputs, times: &build::Times, pos: &[usize]) {
+fn threads(model: &mut ReportModel, i: &Inputs, times: &crate::phases::Times, pos: &[usize]) {
     let mut by_pos: HashMap<usize, u32> = HashMap::new();
     for (dense, p) in pos.iter().enumerate() {
         if i.keys

@@ -3,7 +3,7 @@
 //! the fix and what it costs.
 
 use crate::classify::THRESHOLDS;
-use crate::engine::{ObjAgg, Part, total};
+use crate::engine::{ObjAgg, total};
 
 /// What the rules need to know about one object besides its aggregates.
 pub(crate) struct Facts {
@@ -18,6 +18,8 @@ pub(crate) struct Facts {
     pub private_kind: bool,
     /// Nodes of the machine it is placed on.
     pub nodes: usize,
+    /// Whether its accesses are samples (else exact counts).
+    pub sampled: bool,
 }
 
 /// One rule that fired: (finding id, evidence, the accesses it concerns, their remote part).
@@ -28,131 +30,226 @@ pub(crate) struct Fired {
     pub remote: u64,
 }
 
+/// How a share of an object's accesses is held against a rule's threshold. Exact counts are the
+/// accesses themselves: the share is compared as it is. Samples give an estimate: the share
+/// counts only when its lower confidence bound (`stats::wilson`) reaches the threshold, so an
+/// object with a few dozen samples needs a clear share, and one with thousands about the share
+/// exact counts would need. `samples` is how many samples the share is measured on.
+#[derive(Clone, Copy)]
+struct Judge {
+    sampled: bool,
+    samples: u64,
+}
+
+impl Judge {
+    /// Whether a share `part / whole` reaches `threshold`; the share is of the samples in
+    /// proportion to `whole` among the object's `acc` accesses.
+    fn reaches(self, part: u64, whole: u64, acc: u64, threshold: f64) -> bool {
+        self.reaches_on(part, whole, whole, acc, threshold)
+    }
+
+    /// Whether a share `part / whole` reaches `threshold`, measured on the samples of `basis`
+    /// of the object's `acc` accesses.
+    fn reaches_on(self, part: u64, whole: u64, basis: u64, acc: u64, threshold: f64) -> bool {
+        if whole == 0 {
+            return false;
+        }
+        let share = part as f64 / whole as f64;
+        if !self.sampled {
+            return share >= threshold;
+        }
+        crate::stats::supports(share, self.on(basis, acc), threshold)
+    }
+
+    /// The samples behind `whole` of the object's `acc` accesses.
+    fn on(self, whole: u64, acc: u64) -> u64 {
+        if acc == 0 {
+            return 0;
+        }
+        (self.samples as f64 * (whole.min(acc) as f64 / acc as f64)) as u64
+    }
+
+    /// What a finding from samples rests on (`stats::evidence`); nothing for exact counts.
+    fn evidence(self, part: u64, whole: u64, acc: u64) -> Vec<(&'static str, f64)> {
+        self.evidence_on(part, whole, whole, acc)
+    }
+
+    fn evidence_on(self, part: u64, whole: u64, basis: u64, acc: u64) -> Vec<(&'static str, f64)> {
+        if !self.sampled || whole == 0 {
+            return Vec::new();
+        }
+        crate::stats::evidence(part as f64 / whole as f64, self.on(basis, acc))
+    }
+}
+
 /// The rules, in the order of docs/FINDINGS.md.
 pub(crate) fn object_findings(agg: &ObjAgg, f: &Facts) -> Vec<Fired> {
     let acc = total(&agg.rw);
     if acc == 0 || (acc as f64) < THRESHOLDS.min_object_share * f.all as f64 {
         return Vec::new();
     }
-    let major = |part: &Part| part.accesses as f64 >= THRESHOLDS.majority * acc as f64;
-    let share = |n: u64| n as f64 / acc as f64;
-    let mut out = Vec::new();
+    let judge = Judge {
+        sampled: f.sampled,
+        samples: agg.samples,
+    };
     let phase = f.phase_accesses.max(agg.migratory.accesses);
-    let phased = phase as f64 >= THRESHOLDS.majority * acc as f64;
+    // What a pattern rules out it rules out on its measured share, even where the samples
+    // cannot support that share enough to report the pattern itself.
+    let major = |n: u64| n as f64 >= THRESHOLDS.majority * acc as f64;
+    let (phased, wide) = (major(phase), major(agg.wide_shared.accesses));
+    let mut out = Vec::new();
+    out.extend(first_touch(agg, acc, judge));
     // A thread's stack (or TLS) is its own: what other threads read there are a few shared
     // variables, which no placement of the stack improves.
-    let private_kind = f.private_kind;
-    if agg.mismatched.accesses as f64 >= THRESHOLDS.mismatch_share * acc as f64 {
-        let toucher_pages = agg.touchers.values().copied().max().unwrap_or(0);
-        out.push(Fired {
-            id: "first-touch-mismatch",
-            evidence: vec![
-                ("mismatched_pages", agg.mismatched.pages as f64),
-                ("pages", agg.pages as f64),
-                ("mismatched_access_share", share(agg.mismatched.accesses)),
-                (
-                    "top_first_toucher_page_share",
-                    toucher_pages as f64 / agg.pages.max(1) as f64,
-                ),
-                ("users", agg.users.len() as f64),
-            ],
-            accesses: agg.mismatched.accesses,
-            remote: agg.mismatched.remote,
-        });
+    let shared = judge.reaches(agg.wide_shared.accesses, acc, acc, THRESHOLDS.majority);
+    if shared && !phased && !f.private_kind {
+        out.extend(sharing(agg, acc, f, judge));
     }
-    let reads = agg.rw[0] as f64 / acc as f64;
-    let read_only = agg.classes[1].1 as f64 >= THRESHOLDS.majority * acc as f64;
-    if major(&agg.wide_shared) && !phased && !private_kind {
-        let shared = |id, extra: Vec<(&'static str, f64)>| {
-            let mut evidence = vec![
-                ("shared_access_share", share(agg.wide_shared.accesses)),
-                ("users", agg.users.len() as f64),
-                ("read_ratio", reads),
-            ];
-            evidence.extend(extra);
-            Fired {
-                id,
-                evidence,
-                accesses: agg.wide_shared.accesses,
-                remote: agg.wide_shared.remote,
-            }
-        };
-        if read_only && reads >= THRESHOLDS.read_ratio {
-            out.push(shared("shared-read-only", vec![]));
-        } else if f.page_cv >= THRESHOLDS.hotspot_cv {
-            out.push(shared("hotspot", vec![("page_cv", f.page_cv)]));
-        } else if agg.pages as usize >= f.nodes {
-            out.push(shared("shared-read-write", vec![("page_cv", f.page_cv)]));
-        }
+    if !wide && !phased && !f.private_kind {
+        out.extend(neighbours(agg, acc, judge));
     }
-    let comm = agg.neighbour_comm + agg.other_comm;
-    if comm > 0
-        && agg.neighbour_pairs >= 2
-        && agg.neighbour_comm as f64 >= THRESHOLDS.neighbour_share * comm as f64
-        && !major(&agg.wide_shared)
-        && !phased
-        && !private_kind
-    {
-        out.push(Fired {
-            id: "neighbour-sharing",
-            evidence: vec![
-                ("neighbour_pairs", agg.neighbour_pairs as f64),
-                (
-                    "neighbour_communication_share",
-                    agg.neighbour_comm as f64 / comm as f64,
-                ),
-                ("communication", comm as f64),
-            ],
-            accesses: agg.neighbour_comm,
-            remote: agg.neighbour.remote,
-        });
-    }
-    if phased {
+    if judge.reaches(phase, acc, acc, THRESHOLDS.majority) {
+        let mut evidence = vec![
+            ("phase_access_share", phase as f64 / acc as f64),
+            ("migratory_pages", agg.migratory.pages as f64),
+        ];
+        evidence.extend(judge.evidence(phase, acc, acc));
         out.push(Fired {
             id: "phase-change",
-            evidence: vec![
-                ("phase_access_share", share(phase)),
-                ("migratory_pages", agg.migratory.pages as f64),
-            ],
+            evidence,
             accesses: phase,
             remote: agg.remote.min(phase),
         });
     }
-    let writes = agg.rw[1].max(1) as f64;
-    let enough = |n: u64| n > 0 && n as f64 >= THRESHOLDS.false_sharing_share * writes;
+    out.extend(false_sharing(agg, acc, judge));
+    out
+}
+
+fn first_touch(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
+    let mismatched = agg.mismatched.accesses;
+    if !judge.reaches(mismatched, acc, acc, THRESHOLDS.mismatch_share) {
+        return None;
+    }
+    let toucher_pages = agg.touchers.values().copied().max().unwrap_or(0);
+    let mut evidence = vec![
+        ("mismatched_pages", agg.mismatched.pages as f64),
+        ("pages", agg.pages as f64),
+        ("mismatched_access_share", mismatched as f64 / acc as f64),
+        (
+            "top_first_toucher_page_share",
+            toucher_pages as f64 / agg.pages.max(1) as f64,
+        ),
+        ("users", agg.users.len() as f64),
+    ];
+    evidence.extend(judge.evidence(mismatched, acc, acc));
+    Some(Fired {
+        id: "first-touch-mismatch",
+        evidence,
+        accesses: mismatched,
+        remote: agg.mismatched.remote,
+    })
+}
+
+/// Widely shared objects: read-only, a hotspot, or read and written all over.
+fn sharing(agg: &ObjAgg, acc: u64, f: &Facts, judge: Judge) -> Option<Fired> {
+    let reads = agg.rw[0] as f64 / acc as f64;
+    let read_only = judge.reaches(agg.classes[1].1, acc, acc, THRESHOLDS.majority)
+        && judge.reaches(agg.rw[0], acc, acc, THRESHOLDS.read_ratio);
+    let (id, extra) = if read_only {
+        ("shared-read-only", judge.evidence(agg.rw[0], acc, acc))
+    } else if f.page_cv >= THRESHOLDS.hotspot_cv {
+        ("hotspot", vec![("page_cv", f.page_cv)])
+    } else if agg.pages as usize >= f.nodes {
+        ("shared-read-write", vec![("page_cv", f.page_cv)])
+    } else {
+        return None;
+    };
+    let mut evidence = vec![
+        (
+            "shared_access_share",
+            agg.wide_shared.accesses as f64 / acc as f64,
+        ),
+        ("users", agg.users.len() as f64),
+        ("read_ratio", reads),
+    ];
+    evidence.extend(extra);
+    if id != "shared-read-only" {
+        evidence.extend(judge.evidence(agg.wide_shared.accesses, acc, acc));
+    }
+    Some(Fired {
+        id,
+        evidence,
+        accesses: agg.wide_shared.accesses,
+        remote: agg.wide_shared.remote,
+    })
+}
+
+/// Communication between neighbours. A pair communicates on a page by the smaller of its two
+/// counts, so the share is measured on the samples of the pages with two or more users, not on
+/// that minimum.
+fn neighbours(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
+    let comm = agg.neighbour_comm.saturating_add(agg.other_comm);
+    let on = agg.communicating;
+    let share = THRESHOLDS.neighbour_share;
+    if comm == 0
+        || agg.neighbour_pairs < 2
+        || !judge.reaches_on(agg.neighbour_comm, comm, on, acc, share)
+    {
+        return None;
+    }
+    let mut evidence = vec![
+        ("neighbour_pairs", agg.neighbour_pairs as f64),
+        (
+            "neighbour_communication_share",
+            agg.neighbour_comm as f64 / comm as f64,
+        ),
+        ("communication", comm as f64),
+    ];
+    evidence.extend(judge.evidence_on(agg.neighbour_comm, comm, on, acc));
+    Some(Fired {
+        id: "neighbour-sharing",
+        evidence,
+        accesses: agg.neighbour_comm,
+        remote: agg.neighbour.remote,
+    })
+}
+
+fn false_sharing(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
+    let writes = agg.rw[1].max(1);
+    let enough = |n: u64| n > 0 && judge.reaches(n, writes, acc, THRESHOLDS.false_sharing_share);
     if enough(agg.false_shared_writes) {
-        out.push(Fired {
+        let mut evidence = vec![
+            ("false_shared_pages", agg.false_shared.pages as f64),
+            (
+                "false_shared_write_share",
+                agg.false_shared_writes as f64 / writes as f64,
+            ),
+            ("writers", agg.users.len() as f64),
+        ];
+        evidence.extend(judge.evidence(agg.false_shared_writes, writes, acc));
+        return Some(Fired {
             id: "false-sharing",
-            evidence: vec![
-                ("false_shared_pages", agg.false_shared.pages as f64),
-                (
-                    "false_shared_write_share",
-                    agg.false_shared_writes as f64 / writes,
-                ),
-                ("writers", agg.users.len() as f64),
-            ],
+            evidence,
             accesses: agg.false_shared.accesses,
             remote: agg.false_shared.remote,
         });
-    } else if enough(agg.candidate_writes) {
-        // Page counts cannot tell writers alternating on a line from writers taking the lines
-        // in turns between phases, or from one contended variable: a padding made on that
-        // evidence alone can cost a day for nothing, so this only says what to record.
-        out.push(Fired {
-            id: "false-sharing-candidate",
-            evidence: vec![
-                ("candidate_pages", agg.candidate.pages as f64),
-                (
-                    "candidate_write_share",
-                    agg.candidate_writes as f64 / writes,
-                ),
-                ("writers", agg.users.len() as f64),
-            ],
-            accesses: agg.candidate.accesses,
-            remote: agg.candidate.remote,
-        });
     }
-    out
+    // Page counts cannot tell writers alternating on a line from writers taking the lines in
+    // turns between phases, or from one contended variable: a padding made on that evidence
+    // alone can cost a day for nothing, so this only says what to record.
+    enough(agg.candidate_writes).then(|| Fired {
+        id: "false-sharing-candidate",
+        evidence: vec![
+            ("candidate_pages", agg.candidate.pages as f64),
+            (
+                "candidate_write_share",
+                agg.candidate_writes as f64 / writes as f64,
+            ),
+            ("writers", agg.users.len() as f64),
+        ],
+        accesses: agg.candidate.accesses,
+        remote: agg.candidate.remote,
+    })
 }
 
 /// (advice id, fix, why) of a finding id.

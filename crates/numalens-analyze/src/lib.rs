@@ -21,11 +21,13 @@ pub use limits::UNKNOWN;
 mod names;
 mod pages;
 mod pagestats;
+mod phases;
 mod placement;
 mod samples;
 mod side_tables;
 mod sites;
 mod sources;
+mod stats;
 mod timeline;
 mod whatif;
 

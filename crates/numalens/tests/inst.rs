@@ -319,13 +319,29 @@ fn every_workload_gives_its_ground_truth_counts_and_findings() {
         assert!(out.status.success(), "{}", common::text(&out.stderr));
         sampled.push((reported_findings(&profile, w), want));
     }
+    let mut misses = String::new();
     for (name, runs) in [("exact", &exact), ("sampled", &sampled)] {
         let (tp, got, want) = score(runs);
         eprintln!(
             "findings, {name} backend: precision {tp}/{got}, recall {tp}/{want} over {} workloads",
             runs.len()
         );
+        for (w, (got, want)) in WORKLOADS.iter().zip(runs.iter()) {
+            let wrong: Vec<_> = got.difference(want).collect();
+            let missed: Vec<_> = want.difference(got).collect();
+            if !wrong.is_empty() || !missed.is_empty() {
+                let line = format!("  {name}, {}: wrong {wrong:?}, missed {missed:?}\n", w.name);
+                eprint!("{line}");
+                misses.push_str(&line);
+            }
+        }
     }
+    // Samples at the default rate: nine findings in ten right, and nine expected in ten found.
+    let (tp, got, want) = score(&sampled);
+    assert!(
+        10 * tp >= 9 * got && 10 * tp >= 9 * want,
+        "sampled backend: precision {tp}/{got}, recall {tp}/{want}, below 0.9:\n{misses}"
+    );
     let wrong: Vec<String> = WORKLOADS
         .iter()
         .zip(&exact)

@@ -116,6 +116,16 @@ pub struct Thresholds {
     /// False-sharing candidate from exact page counts: each of two or more writers writes the
     /// page at least this many times per 8-byte word.
     pub hammer_writes_per_word: u64,
+    /// From samples, a share reaches a threshold when its lower bound at this (one-sided)
+    /// confidence does, and an order of samples in time counts when chance gives it at most
+    /// 1 − confidence of the time (docs/FINDINGS.md, "Evidence from samples").
+    #[serde(default = "default_confidence")]
+    pub confidence: f64,
+}
+
+/// `confidence` of a model written before samples were judged by it: the one used since.
+fn default_confidence() -> f64 {
+    crate::stats::CONFIDENCE
 }
 
 /// `mismatch_share` of a model written before it was a threshold of its own: the majority.
