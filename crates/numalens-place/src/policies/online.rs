@@ -171,3 +171,12 @@ pub(crate) fn reserve_lean<T>(v: &mut Vec<T>, additional: usize) {
         v.reserve_exact(additional.max(v.len() / 8));
     }
 }
+
+/// `v` grown to `len` items of `value` (never shrunk), growing as [`reserve_lean`] does.
+pub(crate) fn grow_lean<T: Clone>(v: &mut Vec<T>, len: usize, value: T) {
+    if len > v.len() {
+        let more = len - v.len();
+        reserve_lean(v, more);
+        v.resize(len, value);
+    }
+}
