@@ -43,6 +43,7 @@ fn tick(e: &mut Engine, now_ns: u64, faults: &[Fault]) -> Vec<Migration> {
         live: &live,
         faults,
         inst_dir: None,
+        events_dir: None,
     })
 }
 

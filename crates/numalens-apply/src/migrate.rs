@@ -19,9 +19,13 @@ pub struct MigrateOptions {
     pub rate_limit_mb_per_s: f64,
     /// Pages per `move_pages` call.
     pub batch_pages: usize,
-    /// A page moved this many times within `ping_pong_epochs` is not moved again.
+    /// A page moved this many times within `ping_pong_epochs` is not moved again (0 epochs: no
+    /// guard).
     pub ping_pong_moves: u8,
     pub ping_pong_epochs: u64,
+    /// Pages already on their node, or never touched, are moved all the same, so that the
+    /// kernel answers for each (a plan's timed moves); else they are skipped.
+    pub move_in_place: bool,
 }
 
 impl Default for MigrateOptions {
@@ -31,6 +35,7 @@ impl Default for MigrateOptions {
             batch_pages: 1024,
             ping_pong_moves: 2,
             ping_pong_epochs: 4,
+            move_in_place: false,
         }
     }
 }
@@ -115,10 +120,12 @@ impl Migrator {
         };
         let mut todo: Vec<(Request, i32)> = Vec::new();
         for (r, at) in wanted.into_iter().zip(now) {
-            match at {
-                n if n == -libc::ENOENT => out.untouched += 1,
-                n if n == r.1 as i32 => out.already_in_place += 1,
-                n => todo.push((r, n)),
+            let untouched = at == -libc::ENOENT;
+            let in_place = at == r.1 as i32;
+            out.untouched += u64::from(untouched);
+            out.already_in_place += u64::from(in_place);
+            if self.opts.move_in_place || !(untouched || in_place) {
+                todo.push((r, at));
             }
         }
         let allowed = self.take_budget(todo.len());
@@ -218,6 +225,9 @@ impl Migrator {
     }
 
     fn note_moved(&mut self, pid: u32, address: u64, epoch: u64) {
+        if self.opts.ping_pong_epochs == 0 {
+            return;
+        }
         let entry = self.moved.entry((pid, address)).or_insert((epoch, 0));
         if epoch.saturating_sub(entry.0) >= self.opts.ping_pong_epochs {
             *entry = (epoch, 0);

@@ -123,3 +123,32 @@ fn a_process_that_has_ended_is_said_so() {
     let out = migrator(0.0).migrate(u32::MAX / 2, 1, &[(0x1000, 0)], ("t", "r"), 0);
     assert!(out.call_error.unwrap().contains("has ended"));
 }
+
+#[test]
+fn moved_in_place_every_page_gets_the_kernel_s_answer() {
+    let (addresses, base) = own_pages(16, 8);
+    let requests: Vec<Request> = addresses.iter().map(|a| (*a, 0)).collect();
+    let mut m = Migrator::new(
+        MigrateOptions {
+            rate_limit_mb_per_s: 0.0,
+            ping_pong_epochs: 0,
+            move_in_place: true,
+            ..MigrateOptions::default()
+        },
+        PAGE,
+    );
+    let out = m.migrate(std::process::id(), 0, &requests, ("t", "r"), 0);
+    assert_eq!(out.call_error, None);
+    assert_eq!((out.already_in_place, out.untouched), (8, 8));
+    // The touched pages are on node 0, where they were asked to be; the others never existed.
+    assert_eq!(out.moved, 8, "{out:?}");
+    assert_eq!(out.failed.get("ENOENT"), Some(&8), "{out:?}");
+    let rows: Vec<(u64, Option<u32>, &str)> = out
+        .rows
+        .iter()
+        .map(|r| (r.len / PAGE, r.from_node, r.result.as_str()))
+        .collect();
+    assert_eq!(rows, [(8, Some(0), "ok"), (8, None, "ENOENT")]);
+    assert_eq!(m.guard_bytes(), 0, "no guard: nothing kept");
+    unsafe { libc::munmap(base, 16 * PAGE as usize) };
+}
