@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod migrate;
 pub mod outcome;
+pub mod page_moves;
 pub mod page_table;
 pub mod rules;
 pub mod statics;

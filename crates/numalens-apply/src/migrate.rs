@@ -1,11 +1,11 @@
 //! Pages moved for real: `move_pages(2)` in batches, for the online engine. Pages already on
 //! their target node and pages never touched are skipped (asked first, in the same batches);
-//! a rate limit in MB/s defers what is over budget to the next epoch instead of sleeping; a
-//! ping-pong guard freezes pages the engine keeps moving; per-page errors are counted, never
-//! fatal. What was done becomes `migrations` rows, consecutive pages with the same outcome in
-//! one row.
+//! a rate limit in MB/s defers what is over budget to the next epoch instead of sleeping;
+//! per-page errors are counted, never fatal. What was done becomes `migrations` rows,
+//! consecutive pages with the same outcome in one row. (The ping-pong guard is the engine's,
+//! which knows pages by index: `page_moves.rs`.)
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use numalens_format::Migration;
@@ -19,8 +19,9 @@ pub struct MigrateOptions {
     pub rate_limit_mb_per_s: f64,
     /// Pages per `move_pages` call.
     pub batch_pages: usize,
-    /// A page moved this many times within `ping_pong_epochs` is not moved again (0 epochs: no
-    /// guard).
+    /// A page the engine moved this many times (at most 3) within `ping_pong_epochs` (at most
+    /// 63; 0: no guard) is not moved again: applied by the engine before the moves reach the
+    /// mover (`page_moves.rs`).
     pub ping_pong_moves: u8,
     pub ping_pong_epochs: u64,
     /// Pages already on their node, or never touched, are moved all the same, so that the
@@ -43,10 +44,11 @@ impl Default for MigrateOptions {
 /// What one call did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Outcome {
+    /// The epoch the moves were asked at.
+    pub epoch: u64,
     pub requested: u64,
     pub already_in_place: u64,
     pub untouched: u64,
-    pub frozen: u64,
     pub deferred: u64,
     pub moved: u64,
     /// Per-page refusals by errno name.
@@ -63,11 +65,6 @@ pub struct Migrator {
     /// Token bucket: bytes that may be moved now, refilled with wall time.
     budget: f64,
     refilled: Instant,
-    /// Pages the engine moved within the guard's epochs: (epoch of the first move counted,
-    /// moves since). Older entries say nothing and are dropped, so this holds the recent moves,
-    /// not every page ever moved.
-    moved: HashMap<(u32, u64), (u64, u8)>,
-    pruned_at: u64,
 }
 
 /// Where to move one page: (page address, node).
@@ -80,14 +77,7 @@ impl Migrator {
             opts,
             page_size,
             refilled: Instant::now(),
-            moved: HashMap::new(),
-            pruned_at: 0,
         }
-    }
-
-    /// Bytes of guard state: what the ping-pong guard keeps per page the engine moved.
-    pub fn guard_bytes(&self) -> usize {
-        self.moved.capacity() * (std::mem::size_of::<((u32, u64), (u64, u8))>() + 1)
     }
 
     /// Moves `requests` of process `pid`; `policy` and `reason` label the rows, `time_ns` is
@@ -101,16 +91,11 @@ impl Migrator {
         time_ns: u64,
     ) -> Outcome {
         let mut out = Outcome {
+            epoch,
             requested: requests.len() as u64,
             ..Outcome::default()
         };
-        self.prune(epoch);
-        let wanted: Vec<Request> = requests
-            .iter()
-            .copied()
-            .filter(|(a, _)| !self.frozen(pid, *a, epoch, &mut out))
-            .collect();
-        let addresses: Vec<u64> = wanted.iter().map(|r| r.0).collect();
+        let addresses: Vec<u64> = requests.iter().map(|r| r.0).collect();
         let now = match self.query(pid, &addresses, &mut out) {
             Ok(now) => now,
             Err(e) => {
@@ -119,7 +104,7 @@ impl Migrator {
             }
         };
         let mut todo: Vec<(Request, i32)> = Vec::new();
-        for (r, at) in wanted.into_iter().zip(now) {
+        for (r, at) in requests.iter().copied().zip(now) {
             let untouched = at == -libc::ENOENT;
             let in_place = at == r.1 as i32;
             out.untouched += u64::from(untouched);
@@ -131,32 +116,8 @@ impl Migrator {
         let allowed = self.take_budget(todo.len());
         out.deferred = (todo.len() - allowed) as u64;
         todo.truncate(allowed);
-        self.move_batches(pid, epoch, &todo, &mut out, label, time_ns);
+        self.move_batches(pid, &todo, &mut out, label, time_ns);
         out
-    }
-
-    /// Drops the guard's entries that are too old to freeze anything (once per epoch).
-    fn prune(&mut self, epoch: u64) {
-        if epoch == self.pruned_at {
-            return;
-        }
-        self.pruned_at = epoch;
-        let window = self.opts.ping_pong_epochs;
-        self.moved
-            .retain(|_, (since, _)| epoch.saturating_sub(*since) < window);
-        if self.moved.len() < self.moved.capacity() / 4 {
-            self.moved.shrink_to(self.moved.len() * 2);
-        }
-    }
-
-    fn frozen(&mut self, pid: u32, address: u64, epoch: u64, out: &mut Outcome) -> bool {
-        let Some(&(since, count)) = self.moved.get(&(pid, address)) else {
-            return false;
-        };
-        let recent = epoch.saturating_sub(since) < self.opts.ping_pong_epochs;
-        let frozen = recent && count >= self.opts.ping_pong_moves;
-        out.frozen += u64::from(frozen);
-        frozen
     }
 
     fn take_budget(&mut self, pages: usize) -> usize {
@@ -189,7 +150,6 @@ impl Migrator {
     fn move_batches(
         &mut self,
         pid: u32,
-        epoch: u64,
         todo: &[(Request, i32)],
         out: &mut Outcome,
         label: (&str, &str),
@@ -211,7 +171,6 @@ impl Migrator {
             for (((address, to), from), got) in chunk.iter().map(|(r, f)| (*r, *f)).zip(status) {
                 let result = if got >= 0 {
                     out.moved += 1;
-                    self.note_moved(pid, address, epoch);
                     "ok".to_string()
                 } else {
                     let name = numalens_assemble::placements::errno_name(-got);
@@ -222,17 +181,6 @@ impl Migrator {
             }
         }
         out.rows = rows.finish();
-    }
-
-    fn note_moved(&mut self, pid: u32, address: u64, epoch: u64) {
-        if self.opts.ping_pong_epochs == 0 {
-            return;
-        }
-        let entry = self.moved.entry((pid, address)).or_insert((epoch, 0));
-        if epoch.saturating_sub(entry.0) >= self.opts.ping_pong_epochs {
-            *entry = (epoch, 0);
-        }
-        entry.1 = entry.1.saturating_add(1);
     }
 }
 

@@ -42,33 +42,6 @@ fn the_rate_limit_defers_what_is_over_budget() {
     assert_eq!(unlimited.take_budget(1_000_000), 1_000_000);
 }
 
-#[test]
-fn a_page_moved_back_and_forth_is_frozen_for_a_while() {
-    let mut m = migrator(0.0);
-    let mut out = Outcome::default();
-    m.note_moved(1, 0x1000, 10);
-    assert!(!m.frozen(1, 0x1000, 11, &mut out));
-    m.note_moved(1, 0x1000, 11);
-    assert!(m.frozen(1, 0x1000, 12, &mut out), "two moves in the window");
-    assert!(!m.frozen(1, 0x1000, 14, &mut out), "the window has passed");
-    assert_eq!(out.frozen, 1);
-    assert!(m.guard_bytes() > 0);
-}
-
-#[test]
-fn the_guard_forgets_pages_moved_longer_ago_than_its_window() {
-    let mut m = migrator(0.0);
-    for page in 0..10_000u64 {
-        m.note_moved(1, page * PAGE, 1);
-    }
-    m.note_moved(1, 0, 2);
-    m.prune(3);
-    assert_eq!(m.moved.len(), 10_000, "within the window: kept");
-    m.prune(5);
-    assert!(m.moved.is_empty(), "{} entries left", m.moved.len());
-    assert!(m.guard_bytes() < 10_000, "{} bytes kept", m.guard_bytes());
-}
-
 /// `pages` pages of this process, the first `touched` of them written.
 fn own_pages(pages: usize, touched: usize) -> (Vec<u64>, *mut libc::c_void) {
     let len = pages * PAGE as usize;
@@ -131,7 +104,6 @@ fn moved_in_place_every_page_gets_the_kernel_s_answer() {
     let mut m = Migrator::new(
         MigrateOptions {
             rate_limit_mb_per_s: 0.0,
-            ping_pong_epochs: 0,
             move_in_place: true,
             ..MigrateOptions::default()
         },
@@ -149,6 +121,5 @@ fn moved_in_place_every_page_gets_the_kernel_s_answer() {
         .map(|r| (r.len / PAGE, r.from_node, r.result.as_str()))
         .collect();
     assert_eq!(rows, [(8, Some(0), "ok"), (8, None, "ENOENT")]);
-    assert_eq!(m.guard_bytes(), 0, "no guard: nothing kept");
     unsafe { libc::munmap(base, 16 * PAGE as usize) };
 }

@@ -151,10 +151,10 @@ impl TimedMoves {
         stats.object_moves = pages.len();
         stats.thread_moves_total = threads.len();
         let options = MigrateOptions {
-            // The plan's moves are what the policy did: no budget, no guard, and every page
-            // named asked of the kernel, so that each has its answer.
+            // The plan's moves are what the policy did: no budget (and the mover has no
+            // guard: the engine's is its own), and every page named asked of the kernel, so
+            // that each has its answer.
             rate_limit_mb_per_s: 0.0,
-            ping_pong_epochs: 0,
             move_in_place: true,
             ..MigrateOptions::default()
         };
