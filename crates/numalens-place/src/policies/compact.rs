@@ -2,14 +2,15 @@
 //! every page it tracks, for as long as the program runs (docs/PLACEMENT.md, "Cost").
 //!
 //! [`PageNodes`] is a node position per page in one byte. [`NodeCounts`] is a page's accesses
-//! per node (kMAF's NUMA vector, SPM's samples): a row of counts per page, in 16 bits each on
-//! machines of up to four nodes (8 bits beyond), with a shift per page: every count of the row
-//! halves (rounding up: a node seen stays seen) when one would overflow, and later accesses
-//! count in units of 2^shift. Counts are exact below 65,536 (256 on larger machines) and
-//! beyond that within about one part in 32,768 (128) of the row's largest. A page's counts
-//! are 9 bytes up to eight nodes. (A sparse layout, one word for a page used from one node, loses
-//! to this one as soon as pages are used from two nodes, which is the common case: a page
-//! first touched by one thread and used by another.)
+//! per node (kMAF's NUMA vector, SPM's samples): a row of bits per page, a 6-bit shift and one
+//! count per node, in 64 bits on machines of up to four nodes (14 bits a count on four, 29 on
+//! two) and 8 bits a count beyond (a row of nodes + 1 bytes). When a count would overflow,
+//! every count of the row halves (rounding up: a node seen stays seen) and later accesses count
+//! in units of 2^shift. Counts are exact below 2^bits (16,384 on four nodes, 256 beyond eight)
+//! and beyond that within about one part in 2^(bits-1) of the row's largest. (A sparse layout,
+//! one word for a page used from one node, loses to this one as soon as pages are used from
+//! two nodes, which is the common case: a page first touched by one thread and used by
+//! another.)
 
 use std::collections::HashMap;
 
@@ -66,63 +67,85 @@ impl PageNodes {
     }
 }
 
-/// Machines with up to this many nodes keep 16-bit counts, larger ones 8-bit counts: either
-/// way a page's counts fit 9 bytes up to 8 nodes.
-const WIDE_UP_TO: usize = 4;
+/// Bits of a row's shift (counts of a page reach u64's end at most: a shift below 64).
+const SHIFT_BITS: u32 = 6;
+/// Machines with up to this many nodes share 64 bits a page among their counts.
+const ONE_WORD_UP_TO: usize = 4;
 
-/// Accesses per page and node (see the module docs): a row of counts per page, each worth
-/// `count << shift`, the shift the row's own.
+/// Accesses per page and node (see the module docs): a row of bits per page, its shift then
+/// one count per node, each worth `count << shift`.
 pub(crate) struct NodeCounts {
     nodes: usize,
-    /// The largest count a cell holds (`u16::MAX` or `u8::MAX`).
-    max: u64,
-    /// Bytes per cell, little-endian.
-    bytes: usize,
-    cells: Vec<u8>,
-    shifts: Vec<u8>,
+    /// Bits per count: 58 / nodes up to four nodes (14 on four), else 8.
+    bits: u32,
+    /// Bytes per row.
+    row: usize,
+    rows: Vec<u8>,
 }
 
 impl NodeCounts {
     pub fn new(nodes: usize) -> NodeCounts {
-        let wide = nodes <= WIDE_UP_TO;
+        let nodes = nodes.max(1);
+        let bits = if nodes <= ONE_WORD_UP_TO {
+            (64 - SHIFT_BITS) / nodes as u32
+        } else {
+            8
+        };
+        let row = (SHIFT_BITS as usize + nodes * bits as usize).div_ceil(8);
         NodeCounts {
             nodes,
-            max: if wide {
-                u64::from(u16::MAX)
-            } else {
-                u64::from(u8::MAX)
-            },
-            bytes: if wide { 2 } else { 1 },
-            cells: Vec::new(),
-            shifts: Vec::new(),
+            bits,
+            row,
+            rows: Vec::new(),
         }
     }
 
     /// Room for pages up to `pages` (index order), with no accesses yet.
     pub fn grow_to(&mut self, pages: usize) {
-        grow_lean(&mut self.shifts, pages, 0);
-        grow_lean(&mut self.cells, pages * self.nodes * self.bytes, 0);
+        grow_lean(&mut self.rows, pages * self.row, 0);
     }
 
     /// Every count back to zero.
     pub fn clear(&mut self) {
-        self.cells.fill(0);
-        self.shifts.fill(0);
+        self.rows.fill(0);
+    }
+
+    /// `width` bits at bit `at` of `page`'s row.
+    fn field(&self, page: usize, at: u32, width: u32) -> u64 {
+        let first = page * self.row + at as usize / 8;
+        let last = page * self.row + (at + width).div_ceil(8) as usize;
+        let v = self.rows[first..last]
+            .iter()
+            .rev()
+            .fold(0u128, |v, &b| v << 8 | u128::from(b));
+        ((v >> (at % 8)) & ((1u128 << width) - 1)) as u64
+    }
+
+    fn set_field(&mut self, page: usize, at: u32, width: u32, value: u64) {
+        let first = page * self.row + at as usize / 8;
+        let last = page * self.row + (at + width).div_ceil(8) as usize;
+        let bytes = &mut self.rows[first..last];
+        let mut v = bytes
+            .iter()
+            .rev()
+            .fold(0u128, |v, &b| v << 8 | u128::from(b));
+        let mask = ((1u128 << width) - 1) << (at % 8);
+        v = (v & !mask) | (u128::from(value) << (at % 8)) & mask;
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (v >> (8 * i)) as u8;
+        }
     }
 
     fn cell(&self, page: usize, node: usize) -> u64 {
-        let at = (page * self.nodes + node) * self.bytes;
-        self.cells[at..at + self.bytes]
-            .iter()
-            .rev()
-            .fold(0, |v, &b| v << 8 | u64::from(b))
+        self.field(page, SHIFT_BITS + node as u32 * self.bits, self.bits)
     }
 
     fn set_cell(&mut self, page: usize, node: usize, value: u64) {
-        let at = (page * self.nodes + node) * self.bytes;
-        for (i, b) in self.cells[at..at + self.bytes].iter_mut().enumerate() {
-            *b = (value >> (8 * i)) as u8;
-        }
+        self.set_field(page, SHIFT_BITS + node as u32 * self.bits, self.bits, value);
+    }
+
+    fn shift(&self, page: usize) -> u8 {
+        self.field(page, 0, SHIFT_BITS) as u8
     }
 
     pub fn add(&mut self, page: u32, node: usize, count: u64) {
@@ -130,9 +153,11 @@ impl NodeCounts {
             return;
         }
         let page = page as usize;
+        let max = (1u64 << self.bits) - 1;
         loop {
-            let sum = self.cell(page, node) + scaled(count, self.shifts[page]);
-            if sum <= self.max {
+            let shift = self.shift(page);
+            let sum = self.cell(page, node).saturating_add(scaled(count, shift));
+            if sum <= max {
                 self.set_cell(page, node, sum);
                 return;
             }
@@ -141,13 +166,13 @@ impl NodeCounts {
                 let half = self.cell(page, n).div_ceil(2);
                 self.set_cell(page, n, half);
             }
-            self.shifts[page] += 1;
+            self.set_field(page, 0, SHIFT_BITS, u64::from(shift) + 1);
         }
     }
 
     /// The page's count per node position into `out` (`nodes` long).
     pub fn counts(&self, page: u32, out: &mut [u64]) {
-        let shift = self.shifts[page as usize];
+        let shift = self.shift(page as usize);
         for (n, o) in out.iter_mut().enumerate().take(self.nodes) {
             let c = self.cell(page as usize, n);
             *o = u64::try_from(u128::from(c) << shift).unwrap_or(u64::MAX);
@@ -155,7 +180,7 @@ impl NodeCounts {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.cells.capacity() + self.shifts.capacity()
+        self.rows.capacity()
     }
 }
 
@@ -177,20 +202,22 @@ mod tests {
     }
 
     #[test]
-    fn counts_are_exact_below_sixteen_bits_and_close_beyond() {
+    fn counts_are_exact_below_fourteen_bits_and_close_beyond() {
         let mut c = NodeCounts::new(4);
         c.grow_to(3);
+        assert_eq!(c.memory_bytes(), 3 * 8);
         c.add(0, 2, 7);
         c.add(0, 2, 5);
         assert_eq!(counts(&c, 0), [0, 0, 12, 0]);
-        c.add(0, 1, 65_000);
+        c.add(0, 1, 16_000);
         c.add(0, 3, 1);
-        assert_eq!(counts(&c, 0), [0, 65_000, 12, 1]);
-        // One node's count past 16 bits: the row halves, small counts stay seen.
+        assert_eq!(counts(&c, 0), [0, 16_000, 12, 1]);
+        assert_eq!(counts(&c, 1), [0; 4], "rows apart");
+        // One node's count past 14 bits: the row halves, small counts stay seen.
         c.add(0, 1, 1_000_000);
         let got = counts(&c, 0);
         assert!(
-            (got[1] as f64 / 1_065_000.0 - 1.0).abs() < 1.0 / 32_768.0 * 2.0,
+            (got[1] as f64 / 1_016_000.0 - 1.0).abs() < 2.0 / 8_192.0,
             "{got:?}"
         );
         assert!(got[2] > 0 && got[3] > 0 && got[0] == 0, "{got:?}");
@@ -239,5 +266,13 @@ mod tests {
         assert!(got[3] > 0, "{got:?}");
         assert_eq!(counts(&c, 0), [0; 8]);
         assert_eq!(c.memory_bytes(), 2 * 9);
+        // Two nodes: 29 bits a count.
+        let mut two = NodeCounts::new(2);
+        two.grow_to(1);
+        two.add(0, 1, 500_000_000);
+        two.add(0, 0, 3);
+        let mut out = [0; 2];
+        two.counts(0, &mut out);
+        assert_eq!(out, [3, 500_000_000]);
     }
 }
