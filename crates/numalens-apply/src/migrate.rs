@@ -218,6 +218,8 @@ fn failed(out: &Outcome) -> u64 {
 
 fn call_error(pid: u32, e: std::io::Error) -> String {
     match e.raw_os_error() {
+        // The kernel says EINVAL too of a process whose memory is already gone as it exits.
+        Some(libc::EINVAL) if exiting(pid) => format!("process {pid} was exiting"),
         Some(libc::EINVAL) | Some(libc::ENODEV) => format!(
             "move_pages on process {pid}: a target node is not allowed (not online, no memory, or \
              outside the process's cpuset): {e}"
@@ -228,6 +230,11 @@ fn call_error(pid: u32, e: std::io::Error) -> String {
         ),
         _ => format!("move_pages on process {pid}: {e}"),
     }
+}
+
+/// Whether `pid` has no memory left (it is exiting, or gone): its maps are empty or unreadable.
+fn exiting(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).map_or(true, |m| m.is_empty())
 }
 
 /// Consecutive pages with the same from, to and result become one row.

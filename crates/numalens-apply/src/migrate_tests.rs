@@ -123,3 +123,19 @@ fn moved_in_place_every_page_gets_the_kernel_s_answer() {
     assert_eq!(rows, [(8, Some(0), "ok"), (8, None, "ENOENT")]);
     unsafe { libc::munmap(base, 16 * PAGE as usize) };
 }
+
+#[test]
+fn a_process_whose_memory_is_gone_is_said_to_be_exiting() {
+    // A zombie: its memory is gone, its pid is still there until it is reaped.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = migrator(0.0).migrate(pid, 1, &[(0x1000, 0)], ("t", "r"), 0);
+    child.wait().unwrap();
+    assert_eq!(
+        out.call_error.as_deref(),
+        Some(&*format!("process {pid} was exiting"))
+    );
+}
