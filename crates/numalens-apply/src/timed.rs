@@ -1,7 +1,7 @@
 //! A plan's timed moves (`migrate_at`), made while `numalens run --plan` runs the program. The
 //! plan of an online policy starts where first touch puts pages and then moves pages and
-//! threads when the policy did; a plan run makes those moves at their times, counted from the
-//! run's start (the plan counts from the first recorded access, which follows it closely).
+//! threads when the policy did; a plan run makes those moves at their times, counted as the
+//! plan counts them, from the run's first recorded access: here its first page-fault sample.
 //!
 //! An object rule's moves name page offsets inside the object. They are resolved against each
 //! instance the rule matched in this run, found by the runtime's records as they reach its
@@ -97,6 +97,8 @@ pub struct TimedMoves {
     /// CPUs per node id of this machine.
     node_cpus: HashMap<u32, Vec<u32>>,
     mover: MoveWorker,
+    /// The run's first page-fault sample (monotonic ns): the moves' times count from it.
+    start_ns: Option<u64>,
     pub stats: TimedStats,
 }
 
@@ -170,6 +172,7 @@ impl TimedMoves {
             placed_threads: HashMap::new(),
             node_cpus: host.nodes.iter().map(|n| (n.id, n.cpus.clone())).collect(),
             mover: MoveWorker::start(options, page_size),
+            start_ns: None,
             stats,
         })
     }
@@ -354,7 +357,14 @@ impl LiveHook for TimedMoves {
         if let Some(dir) = view.events_dir {
             self.read_events(dir);
         }
-        let elapsed = view.now_ns.saturating_sub(view.origin_ns);
+        // Faults come in time order: the first one seen is the run's first.
+        if self.start_ns.is_none() {
+            self.start_ns = view.faults.first().map(|f| f.time_ns);
+        }
+        let Some(start) = self.start_ns else {
+            return rows;
+        };
+        let elapsed = view.now_ns.saturating_sub(start);
         self.move_threads(elapsed);
         if !self.mover.busy() {
             let jobs = self.due_jobs(elapsed, view.now_ns, view.origin_ns);

@@ -6,7 +6,7 @@
 # run, would see little more than thread 0's initialisation here), and a second run applies it:
 # the timed moves must move pages between nodes for real while the program runs.
 R=$OUT/results.txt
-ARGS="--n 1048576 --threads 4 --iters 16"
+ARGS="--n 1048576 --threads 4 --iters 64"
 export OMP_PROC_BIND=close OMP_PLACES=cores
 
 timeout 120 numalens record --backend inst -o /tmp/first.numalens master_init_inst $ARGS \
@@ -18,7 +18,7 @@ if numalens plan /tmp/first.numalens --policy kmaf-online -o $OUT/timed.json \
 else
     echo "FAIL timed-plan-has-timed-moves: $(tail -3 $OUT/timed-plan.txt | tr '\n' ' ')" >> $R
 fi
-timeout 120 numalens run --plan $OUT/timed.json -o /tmp/placed.numalens master_init_inst $ARGS \
+timeout 120 numalens run --plan $OUT/timed.json -o $OUT/timed.numalens master_init_inst $ARGS \
     > $OUT/timed-run.txt 2>&1
 status=$?
 [ $status = 0 ] && echo "PASS timed-run-exit-status" >> $R ||
