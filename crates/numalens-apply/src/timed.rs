@@ -92,7 +92,7 @@ pub struct TimedMoves {
     /// Per (pid, tid): the allocation a following `PLACE` record is about.
     last_alloc: HashMap<(u32, u32), (u64, u64)>,
     instances: Vec<Instance>,
-    /// Per thread rule: the (pid, tid) it placed.
+    /// Per thread rule: the thread (tid) it placed.
     placed_threads: HashMap<usize, u32>,
     /// CPUs per node id of this machine.
     node_cpus: HashMap<u32, Vec<u32>>,
@@ -185,40 +185,38 @@ impl TimedMoves {
     }
 
     fn event(&mut self, pid: u32, e: TimedEvent) {
-        {
-            match e.event {
-                Event::Alloc { address, size, .. } => {
-                    self.last_alloc.insert((pid, e.tid), (address, size));
-                }
-                Event::Realloc {
-                    address,
-                    size,
-                    old_address,
-                    ..
-                } => {
-                    self.freed(pid, |i| i.allocated != 0 && i.allocated == old_address);
-                    self.last_alloc.insert((pid, e.tid), (address, size));
-                }
-                Event::Mmap {
-                    address, length, ..
-                } => {
-                    self.last_alloc.insert((pid, e.tid), (address, length));
-                }
-                Event::Free { address } => {
-                    self.freed(pid, |i| i.allocated != 0 && i.allocated == address);
-                }
-                Event::Munmap { address, length } => {
-                    let end = address.saturating_add(length);
-                    self.freed(pid, |i| i.base >= address && i.base < end);
-                }
-                Event::Place {
-                    address,
-                    rule,
-                    what,
-                    ..
-                } => self.placed(pid, e.tid, address, rule as usize, what),
-                _ => {}
+        match e.event {
+            Event::Alloc { address, size, .. } => {
+                self.last_alloc.insert((pid, e.tid), (address, size));
             }
+            Event::Realloc {
+                address,
+                size,
+                old_address,
+                ..
+            } => {
+                self.freed(pid, |i| i.allocated != 0 && i.allocated == old_address);
+                self.last_alloc.insert((pid, e.tid), (address, size));
+            }
+            Event::Mmap {
+                address, length, ..
+            } => {
+                self.last_alloc.insert((pid, e.tid), (address, length));
+            }
+            Event::Free { address } => {
+                self.freed(pid, |i| i.allocated != 0 && i.allocated == address);
+            }
+            Event::Munmap { address, length } => {
+                let end = address.saturating_add(length);
+                self.freed(pid, |i| i.base >= address && i.base < end);
+            }
+            Event::Place {
+                address,
+                rule,
+                what,
+                ..
+            } => self.placed(pid, e.tid, address, rule as usize, what),
+            _ => {}
         }
     }
 
@@ -231,6 +229,11 @@ impl TimedMoves {
     /// A rule the runtime applied: an instance of an object rule, or a thread rule's thread.
     fn placed(&mut self, pid: u32, tid: u32, address: u64, rule: usize, what: u8) {
         let mask = !(self.page_size - 1);
+        let timed = |rule: usize| self.pages.iter().any(|m| m.rule == rule);
+        if what != 2 && !timed(rule) {
+            // Only the objects of rules with timed moves are followed.
+            return;
+        }
         let (base, end, allocated) = match what {
             0 => {
                 let Some(&(at, size)) = self.last_alloc.get(&(pid, tid)) else {
