@@ -127,6 +127,7 @@ pub fn attach(
             live: &live,
             faults: &faults,
             inst_dir: None,
+            events_dir: None,
         }));
         if !Path::new(&format!("/proc/{pid}")).exists() {
             break "the process exited".to_string();

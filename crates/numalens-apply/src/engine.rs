@@ -30,6 +30,7 @@ use numalens_place::{Machine, Params, Policy};
 use numalens_record::record::{LiveHook, LiveView};
 
 use crate::migrate::{MigrateOptions, Outcome};
+use crate::page_moves::PageMoves;
 use crate::page_table::PageTable;
 use crate::worker::{Job, MoveWorker};
 
@@ -119,8 +120,8 @@ pub struct Engine {
     thread_node: Vec<usize>,
     pages: PageTable,
     stepper: Stepper,
-    /// Page moves decided and not handed to the mover yet: page index → node position.
-    backlog: ahash::AHashMap<u32, u16>,
+    /// Page moves decided and not handed to the mover yet, and the ping-pong guard.
+    moves: PageMoves,
     /// This epoch's accesses per (pid, tid, page number): one hash per sample; pages and
     /// threads get their indices when the epoch closes.
     current: ahash::AHashMap<(u32, u32, u64), Pending>,
@@ -183,6 +184,7 @@ impl Engine {
         let stepper = Stepper::new(opts.policy, &machine, &opts.params, page_size, None)
             .expect("the engine runs online policies only");
         let mover = MoveWorker::start(opts.migrate.clone(), page_size);
+        let moves = PageMoves::new(opts.migrate.ping_pong_moves, opts.migrate.ping_pong_epochs);
         Engine {
             opts,
             machine,
@@ -194,7 +196,7 @@ impl Engine {
             thread_node: Vec::new(),
             pages: PageTable::default(),
             stepper,
-            backlog: ahash::AHashMap::new(),
+            moves,
             current: ahash::AHashMap::new(),
             start_ns: None,
             epoch_start_ns: 0,
@@ -324,6 +326,7 @@ impl Engine {
         let (cells, numbers) = self.close_window();
         self.stats.epochs += 1;
         self.stats.pages_tracked = self.pages.len() as u64;
+        self.moves.prune(self.stats.epochs);
         self.clear_soft_dirty(live);
         if self.pages.is_empty() {
             return Vec::new();
@@ -389,14 +392,14 @@ impl Engine {
         for t in step.thread_moves {
             self.move_thread(t.thread, t.to);
         }
+        self.moves.grow_to(self.pages.len());
         for m in step.moves {
             if m.kind == MoveKind::Replicate {
                 // User space cannot replicate transparently: the page stays where it is.
                 self.stats.replications_skipped += 1;
                 continue;
             }
-            self.backlog
-                .insert(m.page, u16::try_from(m.to).unwrap_or(u16::MAX));
+            self.moves.request(m.page, m.to);
         }
     }
 
@@ -414,11 +417,12 @@ impl Engine {
     /// Hands the backlog to the mover thread unless it is still making the last batch (then
     /// the moves wait for the next epoch).
     fn carry_out(&mut self, now_ns: u64, origin_ns: u64) {
-        if self.backlog.is_empty() || self.mover.busy() {
+        if self.moves.waiting() == 0 || self.mover.busy() {
             return;
         }
         let mut per_pid: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();
-        let moves: Vec<(u32, u16)> = self.backlog.drain().collect();
+        let (moves, frozen) = self.moves.take(self.stats.epochs);
+        self.stats.frozen += frozen;
         let pages: Vec<u32> = moves.iter().map(|m| m.0).collect();
         for (key, (_, to)) in self.pages.keys(&pages).into_iter().zip(moves) {
             // Every index came from the table: a missing one would be a bug, never a move.
@@ -429,9 +433,8 @@ impl Engine {
             per_pid
                 .entry(pid)
                 .or_default()
-                .push((number * self.page_size, self.machine.nodes[usize::from(to)]));
+                .push((number * self.page_size, self.machine.nodes[to]));
         }
-        self.backlog.shrink_to(0);
         let reason = format!("{} at epoch {}", self.opts.policy.name(), self.stats.epochs);
         let jobs = per_pid
             .into_iter()
@@ -455,9 +458,22 @@ impl Engine {
         let mut rows = Vec::new();
         for mut o in outcomes {
             self.tally(&o, now_ns);
+            self.guard_moved(&o);
             rows.append(&mut o.rows);
         }
         rows
+    }
+
+    /// The pages the kernel moved, for the ping-pong guard (at the epoch they were asked at).
+    fn guard_moved(&mut self, o: &Outcome) {
+        for r in o.rows.iter().filter(|r| r.result == "ok") {
+            let first = r.start / self.page_size;
+            for number in first..first + r.len / self.page_size {
+                if let Some(page) = self.pages.get(r.pid, number) {
+                    self.moves.moved(page, o.epoch);
+                }
+            }
+        }
     }
 
     fn tally(&mut self, o: &Outcome, now_ns: u64) {
@@ -465,7 +481,6 @@ impl Engine {
         self.stats.moved += o.moved;
         self.stats.already_in_place += o.already_in_place;
         self.stats.deferred += o.deferred;
-        self.stats.frozen += o.frozen;
         for (e, n) in &o.failed {
             *self.stats.failed.entry(e.clone()).or_default() += n;
         }
@@ -494,8 +509,7 @@ impl LiveHook for Engine {
 
     fn finish(&mut self, now_ns: u64) -> Vec<Migration> {
         // Moves still waiting for the mover when the program ended are not made: counted.
-        self.stats.unmade += self.backlog.len() as u64;
-        self.backlog.clear();
+        self.stats.unmade += self.moves.waiting() as u64;
         let done = self.mover.finish();
         self.collect(now_ns, done)
     }
@@ -503,12 +517,9 @@ impl LiveHook for Engine {
 
 impl Engine {
     /// What the engine keeps between epochs, by capacity: page indices, the policy's state,
-    /// the backlog, the mover's guard.
+    /// the backlog and the ping-pong guard.
     pub fn state_bytes(&self) -> u64 {
-        (self.pages.memory_bytes()
-            + self.stepper.memory_bytes()
-            + self.backlog.capacity() * (std::mem::size_of::<(u32, u16)>() + 1)
-            + self.mover.guard_bytes) as u64
+        (self.pages.memory_bytes() + self.stepper.memory_bytes() + self.moves.memory_bytes()) as u64
     }
 
     /// The current epoch's samples, by capacity: proportional to the distinct (thread, page)
@@ -543,118 +554,5 @@ impl Engine {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::collections::BTreeSet;
-
-    use super::*;
-
-    /// A 4-node machine whose nodes have CPUs 0-5, 6-11, …: a fault's CPU says its node.
-    fn engine(policy: Policy) -> (Engine, Vec<u32>) {
-        let mut params = Params::default();
-        params.spm.observe_windows = 3;
-        let topology = numalens_topology::presets::preset("machine-b").unwrap();
-        let first_cpus = topology.nodes.iter().map(|n| n.cpus[0]).collect();
-        let machine = Machine::from_topology(&topology);
-        let opts = EngineOptions {
-            policy,
-            epoch_ns: 1_000_000,
-            params,
-            migrate: MigrateOptions::default(),
-            soft_dirty: false,
-        };
-        (Engine::new(opts, machine, &topology), first_cpus)
-    }
-
-    fn fault(tid: u32, cpu: u32, address: u64, time_ns: u64) -> Fault {
-        Fault {
-            // A pid with no such process: the mover's moves fail without touching anything.
-            pid: u32::MAX / 2,
-            tid,
-            time_ns,
-            address,
-            cpu,
-            mapped_page_size: 0,
-            ip: 0,
-        }
-    }
-
-    fn tick(e: &mut Engine, now_ns: u64, faults: &[Fault]) -> Vec<Migration> {
-        let live = BTreeSet::new();
-        e.tick(LiveView {
-            now_ns,
-            origin_ns: 0,
-            live: &live,
-            faults,
-            inst_dir: None,
-        })
-    }
-
-    #[test]
-    fn pages_used_from_another_node_are_sent_there_by_the_policy() {
-        let (mut e, cpus) = engine(Policy::Spm);
-        // Thread 1 on node 0 touches 64 pages first; thread 2 on node 3 then uses them, over
-        // and over, for several epochs.
-        let mut now = 0;
-        let first: Vec<Fault> = (0..64).map(|p| fault(1, cpus[0], p * 4096, 1)).collect();
-        tick(&mut e, now, &first);
-        for epoch in 0..6u64 {
-            now += 1_000_000;
-            let uses: Vec<Fault> = (0..64)
-                .flat_map(|p| (0..4).map(move |_| p))
-                .map(|p| fault(2, cpus[3], p * 4096, now))
-                .collect();
-            tick(&mut e, now + epoch, &uses);
-        }
-        e.finish(now + 10_000_000);
-        assert!(e.stats.epochs >= 5, "{:?}", e.stats);
-        assert!(
-            e.stats.requested >= 64,
-            "the policy asked to move the pages: {:?}",
-            e.stats
-        );
-        // The process does not exist: the mover said so instead of moving anything.
-        assert_eq!(e.stats.moved, 0);
-        assert_eq!(e.stats.pages_tracked, 64);
-    }
-
-    #[test]
-    fn a_long_run_keeps_state_by_pages_not_by_epochs() {
-        let (mut e, cpus) = engine(Policy::Carrefour);
-        // Carrefour on whatever the traffic, and every page used from another node each epoch.
-        e.opts.params.carrefour.maptu_min = 0.0;
-        e.opts.params.carrefour.ping_pong_guard = false;
-        // The largest state of the first thousand epochs and of the next thousand.
-        let mut peaks = [0u64; 2];
-        for epoch in 0..2_000u64 {
-            let now = epoch * 1_000_000;
-            let faults: Vec<Fault> = (0..32)
-                .flat_map(|p| [p, p])
-                .map(|p| fault(1, cpus[(epoch % 4) as usize], 0x1000 * p, now))
-                .collect();
-            tick(&mut e, now, &faults);
-            let half = &mut peaks[(epoch / 1_000) as usize];
-            *half = (*half).max(e.state_bytes());
-        }
-        e.finish(2_000_000_000);
-        assert_eq!(e.stats.pages_tracked, 32);
-        assert!(
-            e.stats.requested > 1_000,
-            "the policy kept deciding: {:?}",
-            e.stats
-        );
-        assert!(
-            peaks[1] <= peaks[0],
-            "the state grew with epochs: {peaks:?}"
-        );
-    }
-
-    #[test]
-    fn nothing_is_decided_before_an_epoch_has_passed() {
-        let (mut e, cpus) = engine(Policy::Carrefour);
-        let rows = tick(&mut e, 0, &[fault(1, cpus[0], 0x1000, 0)]);
-        assert!(rows.is_empty());
-        assert_eq!(e.stats.epochs, 0);
-        tick(&mut e, 2_000_000, &[]);
-        assert_eq!(e.stats.epochs, 1);
-    }
-}
+#[path = "engine_tests.rs"]
+mod tests;

@@ -1,11 +1,11 @@
 //! Pages moved for real: `move_pages(2)` in batches, for the online engine. Pages already on
 //! their target node and pages never touched are skipped (asked first, in the same batches);
-//! a rate limit in MB/s defers what is over budget to the next epoch instead of sleeping; a
-//! ping-pong guard freezes pages the engine keeps moving; per-page errors are counted, never
-//! fatal. What was done becomes `migrations` rows, consecutive pages with the same outcome in
-//! one row.
+//! a rate limit in MB/s defers what is over budget to the next epoch instead of sleeping;
+//! per-page errors are counted, never fatal. What was done becomes `migrations` rows,
+//! consecutive pages with the same outcome in one row. (The ping-pong guard is the engine's,
+//! which knows pages by index: `page_moves.rs`.)
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use numalens_format::Migration;
@@ -19,9 +19,14 @@ pub struct MigrateOptions {
     pub rate_limit_mb_per_s: f64,
     /// Pages per `move_pages` call.
     pub batch_pages: usize,
-    /// A page moved this many times within `ping_pong_epochs` is not moved again.
+    /// A page the engine moved this many times (at most 3) within `ping_pong_epochs` (at most
+    /// 63; 0: no guard) is not moved again: applied by the engine before the moves reach the
+    /// mover (`page_moves.rs`).
     pub ping_pong_moves: u8,
     pub ping_pong_epochs: u64,
+    /// Pages already on their node, or never touched, are moved all the same, so that the
+    /// kernel answers for each (a plan's timed moves); else they are skipped.
+    pub move_in_place: bool,
 }
 
 impl Default for MigrateOptions {
@@ -31,6 +36,7 @@ impl Default for MigrateOptions {
             batch_pages: 1024,
             ping_pong_moves: 2,
             ping_pong_epochs: 4,
+            move_in_place: false,
         }
     }
 }
@@ -38,10 +44,11 @@ impl Default for MigrateOptions {
 /// What one call did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Outcome {
+    /// The epoch the moves were asked at.
+    pub epoch: u64,
     pub requested: u64,
     pub already_in_place: u64,
     pub untouched: u64,
-    pub frozen: u64,
     pub deferred: u64,
     pub moved: u64,
     /// Per-page refusals by errno name.
@@ -58,11 +65,6 @@ pub struct Migrator {
     /// Token bucket: bytes that may be moved now, refilled with wall time.
     budget: f64,
     refilled: Instant,
-    /// Pages the engine moved within the guard's epochs: (epoch of the first move counted,
-    /// moves since). Older entries say nothing and are dropped, so this holds the recent moves,
-    /// not every page ever moved.
-    moved: HashMap<(u32, u64), (u64, u8)>,
-    pruned_at: u64,
 }
 
 /// Where to move one page: (page address, node).
@@ -75,14 +77,7 @@ impl Migrator {
             opts,
             page_size,
             refilled: Instant::now(),
-            moved: HashMap::new(),
-            pruned_at: 0,
         }
-    }
-
-    /// Bytes of guard state: what the ping-pong guard keeps per page the engine moved.
-    pub fn guard_bytes(&self) -> usize {
-        self.moved.capacity() * (std::mem::size_of::<((u32, u64), (u64, u8))>() + 1)
     }
 
     /// Moves `requests` of process `pid`; `policy` and `reason` label the rows, `time_ns` is
@@ -96,16 +91,11 @@ impl Migrator {
         time_ns: u64,
     ) -> Outcome {
         let mut out = Outcome {
+            epoch,
             requested: requests.len() as u64,
             ..Outcome::default()
         };
-        self.prune(epoch);
-        let wanted: Vec<Request> = requests
-            .iter()
-            .copied()
-            .filter(|(a, _)| !self.frozen(pid, *a, epoch, &mut out))
-            .collect();
-        let addresses: Vec<u64> = wanted.iter().map(|r| r.0).collect();
+        let addresses: Vec<u64> = requests.iter().map(|r| r.0).collect();
         let now = match self.query(pid, &addresses, &mut out) {
             Ok(now) => now,
             Err(e) => {
@@ -114,42 +104,20 @@ impl Migrator {
             }
         };
         let mut todo: Vec<(Request, i32)> = Vec::new();
-        for (r, at) in wanted.into_iter().zip(now) {
-            match at {
-                n if n == -libc::ENOENT => out.untouched += 1,
-                n if n == r.1 as i32 => out.already_in_place += 1,
-                n => todo.push((r, n)),
+        for (r, at) in requests.iter().copied().zip(now) {
+            let untouched = at == -libc::ENOENT;
+            let in_place = at == r.1 as i32;
+            out.untouched += u64::from(untouched);
+            out.already_in_place += u64::from(in_place);
+            if self.opts.move_in_place || !(untouched || in_place) {
+                todo.push((r, at));
             }
         }
         let allowed = self.take_budget(todo.len());
         out.deferred = (todo.len() - allowed) as u64;
         todo.truncate(allowed);
-        self.move_batches(pid, epoch, &todo, &mut out, label, time_ns);
+        self.move_batches(pid, &todo, &mut out, label, time_ns);
         out
-    }
-
-    /// Drops the guard's entries that are too old to freeze anything (once per epoch).
-    fn prune(&mut self, epoch: u64) {
-        if epoch == self.pruned_at {
-            return;
-        }
-        self.pruned_at = epoch;
-        let window = self.opts.ping_pong_epochs;
-        self.moved
-            .retain(|_, (since, _)| epoch.saturating_sub(*since) < window);
-        if self.moved.len() < self.moved.capacity() / 4 {
-            self.moved.shrink_to(self.moved.len() * 2);
-        }
-    }
-
-    fn frozen(&mut self, pid: u32, address: u64, epoch: u64, out: &mut Outcome) -> bool {
-        let Some(&(since, count)) = self.moved.get(&(pid, address)) else {
-            return false;
-        };
-        let recent = epoch.saturating_sub(since) < self.opts.ping_pong_epochs;
-        let frozen = recent && count >= self.opts.ping_pong_moves;
-        out.frozen += u64::from(frozen);
-        frozen
     }
 
     fn take_budget(&mut self, pages: usize) -> usize {
@@ -182,7 +150,6 @@ impl Migrator {
     fn move_batches(
         &mut self,
         pid: u32,
-        epoch: u64,
         todo: &[(Request, i32)],
         out: &mut Outcome,
         label: (&str, &str),
@@ -204,7 +171,6 @@ impl Migrator {
             for (((address, to), from), got) in chunk.iter().map(|(r, f)| (*r, *f)).zip(status) {
                 let result = if got >= 0 {
                     out.moved += 1;
-                    self.note_moved(pid, address, epoch);
                     "ok".to_string()
                 } else {
                     let name = numalens_assemble::placements::errno_name(-got);
@@ -215,14 +181,6 @@ impl Migrator {
             }
         }
         out.rows = rows.finish();
-    }
-
-    fn note_moved(&mut self, pid: u32, address: u64, epoch: u64) {
-        let entry = self.moved.entry((pid, address)).or_insert((epoch, 0));
-        if epoch.saturating_sub(entry.0) >= self.opts.ping_pong_epochs {
-            *entry = (epoch, 0);
-        }
-        entry.1 = entry.1.saturating_add(1);
     }
 }
 
@@ -260,6 +218,8 @@ fn failed(out: &Outcome) -> u64 {
 
 fn call_error(pid: u32, e: std::io::Error) -> String {
     match e.raw_os_error() {
+        // The kernel says EINVAL too of a process whose memory is already gone as it exits.
+        Some(libc::EINVAL) if exiting(pid) => format!("process {pid} was exiting"),
         Some(libc::EINVAL) | Some(libc::ENODEV) => format!(
             "move_pages on process {pid}: a target node is not allowed (not online, no memory, or \
              outside the process's cpuset): {e}"
@@ -270,6 +230,11 @@ fn call_error(pid: u32, e: std::io::Error) -> String {
         ),
         _ => format!("move_pages on process {pid}: {e}"),
     }
+}
+
+/// Whether `pid` has no memory left (it is exiting, or gone): its maps are empty or unreadable.
+fn exiting(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).map_or(true, |m| m.is_empty())
 }
 
 /// Consecutive pages with the same from, to and result become one row.

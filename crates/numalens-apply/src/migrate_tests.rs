@@ -42,33 +42,6 @@ fn the_rate_limit_defers_what_is_over_budget() {
     assert_eq!(unlimited.take_budget(1_000_000), 1_000_000);
 }
 
-#[test]
-fn a_page_moved_back_and_forth_is_frozen_for_a_while() {
-    let mut m = migrator(0.0);
-    let mut out = Outcome::default();
-    m.note_moved(1, 0x1000, 10);
-    assert!(!m.frozen(1, 0x1000, 11, &mut out));
-    m.note_moved(1, 0x1000, 11);
-    assert!(m.frozen(1, 0x1000, 12, &mut out), "two moves in the window");
-    assert!(!m.frozen(1, 0x1000, 14, &mut out), "the window has passed");
-    assert_eq!(out.frozen, 1);
-    assert!(m.guard_bytes() > 0);
-}
-
-#[test]
-fn the_guard_forgets_pages_moved_longer_ago_than_its_window() {
-    let mut m = migrator(0.0);
-    for page in 0..10_000u64 {
-        m.note_moved(1, page * PAGE, 1);
-    }
-    m.note_moved(1, 0, 2);
-    m.prune(3);
-    assert_eq!(m.moved.len(), 10_000, "within the window: kept");
-    m.prune(5);
-    assert!(m.moved.is_empty(), "{} entries left", m.moved.len());
-    assert!(m.guard_bytes() < 10_000, "{} bytes kept", m.guard_bytes());
-}
-
 /// `pages` pages of this process, the first `touched` of them written.
 fn own_pages(pages: usize, touched: usize) -> (Vec<u64>, *mut libc::c_void) {
     let len = pages * PAGE as usize;
@@ -122,4 +95,47 @@ fn a_node_the_machine_lacks_is_an_error_counted_not_a_panic() {
 fn a_process_that_has_ended_is_said_so() {
     let out = migrator(0.0).migrate(u32::MAX / 2, 1, &[(0x1000, 0)], ("t", "r"), 0);
     assert!(out.call_error.unwrap().contains("has ended"));
+}
+
+#[test]
+fn moved_in_place_every_page_gets_the_kernel_s_answer() {
+    let (addresses, base) = own_pages(16, 8);
+    let requests: Vec<Request> = addresses.iter().map(|a| (*a, 0)).collect();
+    let mut m = Migrator::new(
+        MigrateOptions {
+            rate_limit_mb_per_s: 0.0,
+            move_in_place: true,
+            ..MigrateOptions::default()
+        },
+        PAGE,
+    );
+    let out = m.migrate(std::process::id(), 0, &requests, ("t", "r"), 0);
+    assert_eq!(out.call_error, None);
+    assert_eq!((out.already_in_place, out.untouched), (8, 8));
+    // The touched pages are on node 0, where they were asked to be; the others never existed.
+    assert_eq!(out.moved, 8, "{out:?}");
+    assert_eq!(out.failed.get("ENOENT"), Some(&8), "{out:?}");
+    let rows: Vec<(u64, Option<u32>, &str)> = out
+        .rows
+        .iter()
+        .map(|r| (r.len / PAGE, r.from_node, r.result.as_str()))
+        .collect();
+    assert_eq!(rows, [(8, Some(0), "ok"), (8, None, "ENOENT")]);
+    unsafe { libc::munmap(base, 16 * PAGE as usize) };
+}
+
+#[test]
+fn a_process_whose_memory_is_gone_is_said_to_be_exiting() {
+    // A zombie: its memory is gone, its pid is still there until it is reaped.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = migrator(0.0).migrate(pid, 1, &[(0x1000, 0)], ("t", "r"), 0);
+    child.wait().unwrap();
+    assert_eq!(
+        out.call_error.as_deref(),
+        Some(&*format!("process {pid} was exiting"))
+    );
 }

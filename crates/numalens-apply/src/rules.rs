@@ -96,8 +96,8 @@ pub fn node_map(plan: &Plan, host: &Topology, force: bool) -> Result<NodeMap, Ap
     Ok(NodeMap(Some(map)))
 }
 
-/// Plan node id → machine node id.
-#[derive(Debug, Clone)]
+/// Plan node id → machine node id (none: the same ids).
+#[derive(Debug, Clone, Default)]
 pub struct NodeMap(Option<BTreeMap<u32, u32>>);
 
 impl NodeMap {
@@ -143,15 +143,6 @@ pub fn compile(plan: &Plan, program: &Path, host: &Topology, nodes: &NodeMap) ->
             out.skipped.push((i, why));
         } else {
             out.object_rules.push(i);
-        }
-        if !rule.migrate_at.is_empty() {
-            out.notes.push(format!(
-                "objects[{i}] `{}`: {} timed moves (`migrate_at`) are not applied by a plan run; \
-                 `numalens run --policy {}` makes them as the run goes",
-                rule.name,
-                rule.migrate_at.len(),
-                plan.policy.name
-            ));
         }
     }
     for (i, t) in plan.threads.iter().enumerate() {

@@ -20,11 +20,9 @@ pub struct Job {
 
 pub struct MoveWorker {
     jobs: Option<Sender<Vec<Job>>>,
-    outcomes: Receiver<(Vec<Outcome>, usize)>,
+    outcomes: Receiver<Vec<Outcome>>,
     thread: Option<JoinHandle<()>>,
     in_flight: bool,
-    /// Guard memory the worker last reported.
-    pub guard_bytes: usize,
 }
 
 impl MoveWorker {
@@ -43,7 +41,7 @@ impl MoveWorker {
                             migrator.migrate(j.pid, j.epoch, &j.requests, label, j.time_ns)
                         })
                         .collect();
-                    if outbox.send((done, migrator.guard_bytes())).is_err() {
+                    if outbox.send(done).is_err() {
                         break;
                     }
                 }
@@ -54,7 +52,6 @@ impl MoveWorker {
             outcomes,
             thread: Some(thread),
             in_flight: false,
-            guard_bytes: 0,
         }
     }
 
@@ -74,9 +71,8 @@ impl MoveWorker {
     /// The outcome of the job in flight, if it is done.
     pub fn poll(&mut self) -> Vec<Outcome> {
         match self.outcomes.try_recv() {
-            Ok((done, guard)) => {
+            Ok(done) => {
                 self.in_flight = false;
-                self.guard_bytes = guard;
                 done
             }
             Err(TryRecvError::Empty | TryRecvError::Disconnected) => Vec::new(),
@@ -88,7 +84,7 @@ impl MoveWorker {
         self.jobs = None;
         let mut done = Vec::new();
         if self.in_flight
-            && let Ok((outcomes, _)) = self.outcomes.recv()
+            && let Ok(outcomes) = self.outcomes.recv()
         {
             done = outcomes;
         }

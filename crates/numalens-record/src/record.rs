@@ -164,6 +164,9 @@ pub struct LiveView<'a> {
     /// Where the `inst` hooks write their files (`--backend inst`): their sampled stream can be
     /// read live with [`numalens_inst::tail::SamplesTail`].
     pub inst_dir: Option<&'a std::path::Path>,
+    /// Where the preload runtime writes its event logs (records reach them as each thread's
+    /// buffer is flushed), when it runs.
+    pub events_dir: Option<&'a std::path::Path>,
 }
 
 /// Runs the program to its end, sampling it; the program's own output goes where ours goes.
@@ -243,6 +246,7 @@ pub fn run_with(
                         live: &raw.live,
                         faults,
                         inst_dir: inst_staging.as_ref().map(|s| s.dir()),
+                        events_dir: Some(&events_dir),
                     });
                     raw.hooked = seen + faults.len();
                     raw.migrations.extend(rows);

@@ -15,8 +15,14 @@ const MPOL_BIND: &str = "2";
 const MPOL_INTERLEAVE: &str = "3";
 
 fn build(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    build_from(dir, "placed.c", name, extra)
+}
+
+fn build_from(dir: &Path, source: &str, name: &str, extra: &[&str]) -> PathBuf {
     let out = dir.join(name);
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run_progs/placed.c");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/run_progs")
+        .join(source);
     let status = Command::new("cc")
         .args(["-O1", "-g", "-pthread", "-o"])
         .arg(&out)
@@ -174,4 +180,82 @@ fn a_malformed_plan_names_the_field() {
     assert_eq!(out.status.code(), Some(2));
     let why = text(&out.stderr);
     assert!(why.contains(s(&plan)) && why.contains("line"), "{why}");
+}
+
+/// A plan's timed moves (`migrate_at`, as an online policy's plan has them), added to a plan of
+/// tests/run_progs/timed.c: the grid's pages are asked of `move_pages` at their time (on this
+/// one-node machine a move to node 0, still answered page by page) and the main thread, which
+/// kept itself to CPU 0, is moved back to node 0's CPUs.
+#[test]
+fn a_plan_s_timed_moves_are_made_during_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = build_from(dir.path(), "timed.c", "timed", &[]);
+    let plan = plan_for(dir.path(), &program, "interleave", "host");
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let objects = value["objects"].as_array_mut().unwrap();
+    let grid = objects
+        .iter()
+        .position(|o| o["name"].as_str().unwrap().starts_with("main (timed.c:"))
+        .expect("a rule for the grid");
+    // Pages 0-3 and 63 of the grid's 64; page 200 lies beyond it and is left alone.
+    objects[grid]["migrate_at"] =
+        serde_json::json!([{"time_s": 0.6, "node": 0, "pages": [0, 1, 2, 3, 63, 200]}]);
+    let threads = value["threads"].as_array_mut().unwrap();
+    let main = threads
+        .iter()
+        .position(|t| t["logical_id"] == 0)
+        .expect("a rule for the main thread");
+    threads[main]["migrate_at"] = serde_json::json!([{"time_s": 1.0, "node": 0}]);
+    std::fs::write(&plan, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+
+    let profile = dir.path().join("timed.numalens");
+    let out = numalens(&[
+        "run",
+        "--plan",
+        s(&plan),
+        "-o",
+        s(&profile),
+        s(&program),
+        "2",
+    ]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("1 of 1 timed object moves made: 5 pages asked, 5 placed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("1 of 1 timed thread moves made"),
+        "{stderr}"
+    );
+    let all = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("cpus-before 1 "), "{stdout}");
+    assert!(stdout.contains(&format!("cpus-after {all} ")), "{stdout}");
+
+    let rows = numalens_format::Profile::open(&profile)
+        .unwrap()
+        .read_migrations()
+        .unwrap();
+    let timed: Vec<_> = rows
+        .iter()
+        .filter(|r| r.policy == "plan-migrate-at")
+        .collect();
+    assert_eq!(timed.len(), 2, "pages 0-3, then 63: {timed:?}");
+    let page = 4096;
+    assert_eq!(timed[0].len, 4 * page);
+    assert_eq!(timed[1].start, timed[0].start + 63 * page);
+    for r in &timed {
+        assert_eq!(
+            (r.from_node, r.to_node, r.result.as_str()),
+            (Some(0), 0, "ok")
+        );
+        assert!(
+            r.reason == format!("objects[{grid}] migrate_at[0] at 0.60 s"),
+            "{}",
+            r.reason
+        );
+        assert!(r.time_ns >= 600_000_000, "made at its time: {r:?}");
+    }
 }

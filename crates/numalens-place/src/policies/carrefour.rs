@@ -20,6 +20,7 @@ use crate::layout::{Move, MoveKind, Schedule};
 use crate::machine::Machine;
 
 use super::Input;
+use super::compact::PageNodes;
 use super::online::{NODES_IN_A_WORD, Step, StepInput, compact_node, node_bit, reserve_lean};
 
 /// Machine A's total controller bandwidth (4 × 7.58 GB/s), the machine `maptu_min` was set on.
@@ -117,11 +118,11 @@ struct PageRound {
     total: u64,
 }
 
-/// Carrefour's state between rounds: where each page is and which nodes it left (the
-/// ping-pong guard), in a few bytes a page; the sets hold the few pages they name.
+/// Carrefour's state between rounds: where each page is (a byte) and which nodes it left (the
+/// ping-pong guard, a word), 5 bytes a page; the sets hold the few pages they name.
 #[derive(Default)]
 pub struct Online {
-    current: Vec<u16>,
+    current: PageNodes,
     /// Nodes each page left, one bit a node below `NODES_IN_A_WORD`; on larger machines the
     /// farther nodes a page left are kept in `left_far`.
     left: Vec<u32>,
@@ -141,10 +142,8 @@ pub(super) fn schedule(input: &Input) -> Schedule {
 
 impl Online {
     pub(super) fn add_pages(&mut self, initial_nodes: &[usize]) {
-        reserve_lean(&mut self.current, initial_nodes.len());
         reserve_lean(&mut self.left, initial_nodes.len());
-        self.current
-            .extend(initial_nodes.iter().map(|&n| compact_node(n)));
+        self.current.extend(initial_nodes);
         self.left.resize(self.current.len(), 0);
     }
 
@@ -183,7 +182,7 @@ impl Online {
 
     pub(super) fn memory_bytes(&self) -> usize {
         let set = |s: &HashSet<u32>| s.capacity() * (size_of::<u32>() + 1);
-        self.current.capacity() * size_of::<u16>()
+        self.current.memory_bytes()
             + self.left.capacity() * size_of::<u32>()
             + set(&self.frozen)
             + set(&self.replicated)
@@ -196,7 +195,7 @@ impl Online {
     }
 
     fn home(&self, page: u32) -> usize {
-        usize::from(self.current[page as usize])
+        self.current.get(page)
     }
 
     fn has_left(&self, page: u32, node: usize) -> bool {
@@ -221,13 +220,13 @@ impl Online {
     }
 }
 
-fn metrics(input: &StepInput, cells: &[Cell], current: &[u16]) -> Metrics {
+fn metrics(input: &StepInput, cells: &[Cell], current: &PageNodes) -> Metrics {
     let machine = input.machine;
     let mut load = vec![0f64; machine.node_count()];
     let (mut local, mut all, mut reads, mut writes) = (0f64, 0f64, 0f64, 0f64);
     for c in cells {
         let n = c.total() as f64;
-        let home = usize::from(current[c.page as usize]);
+        let home = current.get(c.page);
         load[home] += n;
         all += n;
         if input.threads[c.thread as usize] == home {
@@ -328,7 +327,7 @@ impl Online {
                 self.frozen.insert(page);
             }
             self.note_left(page, here);
-            self.current[page as usize] = compact_node(to);
+            self.current.set(page, to);
             self.replicated.remove(&page);
             out.push(Move::migrate(page, to));
         }

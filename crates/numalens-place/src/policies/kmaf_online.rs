@@ -9,8 +9,9 @@ use crate::accesses::Cell;
 use crate::layout::{Move, Schedule, ThreadMove};
 
 use super::Input;
+use super::compact::{NodeCounts, PageNodes};
 use super::kmaf::{KmafDecision, add_sharing, communication_groups, kmaf_decide};
-use super::online::{Step, StepInput, compact_node, reserve_lean};
+use super::online::{Step, StepInput};
 
 /// What a remap must save on communication, as a share of the latency of the accesses seen so
 /// far: below it, a thread move buys less than the cache it leaves behind.
@@ -22,19 +23,18 @@ pub(super) fn schedule(input: &Input) -> Schedule {
 }
 
 /// Online kMAF's state: where pages and threads are, the NUMA vectors of the pages seen since
-/// the last remap, and the communication and accesses so far.
+/// the last remap (compact: one word a page used from one node, a row for a shared page), and
+/// the communication and accesses so far.
 #[derive(Default)]
 pub struct Online {
-    pages: Vec<u16>,
+    pages: PageNodes,
     /// The policy's own thread mapping: where each thread runs (threads seen later join where
     /// they run), until a remap places them all.
     threads: Vec<usize>,
     /// The threads are where the last remap put them (else they follow where they run).
     remapped: bool,
-    /// Slot of each page's NUMA vector in `nv` (u32::MAX: none since the last remap).
-    slot_of: Vec<u32>,
-    /// NUMA vectors, node-count counters each, in one flat array.
-    nv: Vec<u64>,
+    /// NUMA vectors since the last remap (created at the first step, when the nodes are known).
+    nv: Option<NodeCounts>,
     comm: Vec<Vec<u64>>,
     /// Accesses of each thread to pages on each node, as they were placed when accessed.
     to_node: Vec<Vec<u64>>,
@@ -44,11 +44,7 @@ pub struct Online {
 
 impl Online {
     pub(super) fn add_pages(&mut self, initial_nodes: &[usize]) {
-        reserve_lean(&mut self.pages, initial_nodes.len());
-        reserve_lean(&mut self.slot_of, initial_nodes.len());
-        self.pages
-            .extend(initial_nodes.iter().map(|&n| compact_node(n)));
-        self.slot_of.resize(self.pages.len(), u32::MAX);
+        self.pages.extend(initial_nodes);
     }
 
     /// Threads seen for the first time join the mapping where they run.
@@ -76,33 +72,29 @@ impl Online {
         }
         let n = input.machine.node_count();
         let memory = input.machine.memory_nodes();
+        let nv = self.nv.get_or_insert_with(|| NodeCounts::new(n));
+        nv.grow_to(self.pages.len());
         let mut touched: Vec<u32> = Vec::new();
         for c in cells {
-            let page = c.page as usize;
-            if self.slot_of[page] == u32::MAX {
-                self.slot_of[page] = (self.nv.len() / n) as u32;
-                reserve_lean(&mut self.nv, n);
-                self.nv.resize(self.nv.len() + n, 0);
-            }
-            let at = self.slot_of[page] as usize * n + self.threads[c.thread as usize];
-            self.nv[at] = self.nv[at].saturating_add(c.total());
-            let seen = &mut self.to_node[c.thread as usize][usize::from(self.pages[page])];
+            nv.add(c.page, self.threads[c.thread as usize], c.total());
+            let seen = &mut self.to_node[c.thread as usize][self.pages.get(c.page)];
             *seen = seen.saturating_add(c.total());
             if touched.last() != Some(&c.page) {
                 touched.push(c.page);
             }
         }
         let mut step = Step::default();
+        let mut row = vec![0u64; n];
         for page in touched {
+            nv.counts(page, &mut row);
             let number = (input.page_number)(page);
-            let at = self.slot_of[page as usize] as usize * n;
-            let decision = kmaf_decide(&self.nv[at..at + n], number, &memory, &input.params.kmaf);
+            let decision = kmaf_decide(&row, number, &memory, &input.params.kmaf);
             let target = match decision {
                 KmafDecision::Locality(t) | KmafDecision::Balance(t) => t,
                 KmafDecision::None => continue,
             };
-            if usize::from(self.pages[page as usize]) != target {
-                self.pages[page as usize] = compact_node(target);
+            if self.pages.get(page) != target {
+                self.pages.set(page, target);
                 step.moves.push(Move::migrate(page, target));
             }
         }
@@ -138,8 +130,9 @@ impl Online {
             .collect();
         self.threads = mapped;
         self.remapped = true;
-        self.slot_of.fill(u32::MAX);
-        self.nv.clear();
+        if let Some(nv) = &mut self.nv {
+            nv.clear();
+        }
         self.remaps += 1;
         self.thread_moves += moves.len();
         moves
@@ -164,9 +157,8 @@ impl Online {
     pub(super) fn memory_bytes(&self) -> usize {
         let square: usize = self.comm.iter().map(|r| r.capacity() * 8).sum();
         let rows: usize = self.to_node.iter().map(|r| r.capacity() * 8).sum();
-        self.pages.capacity() * size_of::<u16>()
-            + self.slot_of.capacity() * size_of::<u32>()
-            + self.nv.capacity() * size_of::<u64>()
+        self.pages.memory_bytes()
+            + self.nv.as_ref().map_or(0, NodeCounts::memory_bytes)
             + square
             + rows
     }

@@ -4,12 +4,15 @@
 //! sources and defaults: docs/POLICIES.md.
 
 mod carrefour;
+mod compact;
 mod first_touch;
 mod hot_blocks;
 mod interleave;
 mod kmaf;
 mod kmaf_online;
 mod marathe;
+#[cfg(test)]
+mod memory_tests;
 mod object_options;
 mod online;
 #[cfg(test)]
@@ -19,6 +22,7 @@ mod per_object;
 mod set_param;
 mod spm;
 mod spread;
+mod tier_users;
 mod tiering;
 
 pub use carrefour::CarrefourParams;

@@ -164,10 +164,19 @@ pub(crate) fn compact_node(node: usize) -> u16 {
     u16::try_from(node).unwrap_or(u16::MAX)
 }
 
-/// Room for `additional` more items, growing by an eighth rather than doubling: per-page state
-/// of a long run is most of the engine's memory, and pages arrive a window at a time.
+/// Room for `additional` more items, growing by a sixteenth rather than doubling: per-page
+/// state of a long run is most of the engine's memory, and pages arrive a window at a time.
 pub(crate) fn reserve_lean<T>(v: &mut Vec<T>, additional: usize) {
     if v.capacity() - v.len() < additional {
-        v.reserve_exact(additional.max(v.len() / 8));
+        v.reserve_exact(additional.max(v.len() / 16));
+    }
+}
+
+/// `v` grown to `len` items of `value` (never shrunk), growing as [`reserve_lean`] does.
+pub(crate) fn grow_lean<T: Clone>(v: &mut Vec<T>, len: usize, value: T) {
+    if len > v.len() {
+        let more = len - v.len();
+        reserve_lean(v, more);
+        v.resize(len, value);
     }
 }

@@ -12,7 +12,8 @@ use crate::accesses::Cell;
 use crate::layout::{Move, Schedule};
 
 use super::Input;
-use super::online::{Step, StepInput, compact_node, reserve_lean};
+use super::compact::{NodeCounts, PageNodes};
+use super::online::{Step, StepInput};
 
 /// The defaults: a quarter of the run observed, no threshold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -31,15 +32,17 @@ pub(super) fn schedule(input: &Input) -> Schedule {
     super::online::run_batch(super::Policy::Spm, input, base)
 }
 
-/// SPM's state: samples per page and node during the observation, then nothing.
+/// SPM's state: samples per page and node during the observation (compact: one word a page
+/// seen from one node, a row for a page seen from several), then nothing.
 pub struct Online {
     /// The window whose end brings the round (0-based).
     round_at: usize,
     windows: usize,
     /// Where each page was placed, kept until the round.
-    initial: Vec<u16>,
-    /// Samples per page and node position (the machine's node count a page), until the round.
-    seen: Vec<u32>,
+    initial: PageNodes,
+    /// Samples per page and node position, until the round (created at the first step, when
+    /// the nodes are known).
+    seen: Option<NodeCounts>,
 }
 
 impl Online {
@@ -55,16 +58,14 @@ impl Online {
         Online {
             round_at: observe.max(1) - 1,
             windows: 0,
-            initial: Vec::new(),
-            seen: Vec::new(),
+            initial: PageNodes::default(),
+            seen: None,
         }
     }
 
     pub(super) fn add_pages(&mut self, initial_nodes: &[usize]) {
         if self.windows <= self.round_at {
-            reserve_lean(&mut self.initial, initial_nodes.len());
-            self.initial
-                .extend(initial_nodes.iter().map(|&n| compact_node(n)));
+            self.initial.extend(initial_nodes);
         }
     }
 
@@ -75,34 +76,36 @@ impl Online {
             return Step::default();
         }
         let n = input.machine.node_count();
-        let more = self.initial.len() * n - self.seen.len();
-        reserve_lean(&mut self.seen, more);
-        self.seen.resize(self.initial.len() * n, 0);
+        let seen = self.seen.get_or_insert_with(|| NodeCounts::new(n));
+        seen.grow_to(self.initial.len());
         let period = input.sample_period.max(1);
         for c in cells {
-            let slot = &mut self.seen[c.page as usize * n + input.threads[c.thread as usize]];
-            let samples = u32::try_from(c.total().div_ceil(period)).unwrap_or(u32::MAX);
-            *slot = slot.saturating_add(samples);
+            let node = input.threads[c.thread as usize];
+            seen.add(c.page, node, c.total().div_ceil(period));
         }
         if w < self.round_at {
             return Step::default();
         }
+        let Some(seen) = self.seen.take() else {
+            return Step::default();
+        };
         let memory = input.machine.memory_nodes();
         let mut moves = Vec::new();
-        for (page, row) in std::mem::take(&mut self.seen).chunks(n).enumerate() {
+        let mut row = vec![0u64; n];
+        for page in 0..self.initial.len() as u32 {
+            seen.counts(page, &mut row);
             let best = memory
                 .iter()
                 .copied()
                 .max_by_key(|&m| (row[m], std::cmp::Reverse(m)));
-            let Some(dest) = best.filter(|&m| u64::from(row[m]) > input.params.spm.threshold)
-            else {
+            let Some(dest) = best.filter(|&m| row[m] > input.params.spm.threshold) else {
                 continue;
             };
-            if usize::from(self.initial[page]) != dest {
-                moves.push(Move::migrate(page as u32, dest));
+            if self.initial.get(page) != dest {
+                moves.push(Move::migrate(page, dest));
             }
         }
-        self.initial = Vec::new();
+        self.initial = PageNodes::default();
         Step {
             moves,
             thread_moves: Vec::new(),
@@ -125,7 +128,7 @@ impl Online {
     }
 
     pub(super) fn memory_bytes(&self) -> usize {
-        self.initial.capacity() * size_of::<u16>() + self.seen.capacity() * size_of::<u32>()
+        self.initial.memory_bytes() + self.seen.as_ref().map_or(0, NodeCounts::memory_bytes)
     }
 }
 

@@ -7,8 +7,6 @@
 //! times hotter (a demotion to the nearest slow node). At most `max_moves_per_window` moves a
 //! window: migration bandwidth is finite.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
 use crate::accesses::Cell;
@@ -16,7 +14,9 @@ use crate::layout::{Move, Schedule};
 use crate::machine::Machine;
 
 use super::Input;
-use super::online::{Step, StepInput};
+use super::compact::PageNodes;
+use super::online::{Step, StepInput, grow_lean};
+use super::tier_users::Users;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TieringParams {
@@ -47,12 +47,13 @@ pub(super) fn schedule(input: &Input) -> Schedule {
     super::online::run_batch(super::Policy::Tiering, input, base)
 }
 
-/// The tiers' state: where each page is, its decayed hotness and users, nodes' fill.
+/// The tiers' state: where each page is (a byte), its decayed hotness (an `f32`), where its
+/// users are ([`Users`], kept only when there is more than one fast node to choose from), and
+/// the nodes' fill.
 pub struct Online {
-    node: Vec<usize>,
-    hot: HashMap<u32, f64>,
-    /// Accesses by node position per page, decayed like hotness (where its users are).
-    users: HashMap<u32, Vec<f64>>,
+    node: PageNodes,
+    hot: Vec<f32>,
+    users: Option<Users>,
     used: Vec<u64>,
     capacity: Vec<Option<u64>>,
     fast: Vec<usize>,
@@ -64,14 +65,17 @@ pub struct Online {
 impl Online {
     pub(super) fn new(m: &Machine, page_size: u64) -> Online {
         let memory = m.memory_nodes();
+        let fast: Vec<usize> = memory.iter().copied().filter(|&n| m.cpus[n] > 0).collect();
+        let slow: Vec<usize> = memory.iter().copied().filter(|&n| m.cpus[n] == 0).collect();
+        let choice = fast.len() > 1 && !slow.is_empty();
         Online {
-            node: Vec::new(),
-            hot: HashMap::new(),
-            users: HashMap::new(),
+            node: PageNodes::default(),
+            hot: Vec::new(),
+            users: choice.then(|| Users::new(m.node_count(), &m.cpu_nodes())),
             used: vec![0; m.node_count()],
             capacity: m.capacity_pages(page_size),
-            slow: memory.iter().copied().filter(|&n| m.cpus[n] == 0).collect(),
-            fast: memory.iter().copied().filter(|&n| m.cpus[n] > 0).collect(),
+            slow,
+            fast,
             promoted: 0,
             demoted: 0,
         }
@@ -86,7 +90,7 @@ impl Online {
         for &n in initial_nodes {
             self.used[n] += 1;
         }
-        self.node.extend_from_slice(initial_nodes);
+        self.node.extend(initial_nodes);
     }
 
     pub(super) fn step(&mut self, input: &StepInput, cells: &[Cell]) -> Step {
@@ -117,24 +121,26 @@ impl Online {
     }
 
     pub(super) fn memory_bytes(&self) -> usize {
-        let rows: usize = self.users.values().map(|r| r.capacity() * 8).sum();
-        self.node.capacity() * size_of::<usize>()
-            + self.hot.capacity() * (size_of::<(u32, f64)>() + 1)
-            + self.users.capacity() * (size_of::<(u32, Vec<f64>)>() + 1)
-            + rows
+        self.node.memory_bytes()
+            + self.hot.capacity() * size_of::<f32>()
+            + self.users.as_ref().map_or(0, Users::memory_bytes)
     }
 
     fn age(&mut self, input: &StepInput, cells: &[Cell]) {
-        let decay = input.params.tiering.decay;
-        self.hot.values_mut().for_each(|h| *h *= decay);
-        self.users
-            .values_mut()
-            .for_each(|row| row.iter_mut().for_each(|v| *v *= decay));
-        let n = input.machine.node_count();
+        let decay = input.params.tiering.decay as f32;
+        self.hot.iter_mut().for_each(|h| *h *= decay);
+        let pages = self.node.len();
+        grow_lean(&mut self.hot, pages, 0.0);
+        if let Some(users) = &mut self.users {
+            users.grow_to(pages);
+        }
         for c in cells {
-            *self.hot.entry(c.page).or_default() += c.total() as f64;
-            let row = self.users.entry(c.page).or_insert_with(|| vec![0.0; n]);
-            row[input.threads[c.thread as usize]] += c.total() as f64;
+            let hot = &mut self.hot[c.page as usize];
+            if let Some(users) = &mut self.users {
+                let node = input.threads[c.thread as usize];
+                users.add(c.page, node, c.total() as f64, f64::from(*hot));
+            }
+            *hot += c.total() as f32;
         }
     }
 
@@ -144,7 +150,11 @@ impl Online {
 
     /// The fast node (position) with the lowest latency-weighted cost for `page`'s users.
     fn nearest(&self, input: &StepInput, page: u32, among: &[usize]) -> usize {
-        let row = &self.users[&page];
+        let Some(users) = &self.users else {
+            return among[0];
+        };
+        let mut row = vec![0.0; input.machine.node_count()];
+        users.shares(page, &mut row);
         let cost = |m: usize| -> f64 {
             row.iter()
                 .enumerate()
@@ -159,10 +169,10 @@ impl Online {
     }
 
     fn shift(&mut self, page: u32, to: usize, out: &mut Vec<Move>) {
-        let from = self.node[page as usize];
+        let from = self.node.get(page);
         self.used[from] -= 1;
         self.used[to] += 1;
-        self.node[page as usize] = to;
+        self.node.set(page, to);
         out.push(Move::migrate(page, to));
     }
 
@@ -174,17 +184,15 @@ impl Online {
         slow: &[usize],
     ) -> (Vec<Move>, u64, u64) {
         let p = &input.params.tiering;
-        let hot = self.hot.clone();
-        let heat = |page: &u32| hot.get(page).copied().unwrap_or(0.0);
-        let mut candidates: Vec<u32> = self
-            .hot
-            .iter()
-            .filter(|(pg, h)| **h > 0.0 && slow.contains(&self.node[**pg as usize]))
-            .map(|(pg, _)| *pg)
+        // The hotness is read, never written, while pages move.
+        let hot = std::mem::take(&mut self.hot);
+        let heat = |page: &u32| f64::from(hot.get(*page as usize).copied().unwrap_or(0.0));
+        let mut candidates: Vec<u32> = (0..hot.len() as u32)
+            .filter(|pg| heat(pg) > 0.0 && slow.contains(&self.node.get(*pg)))
             .collect();
         candidates.sort_by(|a, b| heat(b).total_cmp(&heat(a)).then(a.cmp(b)));
         let mut residents: Vec<u32> = (0..self.node.len() as u32)
-            .filter(|pg| fast.contains(&self.node[*pg as usize]))
+            .filter(|pg| fast.contains(&self.node.get(*pg)))
             .collect();
         residents.sort_by(|a, b| heat(a).total_cmp(&heat(b)).then(a.cmp(b)));
         let mut coldest = residents.into_iter();
@@ -196,7 +204,7 @@ impl Online {
             }
             let to = self.nearest(input, page, fast);
             if !self.has_room(to) {
-                let Some(victim) = coldest.find(|v| self.node[*v as usize] == to) else {
+                let Some(victim) = coldest.find(|v| self.node.get(*v) == to) else {
                     continue;
                 };
                 if heat(&page) < p.hysteresis * heat(&victim) {
@@ -218,6 +226,7 @@ impl Online {
             self.shift(page, to, &mut out);
             promoted += 1;
         }
+        self.hot = hot;
         (out, promoted, demoted)
     }
 }

@@ -172,6 +172,9 @@ static void nl_apply(const struct nl_plan_action *a, uint64_t start, uint64_t si
         nl_apply_pattern(a, base, end, what);
         break;
     }
+    /* Out now rather than when the buffer fills: a plan's timed moves find the object by its
+     * records while the program runs (one write per placed object). */
+    nl_flush_self();
 }
 
 /* ---- the profile's site key ---- */
@@ -376,6 +379,8 @@ void nl_plan_thread(int32_t logical)
             continue;
         long r = syscall(SYS_sched_setaffinity, 0, sizeof t->cpus, t->cpus);
         nl_place_emit(0, 0, t->rule, -1, r == 0 ? 0 : errno, NL_PLACE_THREAD);
+        /* A plan's timed thread moves find the thread by this record, while it runs. */
+        nl_flush_self();
         return;
     }
 }

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use numalens_apply::rules::{self, Compiled};
+use numalens_apply::timed::{TimedMoves, TimedStats};
 use numalens_place::plan::Plan;
+use numalens_record::record::LiveHook;
 use numalens_record::session::Recorded;
 
 use numalens_apply::balancing::{self, BalancingSwitch};
@@ -47,14 +49,55 @@ fn run_plan(args: &RunArgs, plan_path: &Path) -> Result<()> {
     }
     let rules_file = write_rules(&compiled)?;
     opts.plan_rules = Some(rules_file.clone());
+    let mut timed = TimedMoves::new(&plan, &nodes, &host);
+    if let Some(t) = &timed {
+        eprintln!(
+            "numalens: the plan's timed moves (`migrate_at`: {} of objects' pages, {} of \
+             threads) are made as the run goes",
+            t.stats.object_moves, t.stats.thread_moves_total
+        );
+    }
     let switch = kernel_balancing(args.kernel_balancing)?;
-    let recorded = record_with_fallback(opts, backend, None);
+    let hook = timed.as_mut().map(|t| t as &mut dyn LiveHook);
+    let recorded = record_with_fallback(opts, backend, hook);
     let _ = std::fs::remove_file(&rules_file);
     restore(switch)?;
     let recorded = recorded?;
     print_summary(&recorded);
     report_rules(&plan, &compiled, &recorded);
+    if let Some(t) = &timed {
+        report_timed(&t.stats);
+    }
     program_status(&recorded)
+}
+
+/// What the timed moves did.
+fn report_timed(s: &TimedStats) {
+    let refused: u64 = s.refused.values().sum();
+    let mut line = format!(
+        "plan: {} of {} timed object moves made: {} pages asked, {} placed ({} were there already), {refused} refused",
+        s.object_moves_made, s.object_moves, s.pages_requested, s.pages_placed, s.already_in_place
+    );
+    if refused > 0 {
+        let by: Vec<String> = s.refused.iter().map(|(e, n)| format!("{n} {e}")).collect();
+        line += &format!(" ({})", by.join(", "));
+    }
+    eprintln!("{line}");
+    if s.thread_moves_total > 0 {
+        eprintln!(
+            "plan: {} of {} timed thread moves made, {} refused, {} not made (the run ended first, or their thread was never placed)",
+            s.thread_moves, s.thread_moves_total, s.thread_moves_failed, s.thread_moves_unmade
+        );
+    }
+    for (e, n) in &s.call_errors {
+        eprintln!("numalens: warning: {e} ({n} times)");
+    }
+    if s.replications_skipped > 0 {
+        eprintln!(
+            "plan: {} timed replications skipped (advisory: user space cannot replicate pages)",
+            s.replications_skipped
+        );
+    }
 }
 
 /// `--kernel-balancing off`: the kernel's NUMA balancing switched off until [`restore`], and

@@ -1,0 +1,98 @@
+/* move_in_use [PAGES_PER_CALL] [clear]: how long move_pages(2) takes on pages their threads are
+ * writing. Four threads, thread t pinned to CPU t (one per node in a test-bed guest with one
+ * vCPU per node), each keep writing their own 8 MiB block of one array that thread 0 first
+ * touched; after a second the process moves the blocks of threads 1-3 to those threads' nodes
+ * itself (block t to node t), PAGES_PER_CALL pages (default 1024) per call, and prints each
+ * call's time and the kernel's answers. With `clear`, a fifth thread clears the process's
+ * soft-dirty bits every 200 ms meanwhile (as the online engine does). Run it in a guest with
+ * numalens-vm --preset machine-b --bin bench/vm/move_in_use (built -static). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGES 8192 /* 4 blocks of 2048 pages: 32 MiB */
+#define PAGE 4096
+#define MOVED (PAGES - PAGES / 4)
+
+static char *grid;
+static volatile int stop;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static void *clear_soft_dirty(void *arg)
+{
+    (void)arg;
+    while (!stop) {
+        FILE *f = fopen("/proc/self/clear_refs", "w");
+        if (f) {
+            fputs("4", f);
+            fclose(f);
+        }
+        usleep(200000);
+    }
+    return NULL;
+}
+
+static void *work(void *arg)
+{
+    long t = (long)arg;
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(t, &s);
+    sched_setaffinity(0, sizeof s, &s);
+    while (!stop)
+        for (long p = t * PAGES / 4; p < (t + 1) * PAGES / 4; p++)
+            grid[p * PAGE]++;
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int per_call = argc > 1 ? atoi(argv[1]) : 1024;
+    int clear = argc > 2 && strcmp(argv[2], "clear") == 0;
+    if (per_call < 1 || per_call > MOVED || posix_memalign((void **)&grid, PAGE, (size_t)PAGES * PAGE))
+        return 2;
+    memset(grid, 1, (size_t)PAGES * PAGE);
+    pthread_t threads[5];
+    for (long t = 0; t < 4; t++)
+        pthread_create(&threads[t], NULL, work, (void *)t);
+    if (clear)
+        pthread_create(&threads[4], NULL, clear_soft_dirty, NULL);
+    sleep(1);
+    static void *pages[MOVED];
+    static int nodes[MOVED], status[MOVED];
+    for (int i = 0; i < MOVED; i++) {
+        pages[i] = grid + (size_t)(PAGES / 4 + i) * PAGE;
+        nodes[i] = 1 + i / (PAGES / 4);
+    }
+    for (int at = 0; at < MOVED; at += per_call) {
+        int n = at + per_call > MOVED ? MOVED - at : per_call, placed = 0, refused = 0;
+        double t0 = now();
+        long r = syscall(SYS_move_pages, 0, n, pages + at, nodes + at, status + at, 2);
+        for (int i = at; i < at + n; i++) {
+            placed += status[i] == nodes[i];
+            refused += status[i] < 0;
+        }
+        printf("pages %d-%d to node %d: %.2f s, %d placed, %d refused, returned %ld%s\n", at,
+               at + n - 1, nodes[at], now() - t0, placed, refused, r, r < 0 ? strerror(errno) : "");
+        fflush(stdout);
+    }
+    stop = 1;
+    for (int t = 0; t < 4; t++)
+        pthread_join(threads[t], NULL);
+    if (clear)
+        pthread_join(threads[4], NULL);
+    return 0;
+}

@@ -1,0 +1,165 @@
+//! The engine fed by hand-made page-fault samples (a pid with no process: the mover's moves
+//! fail without touching anything).
+
+use std::collections::BTreeSet;
+
+use super::*;
+
+/// A 4-node machine whose nodes have CPUs 0-5, 6-11, …: a fault's CPU says its node.
+fn engine(policy: Policy) -> (Engine, Vec<u32>) {
+    let mut params = Params::default();
+    params.spm.observe_windows = 3;
+    let topology = numalens_topology::presets::preset("machine-b").unwrap();
+    let first_cpus = topology.nodes.iter().map(|n| n.cpus[0]).collect();
+    let machine = Machine::from_topology(&topology);
+    let opts = EngineOptions {
+        policy,
+        epoch_ns: 1_000_000,
+        params,
+        migrate: MigrateOptions::default(),
+        soft_dirty: false,
+    };
+    (Engine::new(opts, machine, &topology), first_cpus)
+}
+
+fn fault(tid: u32, cpu: u32, address: u64, time_ns: u64) -> Fault {
+    Fault {
+        // A pid with no such process: the mover's moves fail without touching anything.
+        pid: u32::MAX / 2,
+        tid,
+        time_ns,
+        address,
+        cpu,
+        mapped_page_size: 0,
+        ip: 0,
+    }
+}
+
+fn tick(e: &mut Engine, now_ns: u64, faults: &[Fault]) -> Vec<Migration> {
+    let live = BTreeSet::new();
+    e.tick(LiveView {
+        now_ns,
+        origin_ns: 0,
+        live: &live,
+        faults,
+        inst_dir: None,
+        events_dir: None,
+    })
+}
+
+#[test]
+fn pages_used_from_another_node_are_sent_there_by_the_policy() {
+    let (mut e, cpus) = engine(Policy::Spm);
+    // Thread 1 on node 0 touches 64 pages first; thread 2 on node 3 then uses them, over
+    // and over, for several epochs.
+    let mut now = 0;
+    let first: Vec<Fault> = (0..64).map(|p| fault(1, cpus[0], p * 4096, 1)).collect();
+    tick(&mut e, now, &first);
+    for epoch in 0..6u64 {
+        now += 1_000_000;
+        let uses: Vec<Fault> = (0..64)
+            .flat_map(|p| (0..4).map(move |_| p))
+            .map(|p| fault(2, cpus[3], p * 4096, now))
+            .collect();
+        tick(&mut e, now + epoch, &uses);
+    }
+    e.finish(now + 10_000_000);
+    assert!(e.stats.epochs >= 5, "{:?}", e.stats);
+    assert!(
+        e.stats.requested >= 64,
+        "the policy asked to move the pages: {:?}",
+        e.stats
+    );
+    // The process does not exist: the mover said so instead of moving anything.
+    assert_eq!(e.stats.moved, 0);
+    assert_eq!(e.stats.pages_tracked, 64);
+}
+
+#[test]
+fn a_long_run_keeps_state_by_pages_not_by_epochs() {
+    let (mut e, cpus) = engine(Policy::Carrefour);
+    // Carrefour on whatever the traffic, and every page used from another node each epoch.
+    e.opts.params.carrefour.maptu_min = 0.0;
+    e.opts.params.carrefour.ping_pong_guard = false;
+    // The largest state of the first thousand epochs and of the next thousand.
+    let mut peaks = [0u64; 2];
+    for epoch in 0..2_000u64 {
+        let now = epoch * 1_000_000;
+        let faults: Vec<Fault> = (0..32)
+            .flat_map(|p| [p, p])
+            .map(|p| fault(1, cpus[(epoch % 4) as usize], 0x1000 * p, now))
+            .collect();
+        tick(&mut e, now, &faults);
+        let half = &mut peaks[(epoch / 1_000) as usize];
+        *half = (*half).max(e.state_bytes());
+    }
+    e.finish(2_000_000_000);
+    assert_eq!(e.stats.pages_tracked, 32);
+    assert!(
+        e.stats.requested > 1_000,
+        "the policy kept deciding: {:?}",
+        e.stats
+    );
+    assert!(
+        peaks[1] <= peaks[0],
+        "the state grew with epochs: {peaks:?}"
+    );
+}
+
+#[test]
+fn nothing_is_decided_before_an_epoch_has_passed() {
+    let (mut e, cpus) = engine(Policy::Carrefour);
+    let rows = tick(&mut e, 0, &[fault(1, cpus[0], 0x1000, 0)]);
+    assert!(rows.is_empty());
+    assert_eq!(e.stats.epochs, 0);
+    tick(&mut e, 2_000_000, &[]);
+    assert_eq!(e.stats.epochs, 1);
+}
+
+/// What the engine keeps per tracked page (page indices, the policy's state, the backlog, the
+/// mover's guard), measured on its tables after every epoch of a run over 64 Ki pages: threads
+/// on all four nodes, each page used by one thread on another node than its first toucher's,
+/// and one page in eight used from every node.
+#[test]
+fn the_engine_keeps_at_most_16_bytes_a_tracked_page() {
+    const PAGES: u64 = 1 << 16;
+    for policy in [Policy::Carrefour, Policy::KmafOnline, Policy::Spm] {
+        let (mut e, cpus) = engine(policy);
+        e.opts.params.carrefour.maptu_min = 0.0;
+        let touch: Vec<Fault> = (0..PAGES)
+            .map(|p| {
+                fault(
+                    1 + (p / 64 % 4) as u32,
+                    cpus[(p / 64 % 4) as usize],
+                    p << 12,
+                    1,
+                )
+            })
+            .collect();
+        tick(&mut e, 0, &touch);
+        let mut peak = 0;
+        for epoch in 1..6u64 {
+            let now = epoch * 1_000_000;
+            let mut uses = Vec::new();
+            for p in 0..PAGES {
+                let owner = (p / 64 + 1) % 4;
+                let users = if p % 8 == 0 { 0..4 } else { owner..owner + 1 };
+                for node in users {
+                    let f = fault(10 + node as u32, cpus[node as usize], p << 12, now);
+                    uses.extend([f, f, f]);
+                }
+            }
+            tick(&mut e, now, &uses);
+            peak = peak.max(e.state_bytes());
+        }
+        e.finish(10_000_000);
+        assert_eq!(e.stats.pages_tracked, PAGES, "{policy:?}");
+        assert!(
+            e.stats.requested > 0,
+            "{policy:?} moved nothing: {:?}",
+            e.stats
+        );
+        let per_page = peak as f64 / PAGES as f64;
+        assert!(per_page <= 16.0, "{policy:?}: {per_page:.2} bytes a page");
+    }
+}
