@@ -1,7 +1,6 @@
 //! Writes a synthetic `perf mem record`-style file (PEBS load-latency layout) with N samples over
 //! a few mappings and threads, for `bench/import`: `synth_perf_data OUT N`.
 
-use numalens_import::sample::*;
 use numalens_import::write::*;
 
 const PID: u32 = 7000;
@@ -22,25 +21,7 @@ fn main() {
     };
     let n: u64 = n.parse().expect("SAMPLES is a number");
     let mut w = PerfDataWriter::new();
-    let loads = w.event(EventAttr {
-        name: "cpu/mem-loads,ldlat=30/P".into(),
-        type_: 4,
-        config: 0x1cd,
-        config1: 30,
-        sample_period: 1000,
-        sample_type: IP
-            | TID
-            | TIME
-            | ADDR
-            | ID
-            | CPU
-            | PERIOD
-            | WEIGHT_STRUCT
-            | DATA_SRC
-            | PHYS_ADDR,
-        flags: FLAG_SAMPLE_ID_ALL | FLAG_MMAP2 | FLAG_PRECISE_2,
-        ids: vec![1],
-    });
+    let loads = w.event(mem_loads_event(1000, vec![1]));
     w.comm(PID, PID, "synth", 0);
     for (start, size) in MAPPINGS {
         w.mmap2(PID, start, size, 0, 3, 0x22, "//anon", 0);

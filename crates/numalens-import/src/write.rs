@@ -61,6 +61,49 @@ pub fn weight_struct(var1: u32, var2: u16, var3: u16) -> u64 {
     u64::from(var1) | u64::from(var2) << 32 | u64::from(var3) << 48
 }
 
+/// The event `perf mem record` opens on Intel: PEBS load latency above 30 cycles
+/// (`cpu/mem-loads,ldlat=30/P`), every `period`th load, with what a memory sample carries.
+pub fn mem_loads_event(period: u64, ids: Vec<u64>) -> EventAttr {
+    EventAttr {
+        name: "cpu/mem-loads,ldlat=30/P".into(),
+        type_: 4, // PERF_TYPE_RAW
+        config: 0x1cd,
+        config1: 30, // ldlat
+        sample_period: period,
+        sample_type: IP
+            | TID
+            | TIME
+            | ADDR
+            | ID
+            | CPU
+            | PERIOD
+            | WEIGHT_STRUCT
+            | DATA_SRC
+            | PHYS_ADDR,
+        flags: FLAG_SAMPLE_ID_ALL | FLAG_MMAP2 | FLAG_PRECISE_2,
+        ids,
+    }
+}
+
+/// The header sections of a two-node machine with memory blocks of `block` bytes: CPUs 0-1 and
+/// blocks 0-7 on node 0, CPUs 2-3 and blocks 8-15 on node 1.
+pub fn two_node_sections(w: &mut PerfDataWriter, block: u64) {
+    let mut mem = Vec::new();
+    for x in [1u64, block, 2, 0, 8, 16, 0x00ff, 1, 8, 16, 0xff00] {
+        put64(&mut mem, x);
+    }
+    w.feature(FEATURE_MEM_TOPOLOGY, mem);
+    let mut numa = Vec::new();
+    put32(&mut numa, 2);
+    for (id, cpus) in [(0u32, "0-1"), (1, "2-3")] {
+        put32(&mut numa, id);
+        put64(&mut numa, 1 << 20); // total KiB
+        put64(&mut numa, 1 << 19); // free KiB
+        put_string(&mut numa, cpus);
+    }
+    w.feature(FEATURE_NUMA_TOPOLOGY, numa);
+}
+
 #[derive(Default)]
 pub struct PerfDataWriter {
     attrs: Vec<EventAttr>,

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use numalens_format::{DataSource, Object, Profile, SampleKind};
-use numalens_import::sample::*;
 use numalens_import::write::*;
 use numalens_import::{ImportOptions, import};
 
@@ -28,53 +27,15 @@ const SOURCES: [(u64, &str); 7] = [
     (0x6800_0144, "L1 hit"),       // store, L1 hit
 ];
 
-fn attr(name: &str, config: u64, id: u64) -> EventAttr {
-    EventAttr {
-        name: name.into(),
-        type_: 4, // PERF_TYPE_RAW
-        config,
-        config1: 30, // ldlat
-        sample_period: 4000,
-        sample_type: IP
-            | TID
-            | TIME
-            | ADDR
-            | ID
-            | CPU
-            | PERIOD
-            | WEIGHT_STRUCT
-            | DATA_SRC
-            | PHYS_ADDR,
-        flags: FLAG_SAMPLE_ID_ALL | FLAG_MMAP2 | FLAG_PRECISE_2,
-        ids: vec![id],
-    }
-}
-
-/// Two nodes of 128 MiB memory blocks: blocks 0-7 on node 0, 8-15 on node 1.
-fn topology_sections(w: &mut PerfDataWriter) {
-    let mut mem = Vec::new();
-    for x in [1u64, BLOCK, 2, 0, 8, 16, 0x00ff, 1, 8, 16, 0xff00] {
-        mem.extend(x.to_le_bytes());
-    }
-    w.feature(FEATURE_MEM_TOPOLOGY, mem);
-    let mut numa = 2u32.to_le_bytes().to_vec();
-    for (id, cpus) in [(0u32, "0-1"), (1, "2-3")] {
-        numa.extend(id.to_le_bytes());
-        numa.extend((1u64 << 20).to_le_bytes());
-        numa.extend((1u64 << 19).to_le_bytes());
-        let mut text = cpus.as_bytes().to_vec();
-        text.resize(64, 0);
-        numa.extend((text.len() as u32).to_le_bytes());
-        numa.extend(text);
-    }
-    w.feature(FEATURE_NUMA_TOPOLOGY, numa);
-}
-
 fn write_file(path: &Path) -> usize {
     let mut w = PerfDataWriter::new();
-    let loads = w.event(attr("cpu/mem-loads,ldlat=30/P", 0x1cd, 101));
-    let stores = w.event(attr("cpu/mem-stores/P", 0x82d0, 102));
-    topology_sections(&mut w);
+    let loads = w.event(mem_loads_event(4000, vec![101]));
+    let stores = w.event(EventAttr {
+        name: "cpu/mem-stores/P".into(),
+        config: 0x82d0,
+        ..mem_loads_event(4000, vec![102])
+    });
+    two_node_sections(&mut w, BLOCK);
     w.comm(PID, PID, "pebs-prog", 1_000);
     w.mmap2(PID, HEAP, 64 << 20, 0, 3, 0x22, "//anon", 2_000);
     let n = 3_000;

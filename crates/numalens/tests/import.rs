@@ -133,31 +133,9 @@ fn the_report_shows_where_accesses_were_served_and_the_measured_latency() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("mem.data");
     let mut w = PerfDataWriter::new();
-    let loads = w.event(EventAttr {
-        name: "cpu/mem-loads,ldlat=30/P".into(),
-        type_: 4,
-        config: 0x1cd,
-        sample_period: 100,
-        sample_type: IP | TID | TIME | ADDR | CPU | PERIOD | WEIGHT_STRUCT | DATA_SRC | PHYS_ADDR,
-        flags: FLAG_SAMPLE_ID_ALL | FLAG_MMAP2,
-        ..EventAttr::default()
-    });
+    let loads = w.event(mem_loads_event(100, vec![1]));
     // Two nodes: CPUs 0-1 and blocks 0-7 on node 0, CPUs 2-3 and blocks 8-15 on node 1.
-    let mut mem = Vec::new();
-    for x in [1u64, BLOCK, 2, 0, 8, 16, 0x00ff, 1, 8, 16, 0xff00] {
-        mem.extend(x.to_le_bytes());
-    }
-    w.feature(FEATURE_MEM_TOPOLOGY, mem);
-    let mut numa = 2u32.to_le_bytes().to_vec();
-    for (id, cpus) in [(0u32, "0-1"), (1, "2-3")] {
-        numa.extend(id.to_le_bytes());
-        numa.extend([0u8; 16]);
-        let mut text = cpus.as_bytes().to_vec();
-        text.resize(64, 0);
-        numa.extend(64u32.to_le_bytes());
-        numa.extend(text);
-    }
-    w.feature(FEATURE_NUMA_TOPOLOGY, numa);
+    two_node_sections(&mut w, BLOCK);
     w.comm(10, 10, "mem", 0);
     w.mmap2(10, HEAP, 64 << 20, 0, 3, 0x22, "//anon", 0);
     // Local RAM from node 0's CPUs at 200 cycles, remote RAM (node 1's memory) at 400.
@@ -173,6 +151,7 @@ fn the_report_shows_where_accesses_were_served_and_the_measured_latency() {
                 pid: 10,
                 tid: 10,
                 time: 1_000 + i,
+                id: 1,
                 addr: HEAP + i * 64,
                 cpu: (i % 2) as u32,
                 period: 100,

@@ -43,14 +43,7 @@ fn default_output(input: &Path) -> PathBuf {
     let stem = input
         .file_stem()
         .map_or("perf".into(), |n| n.to_string_lossy().into_owned());
-    let first = PathBuf::from(format!("{stem}.numalens"));
-    if !first.exists() {
-        return first;
-    }
-    (2..)
-        .map(|n| PathBuf::from(format!("{stem}.{n}.numalens")))
-        .find(|p| !p.exists())
-        .expect("a free name")
+    super::record::free_profile_name(&stem)
 }
 
 fn print_summary(i: &Imported, output: &Path) {

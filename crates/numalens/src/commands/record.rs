@@ -187,6 +187,11 @@ fn default_output(program: &Path) -> PathBuf {
     let stem = program
         .file_name()
         .map_or("program".into(), |n| n.to_string_lossy().into_owned());
+    free_profile_name(&stem)
+}
+
+/// `STEM.numalens`, or `STEM.2.numalens`, … when taken.
+pub(crate) fn free_profile_name(stem: &str) -> PathBuf {
     let first = PathBuf::from(format!("{stem}.numalens"));
     if !first.exists() {
         return first;
