@@ -126,7 +126,6 @@ fn the_pmu_backend_says_what_this_machine_offers() {
 /// sources and latencies is what the test wrote, counted independently here.
 #[test]
 fn the_report_shows_where_accesses_were_served_and_the_measured_latency() {
-    use numalens_import::sample::*;
     use numalens_import::write::*;
     const HEAP: u64 = 0x7f00_0000_0000;
     const BLOCK: u64 = 128 << 20;
