@@ -134,9 +134,12 @@ impl MappedModules {
                 && prot & libc::PROT_EXEC as u32 != 0
                 && path.starts_with('/')
             {
-                maps.entry(*pid)
-                    .or_default()
-                    .push((*start, start + len, *pgoff, path.clone()));
+                maps.entry(*pid).or_default().push((
+                    *start,
+                    start.saturating_add(*len),
+                    *pgoff,
+                    path.clone(),
+                ));
             }
         }
         MappedModules {
@@ -154,7 +157,7 @@ impl MappedModules {
             .rev()
             .find(|(s, e, _, _)| (*s..*e).contains(&ip))?
             .clone();
-        let file_offset = ip - start + pgoff;
+        let file_offset = (ip - start).checked_add(pgoff)?;
         let segments = self
             .segments
             .entry(path.clone())

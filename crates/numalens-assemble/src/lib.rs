@@ -256,6 +256,7 @@ pub fn write_profile(
         path: output.to_path_buf(),
         source,
     })?;
+    reasons.extend(raw.incomplete.iter().cloned());
     let completeness = completeness::completeness(
         raw,
         (&logs, &views),

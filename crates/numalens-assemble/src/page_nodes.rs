@@ -28,7 +28,7 @@ pub fn page_sizes(raw: &RawRecording, views: &[ProcessView], thp: ThpMode) -> Pa
         } if (path.is_empty() || path.starts_with("//anon"))
             && *flags & libc::MAP_SHARED as u32 == 0 =>
         {
-            Some((*pid, *start, start + len))
+            Some((*pid, *start, start.saturating_add(*len)))
         }
         _ => None,
     });

@@ -44,6 +44,9 @@ pub struct RawRecording {
     pub migrations: Vec<Migration>,
     pub sampler: Option<SamplerInfo>,
     pub start_unix_ns: u64,
+    /// Why the recording is incomplete, as its source says (an imported file whose page faults
+    /// were sampled, not all recorded).
+    pub incomplete: Vec<String>,
     /// When the recording ended, when it says (an imported file); else the moment the profile is
     /// written.
     pub end_unix_ns: Option<u64>,
@@ -94,12 +97,17 @@ pub enum PerfEvent {
     },
 }
 
+/// [`Fault::cpu`] when the recording does not say.
+pub const UNKNOWN_CPU: u32 = u32::MAX;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fault {
     pub pid: u32,
     pub tid: u32,
     pub time_ns: u64,
     pub address: u64,
+    /// The CPU that took it; [`UNKNOWN_CPU`] when the recording does not say (a perf.data file
+    /// recorded without `PERF_SAMPLE_CPU`).
     pub cpu: u32,
     /// MMU page size at `address` when the fault was taken: 0 when the page was not mapped or
     /// the kernel does not report it (see `SamplerInfo::page_sizes`).

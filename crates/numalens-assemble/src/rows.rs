@@ -8,7 +8,7 @@ use numalens_topology::Topology;
 use crate::Summary;
 use crate::attribute::Locator;
 use crate::attribute::{Attributions, ObjectSpec};
-use crate::raw::{Access, AccessStream, Fault};
+use crate::raw::{Access, AccessStream, Fault, UNKNOWN_CPU};
 
 /// The page-fault samples with their attribution, as `samples` rows.
 pub struct FaultRows<'a> {
@@ -38,7 +38,7 @@ impl FaultRows<'_> {
                 time_ns: fault.time_ns.saturating_sub(self.origin),
                 pid: fault.pid,
                 tid: fault.tid,
-                cpu: Some(fault.cpu),
+                cpu: (fault.cpu != UNKNOWN_CPU).then_some(fault.cpu),
                 address: fault.address,
                 kind: a.kind,
                 weight: 1,

@@ -136,6 +136,7 @@ fn raw_recording(
         sampler: None,
         start_unix_ns: meta.start_unix_ns,
         end_unix_ns: None,
+        incomplete: Vec::new(),
         clock_origin_ns: meta.clock.origin_ns,
         host: meta.host.clone(),
         page_size: meta.page_size,

@@ -134,8 +134,16 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
         nodes: d.nodes.len(),
     };
     d.tasks.extend(threads_seen_running(&d));
+    let sampled_faults = d.sampled_faults;
     let mut raw = raw_recording(d, start_unix_ns, first);
     raw.end_unix_ns = Some(start_unix_ns.saturating_add(last - first));
+    if sampled_faults > 0 {
+        raw.incomplete.push(format!(
+            "{sampled_faults} page-fault samples stand for several faults each (perf samples \
+             page faults 4000 times a second unless told otherwise): the first touches of the \
+             pages between them are missing; record with `-c 1` to keep every fault"
+        ));
+    }
     raw.access_stream = Some(Box::new(SecondPass(input.to_path_buf())));
     raw.objects = statics::statics(&raw.tasks, opts.min_object);
     let profile = write_profile(&mut raw, output, assemble, |_| Ok(ProgramEnd::default()))?;
@@ -309,6 +317,7 @@ fn raw_recording(d: read::Decoded, start_unix_ns: u64, origin: u64) -> RawRecord
         sampler: None,
         start_unix_ns,
         end_unix_ns: None,
+        incomplete: Vec::new(),
         clock_origin_ns: origin,
         host: Host {
             hostname: known(d.hostname),

@@ -8,7 +8,7 @@ use linux_perf_data::linux_perf_event_reader::{
     SoftwareCounterType,
 };
 use linux_perf_data::{Endianness, Feature, PerfFile, PerfFileReader, PerfFileRecord};
-use numalens_assemble::raw::{Access, Fault, PerfEvent};
+use numalens_assemble::raw::{Access, Fault, PerfEvent, UNKNOWN_CPU};
 use numalens_format::{DataSource, SampleKind};
 
 use crate::bytes::Bytes;
@@ -39,6 +39,9 @@ pub struct Decoded {
     pub events: Vec<EventSummary>,
     /// Sample records that ended before a field their event announces.
     pub truncated: u64,
+    /// Page-fault samples that stand for more than one fault (perf's default is 4000 samples a
+    /// second, not every fault).
+    pub sampled_faults: u64,
 }
 
 /// What the first pass saw of the memory samples.
@@ -305,12 +308,15 @@ fn count_sample(
         d.accesses.add(pid, tid, time_ns);
         return;
     }
+    if s.period.unwrap_or(r.fixed_period) > 1 {
+        d.sampled_faults += 1;
+    }
     d.faults.push(Fault {
         pid,
         tid,
         time_ns,
         address,
-        cpu: s.cpu.unwrap_or(0),
+        cpu: s.cpu.unwrap_or(UNKNOWN_CPU),
         mapped_page_size: s
             .data_page_size
             .and_then(|p| u32::try_from(p).ok())

@@ -127,6 +127,25 @@ pub fn detect(devices: &Path) -> Result<Vec<PreciseEvent>, NoPreciseEvent> {
     })
 }
 
+/// The arguments of the `perf` command that records `event` as `numalens import` reads it: data
+/// addresses, their physical addresses, weights (latency), the CPU of each sample (the node a
+/// first touch placed its page on), on the clock numalens' runtime uses.
+pub fn perf_record_args(event: &str) -> Vec<String> {
+    [
+        "record",
+        "-e",
+        event,
+        "-d",
+        "--phys-data",
+        "--sample-cpu",
+        "-W",
+        "-k",
+        "CLOCK_MONOTONIC",
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
 /// This machine's precise memory events.
 pub fn host() -> Result<Vec<PreciseEvent>, NoPreciseEvent> {
     detect(Path::new("/sys/bus/event_source/devices"))

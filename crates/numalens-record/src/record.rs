@@ -358,6 +358,7 @@ pub fn run_with(
         sampler: sampler.map(|s| s.info),
         start_unix_ns,
         end_unix_ns: None,
+        incomplete: Vec::new(),
         clock_origin_ns,
         host: this_host(),
         page_size,

@@ -211,3 +211,41 @@ fn the_report_shows_where_accesses_were_served_and_the_measured_latency() {
         "the remote pair's latency"
     );
 }
+
+/// The `perf record` line `--backend pmu` suggests runs, here with a software event in place of
+/// the precise one this machine lacks, and what it records imports.
+#[test]
+fn the_suggested_perf_record_line_runs_and_imports() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("suggested.data");
+    let out = Command::new("perf")
+        .args(numalens_record::pmu::perf_record_args("page-faults"))
+        .args(["-q", "-c", "1", "-o"])
+        .arg(&data)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "head -c 2000000 /dev/zero | sort >/dev/null",
+        ])
+        .output()
+        .expect("perf is installed (tests/install-deps)");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let profile = dir.path().join("suggested.numalens");
+    let imported = numalens(&[
+        "import",
+        data.to_str().unwrap(),
+        "-o",
+        profile.to_str().unwrap(),
+    ]);
+    assert!(imported.status.success(), "{}", text(&imported.stderr));
+    // Every fault knows its CPU, so a first touch knows its node.
+    let p = numalens_format::Profile::open(&profile).unwrap();
+    let samples = p.read_all::<numalens_format::Sample>().unwrap();
+    assert!(!samples.is_empty() && samples.iter().all(|s| s.cpu.is_some()));
+    assert!(
+        p.meta().completeness.complete,
+        "{:?}",
+        p.meta().completeness
+    );
+}

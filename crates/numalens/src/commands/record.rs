@@ -161,6 +161,7 @@ fn inst_options(args: &RecordingArgs) -> Result<Option<InstOptions>, UsageError>
 /// Why `--backend pmu` does not record here, and what does. The live sampler is not in this
 /// version: on a machine with a precise event, `perf` records it and `numalens import` reads it.
 fn pmu_refusal(program: &std::ffi::OsStr) -> String {
+    use numalens_record::pmu::PreciseEvent;
     let works = if numalens_inst::check_program(program).is_ok() {
         "--backend inst (this program is built with `numalens cc`) records every access here"
     } else {
@@ -169,16 +170,20 @@ fn pmu_refusal(program: &std::ffi::OsStr) -> String {
     };
     match numalens_record::pmu::host() {
         Err(missing) => format!("--backend pmu: {missing}. {works}"),
-        Ok(events) => {
-            let event = events[0].name();
-            format!(
-                "--backend pmu: this machine has {event}, which `numalens record` does not drive \
-                 itself yet: record with `perf record -e {event} -d --phys-data -W --data-src \
-                 -k CLOCK_MONOTONIC -o perf.data -- {prog} …` (or `perf mem record -- {prog} \
-                 …`), then `numalens import perf.data`. {works}",
+        Ok(events) => match &events[0] {
+            PreciseEvent::ArmSpe { pmu, .. } => format!(
+                "--backend pmu: this machine has Arm SPE ({pmu}), whose samples perf keeps in \
+                 AUX data that `numalens import` does not read yet. {works}"
+            ),
+            event => format!(
+                "--backend pmu: this machine has {}, which `numalens record` does not drive \
+                 itself yet: record with `perf {} -o perf.data -- {prog} …`, then `numalens \
+                 import perf.data`. {works}",
+                event.name(),
+                numalens_record::pmu::perf_record_args(&event.name()).join(" "),
                 prog = program.to_string_lossy()
-            )
-        }
+            ),
+        },
     }
 }
 
