@@ -1,8 +1,8 @@
-//! Checks, before the file is handed to the perf.data reader, that the sizes and counts its
-//! opening reads from the file fit in the file: the reader sizes buffers by them (a feature
-//! section's declared size, the number of events in `HEADER_EVENT_DESC`, an event's number of
-//! ids), so a damaged header would otherwise make it allocate what the file says, up to
-//! exabytes. A number read from a file never sizes an allocation beyond the file.
+//! Checks, before the file is handed to the perf.data reader, that the sizes and counts it reads
+//! from the file fit in the file: the reader sizes buffers by them (a feature section's declared
+//! size, the number of events in `HEADER_EVENT_DESC`, an event's number of ids, the data that
+//! follows an AUX trace record), so a damaged file would otherwise make it allocate what the file
+//! says, up to exabytes. Every other buffer it sizes is bounded by a record's 16-bit size.
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -43,33 +43,83 @@ pub fn check<R: Read + Seek>(file: &mut R, big_endian: bool) -> Result<(), Damag
         }
         Ok((attr_size, attrs, data, event_types, features))
     };
-    // A file written by `perf record -o -` (pipe mode) has a 16-byte header and its
-    // attributes in records of bounded size.
     if Bytes::new(&header[8..16], big_endian).u64() == Ok(16) {
-        return Ok(());
+        return Err(
+            "it was written to a pipe (`perf record -o -`), which numalens does not read: record \
+             to a file (`-o perf.data`)",
+        );
     }
     let (attr_size, attrs, data, event_types, features) =
         parse(&mut b).map_err(|_| "its header is cut short")?;
     if !(16..=4096).contains(&attr_size) {
         return Err("its header declares an impossible attribute size");
     }
-    for (what, s) in [
-        ("attribute", attrs),
-        ("data", data),
-        ("event type", event_types),
+    if data.1 == 0 {
+        return Err(
+            "its data section is empty: `perf record` was killed before it finished the file",
+        );
+    }
+    for (s, damage) in [
+        (
+            attrs,
+            "its attribute section lies beyond the end of the file",
+        ),
+        (data, "its data section lies beyond the end of the file"),
+        (
+            event_types,
+            "its event type section lies beyond the end of the file",
+        ),
     ] {
         if !within(file_len, s) {
-            return Err(match what {
-                "attribute" => "its attribute section lies beyond the end of the file",
-                "data" => {
-                    "its data section lies beyond the end of the file (was perf record killed?)"
-                }
-                _ => "its event type section lies beyond the end of the file",
-            });
+            return Err(damage);
         }
     }
     check_attr_ids(file, attrs, attr_size, file_len, big_endian)?;
-    check_features(file, data, &features, file_len, big_endian)
+    check_features(file, data, &features, file_len, big_endian)?;
+    check_records(file, data, big_endian)
+}
+
+/// `PERF_RECORD_AUXTRACE`: its data follows the record, and the reader sizes a buffer by it.
+const RECORD_AUXTRACE: u32 = 71;
+
+/// Every record of the data section has a size that keeps it inside the section, and an
+/// AUXTRACE record's data is inside it too.
+fn check_records<R: Read + Seek>(
+    file: &mut R,
+    (start, size): (u64, u64),
+    big_endian: bool,
+) -> Result<(), Damage> {
+    let end = start + size;
+    file.seek(SeekFrom::Start(start))
+        .map_err(|_| "its data section is unreadable")?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut at = start;
+    let mut head = [0u8; 16];
+    while at < end {
+        let want = if end - at >= 16 { 16 } else { 8 };
+        reader
+            .read_exact(&mut head[..want])
+            .map_err(|_| "a record is cut short")?;
+        let mut b = Bytes::new(&head[..want], big_endian);
+        let (Ok(kind), Ok(_misc), Ok(len)) = (b.u32(), b.u16(), b.u16()) else {
+            return Err("a record is cut short");
+        };
+        let mut next = at + u64::from(len);
+        if kind == RECORD_AUXTRACE {
+            let aux = b.u64().map_err(|_| "an AUX trace record is cut short")?;
+            next = next
+                .checked_add(aux)
+                .ok_or("an AUX trace record's size overflows")?;
+        }
+        if u64::from(len) < 8 || next > end {
+            return Err("a record's size takes it beyond the data section");
+        }
+        reader
+            .seek_relative((next - at - want as u64) as i64)
+            .map_err(|_| "its data section is unreadable")?;
+        at = next;
+    }
+    Ok(())
 }
 
 fn read_at<R: Read + Seek>(file: &mut R, offset: u64, len: u64, file_len: u64) -> Option<Vec<u8>> {
@@ -168,7 +218,12 @@ mod tests {
             ..EventAttr::default()
         });
         w.feature(FEATURE_NUMA_TOPOLOGY, vec![0; 4]);
+        w.comm(1, 1, "prog", 0);
         w.finish()
+    }
+
+    fn word(b: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
     }
 
     fn check_bytes(bytes: &[u8]) -> Result<(), Damage> {
@@ -204,5 +259,37 @@ mod tests {
         );
         // A file cut inside its data.
         assert!(check_bytes(&good[..good.len() / 2]).is_err());
+    }
+
+    #[test]
+    fn records_that_leave_the_data_section_are_damage() {
+        let good = file();
+        let data_at = word(&good, 40) as usize;
+        // The COMM record becomes an AUXTRACE record whose data claims 52 TB.
+        let mut aux = good.clone();
+        aux[data_at..data_at + 4].copy_from_slice(&71u32.to_le_bytes());
+        aux[data_at + 8..data_at + 16].copy_from_slice(&(52u64 << 40).to_le_bytes());
+        assert_eq!(
+            check_bytes(&aux),
+            Err("a record's size takes it beyond the data section")
+        );
+        // A record of size 4.
+        let mut tiny = good.clone();
+        tiny[data_at + 6..data_at + 8].copy_from_slice(&4u16.to_le_bytes());
+        assert_eq!(
+            check_bytes(&tiny),
+            Err("a record's size takes it beyond the data section")
+        );
+    }
+
+    #[test]
+    fn a_killed_recording_and_a_pipe_are_named() {
+        let good = file();
+        let mut killed = good.clone();
+        killed[48..56].copy_from_slice(&0u64.to_le_bytes());
+        assert!(check_bytes(&killed).unwrap_err().contains("was killed"));
+        let mut pipe = good.clone();
+        pipe[8..16].copy_from_slice(&16u64.to_le_bytes());
+        assert!(check_bytes(&pipe).unwrap_err().contains("pipe"));
     }
 }

@@ -28,6 +28,7 @@ pub fn run(args: ImportArgs) -> Result<()> {
             | ImportError::Perf(_)
             | ImportError::NotPerfData(_)
             | ImportError::Damaged(_)
+            | ImportError::Header(_)
             | ImportError::NoAddresses(_)),
         ) => {
             return Err(UsageError(e.to_string()).into());
