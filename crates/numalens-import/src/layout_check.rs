@@ -94,28 +94,35 @@ fn check_records<R: Read + Seek>(
         .map_err(|_| "its data section is unreadable")?;
     let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
     let mut at = start;
-    let mut head = [0u8; 16];
+    let mut head = [0u8; 8];
     while at < end {
-        let want = if end - at >= 16 { 16 } else { 8 };
         reader
-            .read_exact(&mut head[..want])
+            .read_exact(&mut head)
             .map_err(|_| "a record is cut short")?;
-        let mut b = Bytes::new(&head[..want], big_endian);
+        let mut b = Bytes::new(&head, big_endian);
         let (Ok(kind), Ok(_misc), Ok(len)) = (b.u32(), b.u16(), b.u16()) else {
             return Err("a record is cut short");
         };
+        if len < 8 {
+            return Err("a record's size takes it beyond the data section");
+        }
+        let mut read = 8u64;
         let mut next = at + u64::from(len);
-        if kind == RECORD_AUXTRACE {
-            let aux = b.u64().map_err(|_| "an AUX trace record is cut short")?;
+        if kind == RECORD_AUXTRACE && len >= 16 {
+            reader
+                .read_exact(&mut head)
+                .map_err(|_| "a record is cut short")?;
+            read += 8;
+            let aux = Bytes::new(&head, big_endian).u64().unwrap_or(0);
             next = next
                 .checked_add(aux)
                 .ok_or("an AUX trace record's size overflows")?;
         }
-        if u64::from(len) < 8 || next > end {
+        if next > end {
             return Err("a record's size takes it beyond the data section");
         }
         reader
-            .seek_relative((next - at - want as u64) as i64)
+            .seek_relative((next - at - read) as i64)
             .map_err(|_| "its data section is unreadable")?;
         at = next;
     }
