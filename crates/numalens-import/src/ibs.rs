@@ -20,11 +20,25 @@ const DC_MISS: u64 = 1 << 7;
 const DC_LIN_ADDR_VALID: u64 = 1 << 17;
 const DC_PHY_ADDR_VALID: u64 = 1 << 18;
 
-// IbsOpData2: DataSrc in bits 0-2, RmtNode in bit 4.
+const L2_MISS: u64 = 1 << 20;
+
+// IbsOpData2: DataSrc in bits 0-2 (and, from Zen 4, DataSrcHi in bits 6-7 above them),
+// RmtNode in bit 4.
 const DATA_SRC_LOCAL_CACHE: u64 = 2;
 const DATA_SRC_DRAM: u64 = 3;
 const DATA_SRC_REMOTE_CACHE: u64 = 4;
 const RMT_NODE: u64 = 1 << 4;
+
+/// The capability word's bit for Zen 4's IBS extensions (`IBS_CAPS_ZEN4`).
+const CAPS_ZEN4: u32 = 1 << 11;
+// Zen 4's data sources (the kernel's `IBS_DATA_SRC_EXT_*`).
+const EXT_LOCAL_CACHE: u64 = 0x1;
+const EXT_NEAR_CCX_CACHE: u64 = 0x2;
+const EXT_DRAM: u64 = 0x3;
+const EXT_FAR_CCX_CACHE: u64 = 0x5;
+const EXT_PMEM: u64 = 0x6;
+const EXT_EXTENSION_MEMORY: u64 = 0x8;
+const EXT_PEER_AGENT_MEMORY: u64 = 0xc;
 
 /// What one IBS op sample says of its memory access.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +55,7 @@ pub struct IbsAccess {
 /// whose data address is not valid.
 pub fn decode(raw: &[u8], big_endian: bool) -> Option<IbsAccess> {
     let mut b = Bytes::new(raw, big_endian);
-    let _caps = b.u32().ok()?;
+    let caps = b.u32().ok()?;
     let mut regs = [0u64; 7];
     for r in &mut regs {
         *r = b.u64().ok()?;
@@ -63,7 +77,11 @@ pub fn decode(raw: &[u8], big_endian: bool) -> Option<IbsAccess> {
         kind,
         address: regs[DC_LIN_AD],
         phys: (data3 & DC_PHY_ADDR_VALID != 0).then_some(regs[DC_PHYS_AD]),
-        source: source(kind, missed, regs[OP_DATA2]),
+        source: if caps & CAPS_ZEN4 != 0 {
+            zen4_source(kind, data3, regs[OP_DATA2])
+        } else {
+            source(kind, missed, regs[OP_DATA2])
+        },
         latency: (kind == SampleKind::Load && missed && latency > 0).then_some(latency),
     })
 }
@@ -90,10 +108,37 @@ fn source(kind: SampleKind, missed: bool, data2: u64) -> DataSource {
     }
 }
 
+/// Zen 4 and later: the L2 says itself whether it missed, and DataSrc has two more bits and
+/// other meanings (as the kernel decodes them in `perf_ibs_get_mem_lvl`).
+fn zen4_source(kind: SampleKind, data3: u64, data2: u64) -> DataSource {
+    if data3 & DC_MISS == 0 {
+        return DataSource::L1;
+    }
+    if data3 & L2_MISS == 0 {
+        return DataSource::L2;
+    }
+    if kind != SampleKind::Load {
+        return DataSource::Unknown;
+    }
+    let remote = data2 & RMT_NODE != 0;
+    let memory = if remote {
+        DataSource::RemoteDram
+    } else {
+        DataSource::LocalDram
+    };
+    match (data2 & 0x7) | ((data2 >> 6) & 0x3) << 3 {
+        EXT_LOCAL_CACHE | EXT_NEAR_CCX_CACHE => DataSource::L3,
+        EXT_FAR_CCX_CACHE => DataSource::RemoteCache,
+        EXT_DRAM | EXT_PMEM | EXT_EXTENSION_MEMORY => memory,
+        EXT_PEER_AGENT_MEMORY => DataSource::RemoteDram,
+        _ => DataSource::Unknown,
+    }
+}
+
 /// The raw data of an IBS op sample with these registers, as the kernel writes it (tests and
 /// benchmarks).
-pub fn raw(regs: &[u64; 7]) -> Vec<u8> {
-    let mut v = 0u32.to_le_bytes().to_vec();
+pub fn raw(caps: u32, regs: &[u64; 7]) -> Vec<u8> {
+    let mut v = caps.to_le_bytes().to_vec();
     for r in regs {
         v.extend(r.to_le_bytes());
     }
@@ -110,4 +155,47 @@ pub fn op_data3(store: bool, missed: bool, latency: u16) -> u64 {
 /// IbsOpData2 with a data source and the remote-node bit.
 pub fn op_data2(data_src: u64, remote: bool) -> u64 {
     (data_src & 0x7) | if remote { RMT_NODE } else { 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A load that missed L1 and L2, with IbsOpData2 `data2`, on a Zen 4 or an older part.
+    fn missed_load(zen4: bool, data2: u64) -> DataSource {
+        let data3 = op_data3(false, true, 100) | L2_MISS;
+        let regs = [0x6_fffe, 0x40_0000, 0, data2, data3, 0x1000, 0x2000];
+        let caps = if zen4 { CAPS_ZEN4 } else { 0 };
+        decode(&raw(caps, &regs), false).unwrap().source
+    }
+
+    #[test]
+    fn zen4_data_sources_are_read_with_their_high_bits() {
+        // The kernel's IBS_DATA_SRC_EXT_* values, DataSrcHi in bits 6-7.
+        let ext =
+            |v: u64, remote: bool| (v & 0x7) | (v >> 3) << 6 | if remote { RMT_NODE } else { 0 };
+        assert_eq!(missed_load(true, ext(0x1, false)), DataSource::L3);
+        assert_eq!(missed_load(true, ext(0x5, false)), DataSource::RemoteCache);
+        assert_eq!(missed_load(true, ext(0x3, true)), DataSource::RemoteDram);
+        assert_eq!(missed_load(true, ext(0x8, false)), DataSource::LocalDram);
+        assert_eq!(missed_load(true, ext(0xc, false)), DataSource::RemoteDram);
+        // The same bits read the older way.
+        assert_eq!(missed_load(false, ext(0x1, false)), DataSource::Unknown);
+        assert_eq!(missed_load(false, ext(0x4, false)), DataSource::RemoteCache);
+        // Zen 4 says an L2 hit with L2Miss clear, whatever DataSrc holds.
+        let data3 = op_data3(false, true, 20);
+        let regs = [
+            0x6_fffe,
+            0x40_0000,
+            0,
+            ext(0x3, false),
+            data3,
+            0x1000,
+            0x2000,
+        ];
+        assert_eq!(
+            decode(&raw(CAPS_ZEN4, &regs), false).unwrap().source,
+            DataSource::L2
+        );
+    }
 }

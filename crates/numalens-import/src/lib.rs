@@ -71,7 +71,7 @@ pub struct Imported {
     pub events: Vec<EventSummary>,
     pub faults: u64,
     pub accesses: u64,
-    /// Sample records cut short (a damaged file); they are skipped.
+    /// Records cut short or impossible (a damaged file); they are skipped.
     pub truncated: u64,
     /// The recording machine's NUMA nodes, when the file says.
     pub nodes: usize,
@@ -137,6 +137,13 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
     let sampled_faults = d.sampled_faults;
     let mut raw = raw_recording(d, start_unix_ns, first);
     raw.end_unix_ns = Some(start_unix_ns.saturating_add(last - first));
+    if imported.truncated > 0 {
+        raw.incomplete.push(format!(
+            "{} damaged records of the file (cut short, or a mapping past the end of memory) \
+             were skipped",
+            imported.truncated
+        ));
+    }
     if sampled_faults > 0 {
         raw.incomplete.push(format!(
             "{sampled_faults} page-fault samples stand for several faults each (perf samples \

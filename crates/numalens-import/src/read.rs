@@ -37,7 +37,8 @@ pub struct Decoded {
     /// Wall-clock ns at the samples' clock's zero, when the file says (`HEADER_CLOCK_DATA`).
     pub wall_minus_clock_ns: Option<i128>,
     pub events: Vec<EventSummary>,
-    /// Sample records that ended before a field their event announces.
+    /// Records that ended before a field they announce, or that are impossible (a mapping past
+    /// the end of the address space): skipped.
     pub truncated: u64,
     /// Page-fault samples that stand for more than one fault (perf's default is 4000 samples a
     /// second, not every fault).
@@ -385,7 +386,12 @@ fn take_task(
     let text = |raw: linux_perf_data::linux_perf_event_reader::RawData<'_>| {
         String::from_utf8_lossy(&raw.as_slice()).into_owned()
     };
-    let event = match record.parse().map_err(linux_perf_data::Error::from)? {
+    // A task or mapping record cut short is skipped like a cut sample, not the whole file.
+    let Ok(parsed) = record.parse() else {
+        d.truncated += 1;
+        return Ok(());
+    };
+    let event = match parsed {
         EventRecord::Comm(c) => PerfEvent::Comm {
             pid: c.pid as u32,
             tid: c.tid as u32,
@@ -443,6 +449,15 @@ fn take_task(
             return Ok(());
         }
     };
+    if let PerfEvent::Mmap {
+        start, len, pgoff, ..
+    } = &event
+        && (start.checked_add(*len).is_none() || pgoff.checked_add(*len).is_none())
+    {
+        // A mapping past the end of the address space: a damaged record.
+        d.truncated += 1;
+        return Ok(());
+    }
     d.tasks.push(event);
     Ok(())
 }

@@ -78,7 +78,7 @@ fn write_file(path: &Path, n: u64) {
                 time: 5_000 + i * 10,
                 cpu: 0,
                 period: 100_000,
-                raw: ibs::raw(&regs),
+                raw: ibs::raw(0, &regs),
                 ..SampleFields::default()
             },
         );

@@ -61,7 +61,7 @@ fn print_summary(i: &Imported, output: &Path) {
     }
     if i.truncated > 0 {
         eprintln!(
-            "numalens: {} sample records were cut short and skipped",
+            "numalens: {} damaged records (cut short, or a mapping past the end of memory) were skipped",
             i.truncated
         );
     }
