@@ -135,6 +135,7 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
     };
     d.tasks.extend(threads_seen_running(&d));
     let sampled_faults = d.sampled_faults;
+    let build_ids = std::mem::take(&mut d.build_ids);
     let mut raw = raw_recording(d, start_unix_ns, first);
     raw.end_unix_ns = Some(start_unix_ns.saturating_add(last - first));
     if imported.truncated > 0 {
@@ -152,7 +153,8 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
         ));
     }
     raw.access_stream = Some(Box::new(SecondPass(input.to_path_buf())));
-    raw.objects = statics::statics(&raw.tasks, opts.min_object);
+    let this_host = raw.host.hostname == numalens_assemble::this_host().hostname;
+    raw.objects = statics::statics(&raw.tasks, opts.min_object, &build_ids, this_host);
     let profile = write_profile(&mut raw, output, assemble, |_| Ok(ProgramEnd::default()))?;
     Ok(Imported {
         profile,

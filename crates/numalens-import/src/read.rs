@@ -43,6 +43,8 @@ pub struct Decoded {
     /// Page-fault samples that stand for more than one fault (perf's default is 4000 samples a
     /// second, not every fault).
     pub sampled_faults: u64,
+    /// The build id of each file the recording names, by path (`HEADER_BUILD_ID`).
+    pub build_ids: std::collections::HashMap<String, Vec<u8>>,
 }
 
 /// What the first pass saw of the memory samples.
@@ -227,6 +229,7 @@ fn header(perf_file: &PerfFile, big_endian: bool) -> Result<Decoded, ImportError
             .unwrap_or_default()
     };
     let mut d = Decoded {
+        build_ids: build_ids(section(Feature::BUILD_ID), big_endian),
         command: strings(section(Feature::CMDLINE), big_endian),
         hostname: text(Feature::HOSTNAME),
         os_release: text(Feature::OSRELEASE),
@@ -243,6 +246,35 @@ fn header(perf_file: &PerfFile, big_endian: bool) -> Result<Decoded, ImportError
         d.wall_minus_clock_ns = Some(i128::from(wall) - i128::from(at));
     }
     Ok(d)
+}
+
+/// `HEADER_BUILD_ID`: records of a header, a pid, 24 bytes of build id (its length in the 21st
+/// when the header's misc says so, else 20) and the file's NUL-terminated path.
+fn build_ids(section: &[u8], big_endian: bool) -> std::collections::HashMap<String, Vec<u8>> {
+    const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
+    let mut ids = std::collections::HashMap::new();
+    let mut b = Bytes::new(section, big_endian);
+    while let (Ok(_kind), Ok(misc), Ok(size)) = (b.u32(), b.u16(), b.u16()) {
+        let Ok(body) = b.take(usize::from(size).saturating_sub(8)) else {
+            break;
+        };
+        if body.len() < 28 {
+            continue;
+        }
+        let id = &body[4..28];
+        let len = if misc & MISC_BUILD_ID_SIZE != 0 {
+            usize::from(id[20]).min(20)
+        } else {
+            20
+        };
+        let path = &body[28..];
+        let end = path.iter().position(|&c| c == 0).unwrap_or(path.len());
+        ids.insert(
+            String::from_utf8_lossy(&path[..end]).into_owned(),
+            id[..len].to_vec(),
+        );
+    }
+    ids
 }
 
 /// A count, then that many `perf_header_string`s (`HEADER_CMDLINE`).

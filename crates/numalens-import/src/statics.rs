@@ -2,7 +2,7 @@
 //! symbol tables give each object's name, address in the module and size, and the module's
 //! mappings (`MMAP2` records) give where it was loaded.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use numalens_assemble::attribute::ObjectSpec;
@@ -11,8 +11,15 @@ use numalens_assemble::symbols::{ModuleFiles, map_file, static_objects};
 use numalens_format::ObjectKind;
 use object::{Object, ObjectSegment};
 
-/// The statics of every file-backed module of every process, placed at their load address.
-pub fn statics(tasks: &[PerfEvent], min_object: u64) -> Vec<ObjectSpec> {
+/// The statics of every file-backed module of every process, placed at their load address. A
+/// module's file is used only when it is the one recorded: its build id is the one the recording
+/// lists for its path, or, for a path listed without one, the recording was made on this host.
+pub fn statics(
+    tasks: &[PerfEvent],
+    min_object: u64,
+    build_ids: &HashMap<String, Vec<u8>>,
+    this_host: bool,
+) -> Vec<ObjectSpec> {
     // (pid, path) → (lowest file offset mapped, its start): the module's first mapping.
     let mut modules: BTreeMap<(u32, &str), (u64, u64)> = BTreeMap::new();
     for t in tasks {
@@ -35,6 +42,13 @@ pub fn statics(tasks: &[PerfEvent], min_object: u64) -> Vec<ObjectSpec> {
     }
     let mut found = Vec::new();
     for ((pid, path), (pgoff, start)) in modules {
+        let recorded = match build_ids.get(path) {
+            Some(id) => build_id(Path::new(path)).as_ref() == Some(id),
+            None => this_host,
+        };
+        if !recorded {
+            continue;
+        }
         let path = Path::new(path);
         let Some(bias) = load_bias(path, pgoff, start) else {
             continue;
@@ -57,6 +71,13 @@ pub fn statics(tasks: &[PerfEvent], min_object: u64) -> Vec<ObjectSpec> {
         }));
     }
     found
+}
+
+/// The build id of the ELF file at `path`.
+fn build_id(path: &Path) -> Option<Vec<u8>> {
+    let bytes = map_file(path).ok()?;
+    let file = object::File::parse(&*bytes).ok()?;
+    file.build_id().ok().flatten().map(<[u8]>::to_vec)
 }
 
 /// The load bias of the ELF file at `path` mapped at `start` from file offset `pgoff`: the

@@ -137,4 +137,21 @@ fn a_page_fault_recording_imports_as_perf_script_decodes_it() {
         in_table >= 255,
         "{in_table} faults in the 256 pages of the static"
     );
+
+    // The program rebuilt differently after the recording: its file is not the one recorded
+    // (another build id), so its symbols do not name the recording's addresses.
+    let source = dir.path().join("fill.c");
+    let changed = PROGRAM.replace("table[1 << 20]", "table[1 << 19]");
+    std::fs::write(&source, changed).unwrap();
+    let cc = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-o"])
+        .arg(dir.path().join("fill"))
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(cc.success());
+    let again = dir.path().join("rebuilt.numalens");
+    import(&data, &again, &ImportOptions { min_object: 4096 }).unwrap();
+    let objects = Profile::open(&again).unwrap().read_all::<Object>().unwrap();
+    assert!(objects.iter().all(|o| o.name != "table"), "a rebuilt program's static was used");
 }
