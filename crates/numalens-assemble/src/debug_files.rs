@@ -27,18 +27,18 @@ pub fn debug_file(module: &Path, debug_root: &Path) -> Option<PathBuf> {
     if file.section_by_name(".debug_info").is_some() {
         return None;
     }
-    let by_id = file.build_id().ok().flatten().and_then(|id| {
+    let build_id = file.build_id().ok().flatten();
+    let by_id = build_id.and_then(|id| {
         let (first, rest) = id.split_first()?;
         let hex: String = rest.iter().map(|b| format!("{b:02x}")).collect();
-        Some(
-            debug_root
-                .join(".build-id")
-                .join(format!("{first:02x}"))
-                .join(format!("{hex}.debug")),
-        )
+        let path = debug_root
+            .join(".build-id")
+            .join(format!("{first:02x}"))
+            .join(format!("{hex}.debug"));
+        Some((path, Match::BuildId(id.to_vec())))
     });
     let dir = module.parent().unwrap_or(Path::new("/"));
-    let by_link = file.gnu_debuglink().ok().flatten().map(|(name, _crc)| {
+    let by_link = file.gnu_debuglink().ok().flatten().map(|(name, crc)| {
         let name = Path::new(std::str::from_utf8(name).unwrap_or_default()).to_path_buf();
         let under_root = debug_root.join(dir.strip_prefix("/").unwrap_or(dir));
         [
@@ -46,22 +46,38 @@ pub fn debug_file(module: &Path, debug_root: &Path) -> Option<PathBuf> {
             dir.join(".debug").join(&name),
             under_root.join(&name),
         ]
+        .map(|p| (p, Match::Crc(crc)))
     });
     by_id
         .into_iter()
         .chain(by_link.into_iter().flatten())
         // A debuglink naming the module itself (an empty name) is no debug file.
-        .find(|p| p.as_path() != module && is_debug_file(p))
+        .find(|(p, m)| p.as_path() != module && is_debug_file_of(p, m))
+        .map(|(p, _)| p)
 }
 
-/// A file that has what a stripped module lacks.
-fn is_debug_file(path: &Path) -> bool {
+/// How a debug file is known to be the module's: the same build id, or the CRC-32 of its bytes
+/// that the module's debuglink records (a debug file left from another build is not used).
+enum Match {
+    BuildId(Vec<u8>),
+    Crc(u32),
+}
+
+/// A file that has what a stripped module lacks, and is that module's.
+fn is_debug_file_of(path: &Path, wanted: &Match) -> bool {
     let Ok(bytes) = crate::symbols::map_file(path) else {
         return false;
     };
-    object::File::parse(&*bytes).is_ok_and(|f| {
-        f.section_by_name(".symtab").is_some() || f.section_by_name(".debug_info").is_some()
-    })
+    let Ok(f) = object::File::parse(&*bytes) else {
+        return false;
+    };
+    let has_debug =
+        f.section_by_name(".symtab").is_some() || f.section_by_name(".debug_info").is_some();
+    has_debug
+        && match wanted {
+            Match::BuildId(id) => f.build_id().ok().flatten() == Some(id.as_slice()),
+            Match::Crc(crc) => crc32fast::hash(&bytes) == *crc,
+        }
 }
 
 #[cfg(test)]
@@ -126,7 +142,18 @@ mod tests {
         );
         let statics = crate::symbols::static_objects(&symbols_file(&prog, &none), 4096).unwrap();
         assert!(statics.iter().any(|s| s.name == "table"), "{statics:?}");
-        // A module with its own symbols is read as it is.
+        // A debug file of another build (its CRC is not the one recorded) is not used.
+        let debug = dir.path().join("prog.debug");
+        // A byte appended: still a valid ELF file with its symbols, but not the recorded one.
+        let mut bytes = std::fs::read(&debug).unwrap();
+        bytes.push(0);
+        std::fs::write(&debug, &bytes).unwrap();
+        assert!(is_debug_file_of(
+            &debug,
+            &Match::Crc(crc32fast::hash(&bytes))
+        ));
+        assert_eq!(debug_file(&prog, &none), None);
+        // Without a debug file, the module is read as it is.
         std::fs::remove_file(dir.path().join("prog.debug")).unwrap();
         assert_eq!(debug_file(&prog, &none), None);
         assert_eq!(symbols_file(&prog, &none), prog);
