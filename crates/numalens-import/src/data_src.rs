@@ -164,7 +164,7 @@ mod tests {
             DataSource::Unknown
         );
         // What perf writes for an event without a memory data source: PERF_MEM_NA.
-        let na = encode(0x01, 0x01, 0x01, 0, 0) | 0x01 << 24 | 0x01 << 26;
+        let na = encode(0x01, 0x01, 0x01, 0xf, 0) | 0x01 << 24 | 0x01 << 26;
         let d = decode(na);
         assert_eq!(
             (d.kind, d.source, d.hitm),

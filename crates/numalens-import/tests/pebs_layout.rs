@@ -17,7 +17,7 @@ const HEAP: u64 = 0x7f00_0000_0000;
 const BLOCK: u64 = 128 << 20;
 
 /// `perf_mem_data_src` values as Intel's PEBS decoding fills them, with what perf prints for them.
-const SOURCES: [(u64, &str); 7] = [
+const SOURCES: [(u64, &str); 10] = [
     (0x6810_0142, "L1 hit"),       // load, L1 hit
     (0x6810_0242, "LFB"),          // load, line fill buffer hit
     (0x6810_0842, "L3 hit"),       // load, L3 hit
@@ -25,6 +25,13 @@ const SOURCES: [(u64, &str); 7] = [
     (0x6810_2042, "Remote RAM"),   // load, remote RAM (1 hop) hit
     (0x6880_8042, "Remote Cache"), // load, remote cache (1 hop) hit, HITM
     (0x6800_0144, "L1 hit"),       // store, L1 hit
+    // The level-number encoding (AMD, Arm, recent Intel): RAM, remote; RAM, local; L2, local.
+    (
+        0x2 | 0x2 << 5 | 0x1 << 19 | 0xd << 33 | 1 << 37,
+        "num RAM remote",
+    ),
+    (0x2 | 0x2 << 5 | 0x1 << 19 | 0xd << 33, "num RAM"),
+    (0x2 | 0x2 << 5 | 0x1 << 19 | 0x2 << 33, "num L2"),
 ];
 
 fn write_file(path: &Path) -> usize {
@@ -131,15 +138,22 @@ fn check_source(s: &numalens_format::Sample, decoded: &str, line: &str) {
         SampleKind::Load
     };
     assert_eq!(s.kind, kind, "{line}");
-    let source = if decoded.contains("Remote Cache") {
+    // The level field of perf's decoding: `|LVL L3 hit|`, `|LVL Remote RAM (1 hop) hit|`, …
+    let level = decoded
+        .split('|')
+        .find_map(|f| f.strip_prefix("LVL "))
+        .expect("perf decodes a level");
+    let source = if level.contains("Remote Cache") {
         DataSource::RemoteCache
-    } else if decoded.contains("Remote RAM") {
+    } else if level.contains("Remote RAM") || (level.contains("RAM") && level.contains("Remote")) {
         DataSource::RemoteDram
-    } else if decoded.contains("Local RAM") {
+    } else if level.contains("RAM hit") {
         DataSource::LocalDram
-    } else if decoded.contains("L3 hit") {
+    } else if level.starts_with("L3 hit") {
         DataSource::L3
-    } else if decoded.contains("L1 hit") || decoded.contains("LFB") {
+    } else if level.starts_with("L2 hit") {
+        DataSource::L2
+    } else if level.starts_with("L1 hit") || level.contains("LFB") {
         DataSource::L1
     } else {
         panic!("a data source this test does not write: {line}")

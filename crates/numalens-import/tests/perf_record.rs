@@ -153,5 +153,8 @@ fn a_page_fault_recording_imports_as_perf_script_decodes_it() {
     let again = dir.path().join("rebuilt.numalens");
     import(&data, &again, &ImportOptions { min_object: 4096 }).unwrap();
     let objects = Profile::open(&again).unwrap().read_all::<Object>().unwrap();
-    assert!(objects.iter().all(|o| o.name != "table"), "a rebuilt program's static was used");
+    assert!(
+        objects.iter().all(|o| o.name != "table"),
+        "a rebuilt program's static was used"
+    );
 }
