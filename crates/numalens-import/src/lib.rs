@@ -286,14 +286,30 @@ fn command(d: &read::Decoded) -> Vec<String> {
     if let Some(i) = d.command.iter().position(|a| a == "--") {
         return d.command[i + 1..].to_vec();
     }
+    let first = d.faults.first().map(|f| f.pid).or(d.accesses.first_pid);
+    // The process's name after its exec (before it, a child perf forked is named `perf`).
+    let names = |exec_only: bool| {
+        d.tasks.iter().rev().find_map(|t| match t {
+            PerfEvent::Comm {
+                pid, name, exec, ..
+            } if Some(*pid) == first && (*exec || !exec_only) => Some(name.clone()),
+            _ => None,
+        })
+    };
+    let name = names(true).or_else(|| names(false));
+    // Without `--`, the program is the last word of perf's command line named as the process
+    // (whose name the kernel cuts to 15 bytes): `perf record -d -o x.data ./app 3` → `./app 3`.
+    let named = |arg: &String| {
+        let base = Path::new(arg).file_name().map(|b| b.to_string_lossy());
+        name.as_deref()
+            .is_some_and(|n| !n.is_empty() && base.is_some_and(|b| b.starts_with(n)))
+    };
+    if let Some(i) = d.command.iter().rposition(named) {
+        return d.command[i..].to_vec();
+    }
     if !d.command.is_empty() {
         return d.command.clone();
     }
-    let first = d.faults.first().map(|f| f.pid).or(d.accesses.first_pid);
-    let name = d.tasks.iter().find_map(|t| match t {
-        PerfEvent::Comm { pid, name, .. } if Some(*pid) == first => Some(name.clone()),
-        _ => None,
-    });
     vec![name.unwrap_or_else(|| format!("process {}", first.unwrap_or(0)))]
 }
 

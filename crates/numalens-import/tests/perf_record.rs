@@ -118,6 +118,9 @@ fn a_page_fault_recording_imports_as_perf_script_decodes_it() {
         );
     }
     assert_eq!(p.meta().backend.name, "faults");
+    // perf's command line without `--`: the program is the word named as the process.
+    let program = dir.path().join("fill").display().to_string();
+    assert_eq!(p.meta().command, vec![program]);
 
     // The program's static array is named from its symbol table, placed at its load address.
     let table = objects
