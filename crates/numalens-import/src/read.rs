@@ -328,11 +328,7 @@ fn count_sample(
 ) {
     let summary = &mut d.events[event];
     summary.samples += 1;
-    let ibs = r
-        .ibs
-        .then(|| s.raw.and_then(|raw| ibs::decode(raw, big_endian)))
-        .flatten();
-    let Some(address) = s.addr.filter(|&a| a != 0).or(ibs.map(|i| i.address)) else {
+    let Some((address, _)) = data_address(r, s, big_endian) else {
         return;
     };
     summary.with_address += 1;
@@ -361,11 +357,8 @@ fn count_sample(
 /// A memory sample as an access, when it has a data address. An IBS op sample's registers fill
 /// what its other fields lack.
 fn access(r: &EventReading, s: &Sample<'_>, reading: &Reading) -> Option<Access> {
-    let ibs = r
-        .ibs
-        .then(|| s.raw.and_then(|raw| ibs::decode(raw, reading.big_endian)))
-        .flatten();
-    let mut a = access_of_fields(r, s, &reading.physical, ibs.map(|i| i.address))?;
+    let (address, ibs) = data_address(r, s, reading.big_endian)?;
+    let mut a = access_of_fields(r, s, &reading.physical, address);
     if let Some(i) = ibs {
         if s.data_src.is_none() {
             (a.kind, a.data_source) = (i.kind, i.source);
@@ -376,19 +369,33 @@ fn access(r: &EventReading, s: &Sample<'_>, reading: &Reading) -> Option<Access>
     Some(a)
 }
 
+/// The sample's data address, from its own field or else its IBS registers, with what those
+/// registers say: one decision for both passes, so that the first counts what the second reads.
+fn data_address(
+    r: &EventReading,
+    s: &Sample<'_>,
+    big_endian: bool,
+) -> Option<(u64, Option<ibs::IbsAccess>)> {
+    let ibs = r
+        .ibs
+        .then(|| s.raw.and_then(|raw| ibs::decode(raw, big_endian)))
+        .flatten();
+    let address = s.addr.filter(|&a| a != 0).or(ibs.map(|i| i.address))?;
+    Some((address, ibs))
+}
+
 fn access_of_fields(
     r: &EventReading,
     s: &Sample<'_>,
     physical: &PhysicalNodes,
-    fallback_address: Option<u64>,
-) -> Option<Access> {
-    let address = s.addr.filter(|&a| a != 0).or(fallback_address)?;
+    address: u64,
+) -> Access {
     let source = s.data_src.map(crate::data_src::decode);
     let weight = s
         .period
         .unwrap_or(r.fixed_period)
         .clamp(1, u64::from(u32::MAX)) as u32;
-    Some(Access {
+    Access {
         pid: s.pid.unwrap_or(0),
         tid: s.tid.unwrap_or(0),
         time_ns: s.time.unwrap_or(0),
@@ -405,7 +412,7 @@ fn access_of_fields(
             .map(|l| l.min(u64::from(u32::MAX)) as u32),
         node: s.phys_addr.and_then(|p| physical.node_of(p)),
         page_size: s.data_page_size.and_then(|p| u32::try_from(p).ok()),
-    })
+    }
 }
 
 /// Task, mapping and loss records, as the live sampler decodes them.
