@@ -4,33 +4,49 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Command;
 
 use common::{numalens, text};
+
+/// `perf ARGS… -o DATA -- sh -c "a little work"`, which must succeed.
+fn perf_record(args: &[String], data: &Path, bytes: u64) {
+    let work = format!("head -c {bytes} /dev/zero | sort >/dev/null");
+    let out = Command::new("perf")
+        .args(args)
+        .arg("-o")
+        .arg(data)
+        .args(["--", "sh", "-c", &work])
+        .output()
+        .expect("perf is installed (tests/install-deps)");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+/// `numalens import DATA -o PROFILE`.
+fn import(data: &Path, profile: &Path) -> std::process::Output {
+    numalens(&[
+        "import",
+        data.to_str().unwrap(),
+        "-o",
+        profile.to_str().unwrap(),
+    ])
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
 
 #[test]
 fn a_perf_recording_is_imported_and_reported() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("perf.data");
-    let out = Command::new("perf")
-        .args(["record", "-q", "-e", "page-faults", "-c", "1", "-d", "-o"])
-        .arg(&data)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            "head -c 4000000 /dev/zero | sort >/dev/null",
-        ])
-        .output()
-        .expect("perf is installed (tests/install-deps)");
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    perf_record(
+        &strings(&["record", "-q", "-e", "page-faults", "-c", "1", "-d"]),
+        &data,
+        4_000_000,
+    );
     let profile = dir.path().join("sh.numalens");
-    let imported = numalens(&[
-        "import",
-        data.to_str().unwrap(),
-        "-o",
-        profile.to_str().unwrap(),
-    ]);
+    let imported = import(&data, &profile);
     let said = text(&imported.stderr);
     assert!(imported.status.success(), "{said}");
     assert!(said.contains("event page-faults:"), "{said}");
@@ -42,12 +58,7 @@ fn a_perf_recording_is_imported_and_reported() {
     assert!(shown.contains("backend     faults"), "{shown}");
     assert!(shown.contains("What this profile cannot tell"), "{shown}");
     // The same output again is refused rather than overwritten.
-    let again = numalens(&[
-        "import",
-        data.to_str().unwrap(),
-        "-o",
-        profile.to_str().unwrap(),
-    ]);
+    let again = import(&data, &profile);
     assert_eq!(again.status.code(), Some(2));
     assert!(
         text(&again.stderr).contains("exists"),
@@ -79,18 +90,11 @@ fn files_that_cannot_be_imported_are_refused_saying_why() {
 
     // A recording without data addresses (cpu-clock without -d): nothing to place.
     let data = dir.path().join("clock.data");
-    let rec = Command::new("perf")
-        .args(["record", "-q", "-e", "cpu-clock", "-o"])
-        .arg(&data)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            "head -c 1000000 /dev/zero | sort >/dev/null",
-        ])
-        .output()
-        .unwrap();
-    assert!(rec.status.success(), "{}", text(&rec.stderr));
+    perf_record(
+        &strings(&["record", "-q", "-e", "cpu-clock"]),
+        &data,
+        1_000_000,
+    );
     let no_address = numalens(&["import", data.to_str().unwrap(), "-o", &out("c.numalens")]);
     assert_eq!(no_address.status.code(), Some(2));
     let said = text(&no_address.stderr);
@@ -163,12 +167,7 @@ fn the_report_shows_where_accesses_were_served_and_the_measured_latency() {
     }
     w.write_to(&data).unwrap();
     let profile = dir.path().join("mem.numalens");
-    let imported = numalens(&[
-        "import",
-        data.to_str().unwrap(),
-        "-o",
-        profile.to_str().unwrap(),
-    ]);
+    let imported = import(&data, &profile);
     assert!(imported.status.success(), "{}", text(&imported.stderr));
     let report = numalens(&["report", "--json", profile.to_str().unwrap()]);
     let model: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
@@ -218,26 +217,11 @@ fn the_report_shows_where_accesses_were_served_and_the_measured_latency() {
 fn the_suggested_perf_record_line_runs_and_imports() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("suggested.data");
-    let out = Command::new("perf")
-        .args(numalens_record::pmu::perf_record_args("page-faults"))
-        .args(["-q", "-c", "1", "-o"])
-        .arg(&data)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            "head -c 2000000 /dev/zero | sort >/dev/null",
-        ])
-        .output()
-        .expect("perf is installed (tests/install-deps)");
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut args = numalens_record::pmu::perf_record_args("page-faults");
+    args.extend(strings(&["-q", "-c", "1"]));
+    perf_record(&args, &data, 2_000_000);
     let profile = dir.path().join("suggested.numalens");
-    let imported = numalens(&[
-        "import",
-        data.to_str().unwrap(),
-        "-o",
-        profile.to_str().unwrap(),
-    ]);
+    let imported = import(&data, &profile);
     assert!(imported.status.success(), "{}", text(&imported.stderr));
     // Every fault knows its CPU, so a first touch knows its node.
     let p = numalens_format::Profile::open(&profile).unwrap();
