@@ -30,8 +30,17 @@ pub enum ModuleFiles {
 impl ModuleFiles {
     /// The file to read `module`'s symbols and DWARF from: its separate debug file when the
     /// module has no debug information and one is installed (under the same root), else the
-    /// module's file.
+    /// module's file. The system's shared libraries are read as they are: their debug files
+    /// (the C library's, the C++ library's) hold megabytes of compressed DWARF that would be
+    /// inflated at every recording for frames and statics that are rarely the program's.
     pub fn symbols_file(&self, module: &Path) -> PathBuf {
+        let system_library = ["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"]
+            .iter()
+            .any(|dir| module.starts_with(dir))
+            && module.to_string_lossy().contains(".so");
+        if system_library {
+            return self.file(module).into_owned();
+        }
         let root = self.file(Path::new(crate::debug_files::DEBUG_ROOT));
         crate::debug_files::symbols_file(&self.file(module), &root)
     }
