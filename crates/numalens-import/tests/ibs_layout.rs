@@ -6,8 +6,8 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::Path;
-use std::process::Command;
 
 use numalens_format::{DataSource, SampleKind};
 use numalens_import::ibs;
@@ -98,19 +98,15 @@ struct PerfIbs {
 /// `perf report -D`: each sample's decoded IBS registers come before its PERF_RECORD_SAMPLE
 /// line, which carries its time.
 fn perf_decoding(file: &Path) -> BTreeMap<u64, PerfIbs> {
-    let out = Command::new("perf")
-        .args(["report", "-D", "-i"])
-        .arg(file)
-        .output()
-        .expect("perf is installed (tests/install-deps)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dump = common::perf([
+        OsStr::new("report"),
+        OsStr::new("-D"),
+        OsStr::new("-i"),
+        file.as_os_str(),
+    ]);
     let mut decoded = BTreeMap::new();
     let mut pending = PerfIbs::default();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in dump.lines() {
         if line.starts_with("ibs_op_data3:") {
             // `Name value` pairs after the register's hex value.
             let words: Vec<&str> = line.split_whitespace().skip(2).collect();

@@ -166,12 +166,8 @@ fn perf_reads_the_written_memory_topology() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("pebs.data");
     write_file(&data);
-    let out = std::process::Command::new("perf")
-        .args(["report", "--header-only", "-I", "-i"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let args = ["report", "--header-only", "-I", "-i"].map(std::ffi::OsStr::new);
+    let text = common::perf(args.into_iter().chain([data.as_os_str()]));
     assert!(text.contains("memory nodes (nr 2"), "{text}");
     assert!(text.contains("node1 meminfo"), "{text}");
 }

@@ -4,6 +4,7 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
 
@@ -44,16 +45,10 @@ fn record(dir: &Path) -> std::path::PathBuf {
         .unwrap();
     assert!(cc.success());
     let data = dir.join("perf.data");
-    let out = Command::new("perf")
-        .args(["record", "-q", "-e", "page-faults", "-c", "1", "-d", "-o"])
-        .arg(&data)
-        .arg(&program)
-        .output()
-        .expect("perf is installed (tests/install-deps)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let args = ["record", "-q", "-e", "page-faults", "-c", "1", "-d", "-o"].map(OsStr::new);
+    common::perf(
+        args.into_iter()
+            .chain([data.as_os_str(), program.as_os_str()]),
     );
     data
 }

@@ -4,24 +4,30 @@
 //! What the import tests share: `perf script` as the independent decoder, and the profile's
 //! samples.
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
 
 use numalens_format::{Profile, Sample};
 
-/// `perf script` of `file` with `fields`, one line per sample, split on whitespace and `:`.
-pub fn perf_script(file: &Path, fields: &str) -> Vec<String> {
+/// `perf ARGS…`, which must succeed; its standard output.
+pub fn perf<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> String {
     let out = Command::new("perf")
-        .args(["script", "--ns", "-F", fields, "-i"])
-        .arg(file)
+        .args(args)
         .output()
         .expect("perf is installed (tests/install-deps)");
     assert!(
         out.status.success(),
-        "perf script failed: {}",
+        "perf failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout)
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `perf script` of `file` with `fields`, one line per sample.
+pub fn perf_script(file: &Path, fields: &str) -> Vec<String> {
+    let args = ["script", "--ns", "-F", fields, "-i"].map(OsStr::new);
+    perf(args.into_iter().chain([file.as_os_str()]))
         .lines()
         .map(str::to_string)
         .collect()
