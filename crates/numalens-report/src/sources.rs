@@ -19,27 +19,11 @@ const HEAD: [(&str, Align); 8] = [
     ("latency", Align::Right),
 ];
 
-fn share(part: u64, whole: u64) -> String {
-    if whole == 0 {
-        "-".into()
-    } else {
-        format!("{:.0}%", part as f64 * 100.0 / whole as f64)
-    }
-}
-
 /// The cells of [`HEAD`] for some counts.
 fn cells(c: &SourceCounts) -> Vec<String> {
-    let known = c.known();
-    let mut row = vec![count(known)];
-    for part in [
-        c.l1,
-        c.l2,
-        c.l3,
-        c.local_dram,
-        c.remote_dram,
-        c.remote_cache,
-    ] {
-        row.push(share(part, known));
+    let mut row = vec![count(c.known())];
+    for share in c.known_shares() {
+        row.push(share.map_or("-".into(), |s| format!("{:.0}%", s * 100.0)));
     }
     row.push(
         c.mean_latency()

@@ -26,8 +26,9 @@ impl SourceCounts {
         self.remote_dram.saturating_add(self.remote_cache)
     }
 
-    /// Accesses whose source is known.
-    pub fn known(&self) -> u64 {
+    /// Accesses by known source, nearest first: L1, L2, L3, local DRAM, remote DRAM, remote
+    /// cache.
+    pub fn known_parts(&self) -> [u64; 6] {
         [
             self.l1,
             self.l2,
@@ -36,8 +37,20 @@ impl SourceCounts {
             self.remote_dram,
             self.remote_cache,
         ]
-        .iter()
-        .fold(0u64, |a, b| a.saturating_add(*b))
+    }
+
+    /// Accesses whose source is known.
+    pub fn known(&self) -> u64 {
+        self.known_parts()
+            .iter()
+            .fold(0u64, |a, b| a.saturating_add(*b))
+    }
+
+    /// Each of [`Self::known_parts`] as a share of the known accesses (none without any).
+    pub fn known_shares(&self) -> [Option<f64>; 6] {
+        let known = self.known();
+        self.known_parts()
+            .map(|part| (known > 0).then(|| part as f64 / known as f64))
     }
 
     /// Mean measured latency in cycles.

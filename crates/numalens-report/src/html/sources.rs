@@ -10,24 +10,10 @@ use super::{close_section, open_section};
 
 /// The cells after the row's name: accesses, shares of the known sources, mean latency.
 fn cells(c: &SourceCounts) -> String {
-    let known = c.known();
-    let share = |part: u64| {
-        if known == 0 {
-            "-".to_string()
-        } else {
-            format!("{:.0} %", part as f64 * 100.0 / known as f64)
-        }
-    };
-    let mut row = format!("<td>{known}</td>");
-    for part in [
-        c.l1,
-        c.l2,
-        c.l3,
-        c.local_dram,
-        c.remote_dram,
-        c.remote_cache,
-    ] {
-        let _ = write!(row, "<td>{}</td>", share(part));
+    let mut row = format!("<td>{}</td>", c.known());
+    for share in c.known_shares() {
+        let share = share.map_or("-".into(), |s| format!("{:.0} %", s * 100.0));
+        let _ = write!(row, "<td>{share}</td>");
     }
     let latency = c
         .mean_latency()
