@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use numalens_apply::migrate::{MigrateOptions, Migrator, Request};
+use numalens_apply::migrate::{DEFAULT_MOVERS, MigrateOptions, Migrator, Request};
 
 const PAGE: u64 = 4096;
 
@@ -31,16 +31,22 @@ fn main() {
     // Every page on node A first (untimed); then each way moves them all to the other node.
     let mut at = a;
     move_all(&addresses, at, 1024);
-    println!("way            batch  pages   seconds  pages/s     syscalls");
+    println!("way              batch  movers  pages   seconds  pages/s     syscalls");
     let mut rates = Vec::new();
     for _ in 0..repeat {
-        for (label, batch) in [("batched", 1024usize), ("one-per-call", 1)] {
+        let ways = [
+            ("batched", 1024usize, 1usize),
+            ("one-per-call", 1, 1),
+            ("batched, movers", 1024, DEFAULT_MOVERS),
+        ];
+        for (label, batch, movers) in ways {
             let to = if at == a { b } else { a };
             at = to;
             let mut m = Migrator::new(
                 MigrateOptions {
                     rate_limit_mb_per_s: 0.0,
                     batch_pages: batch,
+                    movers,
                     ..MigrateOptions::default()
                 },
                 PAGE,
@@ -51,7 +57,7 @@ fn main() {
             let seconds = started.elapsed().as_secs_f64();
             let rate = out.moved as f64 / seconds;
             println!(
-                "{label:<14} {batch:>5}  {:>6}  {seconds:>7.3}  {rate:>10.0}  {:>8}",
+                "{label:<16} {batch:>5}  {movers:>6}  {:>6}  {seconds:>7.3}  {rate:>10.0}  {:>8}",
                 out.moved, out.syscalls
             );
             if let Some(e) = out.call_error {
@@ -69,8 +75,9 @@ fn main() {
         r.iter().sum::<f64>() / r.len().max(1) as f64
     };
     println!(
-        "batched / one-per-call: {:.1}x ({} MiB, {} rounds)",
+        "batched / one-per-call: {:.1}x; {DEFAULT_MOVERS} movers / one: {:.1}x ({} MiB, {} rounds)",
         mean("batched") / mean("one-per-call").max(1e-9),
+        mean("batched, movers") / mean("batched").max(1e-9),
         mib,
         repeat
     );
@@ -82,6 +89,7 @@ fn move_all(addresses: &[u64], to: u32, batch: usize) {
         MigrateOptions {
             rate_limit_mb_per_s: 0.0,
             batch_pages: batch,
+            movers: 1,
             ..MigrateOptions::default()
         },
         PAGE,

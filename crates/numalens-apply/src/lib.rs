@@ -13,6 +13,7 @@ pub mod migrate;
 pub mod outcome;
 pub mod page_moves;
 pub mod page_table;
+mod parallel_moves;
 pub mod rules;
 pub mod statics;
 pub mod threads;

@@ -13,6 +13,10 @@ use numalens_format::Migration;
 /// `MPOL_MF_MOVE`: move pages used by this process only (shared pages stay).
 const MPOL_MF_MOVE: libc::c_int = 1 << 1;
 
+/// Mover threads by default: enough to copy on several CPUs at once, few enough not to crowd
+/// out a program's own threads on a small machine.
+pub const DEFAULT_MOVERS: usize = 4;
+
 #[derive(Debug, Clone)]
 pub struct MigrateOptions {
     /// Most bytes moved per second (0: no limit).
@@ -27,6 +31,10 @@ pub struct MigrateOptions {
     /// Pages already on their node, or never touched, are moved all the same, so that the
     /// kernel answers for each (a plan's timed moves); else they are skipped.
     pub move_in_place: bool,
+    /// Threads making `move_pages` calls at once. Each call copies its pages on the CPU that
+    /// makes it, one page after the other: the kernel's own balancing migrates on the faulting
+    /// threads, all of them at once, and one mover thread fell behind it (docs/PLACEMENT.md).
+    pub movers: usize,
 }
 
 impl Default for MigrateOptions {
@@ -37,6 +45,7 @@ impl Default for MigrateOptions {
             ping_pong_moves: 2,
             ping_pong_epochs: 4,
             move_in_place: false,
+            movers: DEFAULT_MOVERS,
         }
     }
 }
@@ -155,19 +164,27 @@ impl Migrator {
         label: (&str, &str),
         time_ns: u64,
     ) {
-        let mut rows = Rows::new(pid, label, time_ns, self.page_size);
-        for chunk in todo.chunks(self.opts.batch_pages.max(1)) {
+        let size = chunk_pages(todo.len(), self.opts.batch_pages, self.opts.movers);
+        let chunks: Vec<&[(Request, i32)]> = todo.chunks(size).collect();
+        let answers = crate::parallel_moves::run(&chunks, self.opts.movers, |chunk| {
             let pages: Vec<u64> = chunk.iter().map(|(r, _)| r.0).collect();
             let nodes: Vec<i32> = chunk.iter().map(|(r, _)| r.1 as i32).collect();
             let mut status = vec![0i32; chunk.len()];
+            move_pages(pid, &pages, Some(&nodes), &mut status).map(|()| status)
+        });
+        let mut rows = Rows::new(pid, label, time_ns, self.page_size);
+        for (chunk, answer) in chunks.iter().zip(answers) {
             out.syscalls += 1;
-            if let Err(e) = move_pages(pid, &pages, Some(&nodes), &mut status) {
-                // The whole batch failed (e.g. the process ended): said once, never fatal; what
-                // earlier batches moved keeps its rows, the rest counts as deferred.
-                out.call_error = Some(call_error(pid, e));
-                out.deferred += (todo.len() as u64).saturating_sub(out.moved + failed(out));
-                break;
-            }
+            let status = match answer {
+                Ok(status) => status,
+                Err(e) => {
+                    // The whole call failed (e.g. the process ended): said once, never fatal;
+                    // its pages count as deferred, what other calls moved keeps its rows.
+                    out.call_error.get_or_insert_with(|| call_error(pid, e));
+                    out.deferred += chunk.len() as u64;
+                    continue;
+                }
+            };
             for (((address, to), from), got) in chunk.iter().map(|(r, f)| (*r, *f)).zip(status) {
                 let result = if got >= 0 {
                     out.moved += 1;
@@ -182,6 +199,12 @@ impl Migrator {
         }
         out.rows = rows.finish();
     }
+}
+
+/// Pages per `move_pages` call: at most `batch`, and few enough that `movers` threads all get
+/// a share of a small move.
+fn chunk_pages(pages: usize, batch: usize, movers: usize) -> usize {
+    pages.div_ceil(movers.max(1)).clamp(1, batch.max(1))
 }
 
 /// `move_pages(pid, …)`: with `nodes`, moves; without, asks where the pages are.
@@ -210,10 +233,6 @@ fn move_pages(
     } else {
         Err(std::io::Error::last_os_error())
     }
-}
-
-fn failed(out: &Outcome) -> u64 {
-    out.failed.values().sum()
 }
 
 fn call_error(pid: u32, e: std::io::Error) -> String {

@@ -112,6 +112,8 @@ fn moved_in_place_every_page_gets_the_kernel_s_answer() {
     let out = m.migrate(std::process::id(), 0, &requests, ("t", "r"), 0);
     assert_eq!(out.call_error, None);
     assert_eq!((out.already_in_place, out.untouched), (8, 8));
+    // One query, then the 16 pages shared among the default movers: a call each.
+    assert_eq!(out.syscalls, 1 + DEFAULT_MOVERS as u64, "{out:?}");
     // The touched pages are on node 0, where they were asked to be; the others never existed.
     assert_eq!(out.moved, 8, "{out:?}");
     assert_eq!(out.failed.get("ENOENT"), Some(&8), "{out:?}");

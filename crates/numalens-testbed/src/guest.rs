@@ -101,7 +101,7 @@ impl Guest {
     /// that does not finish within the spec's timeout is killed ([`Error::Timeout`]).
     pub fn run(&self, scenario: &Scenario) -> Result<GuestOutcome, Error> {
         host::ensure_tools()?;
-        let kernel = host::kernel()?;
+        let kernel = crate::kernel::kernel()?;
         let token = new_token();
         let archive = self.archive(scenario)?;
         let initrd = host::cache_by_content("initramfs", "cpio", &archive.to_cpio())?;

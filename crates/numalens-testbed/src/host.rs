@@ -30,7 +30,7 @@ pub fn cache_dir() -> PathBuf {
     base.join("numalens").join("vm")
 }
 
-fn on_path(tool: &str) -> bool {
+pub(crate) fn on_path(tool: &str) -> bool {
     std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
         .unwrap_or(false)
@@ -116,136 +116,12 @@ pub fn apt_install(packages: &[&str]) -> Result<(), Error> {
     }
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
         .unwrap_or(false)
-}
-
-/// The kernel package to use: `$NUMALENS_VM_KERNEL_PACKAGE`, else the one Debian's
-/// `linux-image-amd64` points at, else the newest already in the cache (offline runs).
-pub fn kernel_package() -> Result<String, Error> {
-    if let Ok(p) = std::env::var("NUMALENS_VM_KERNEL_PACKAGE") {
-        return Ok(p);
-    }
-    // A fresh machine (or a container with its lists cleaned) has no apt lists yet.
-    let mut from_apt = kernel_package_from_apt();
-    if from_apt.is_none() && is_root() && on_path("apt-get") {
-        let _ = Command::new("apt-get")
-            .args(["update", "-q"])
-            .stdout(std::process::Stdio::from(std::io::stderr()))
-            .status();
-        from_apt = kernel_package_from_apt();
-    }
-    if let Some(p) = from_apt {
-        return Ok(p);
-    }
-    newest_cached_kernel().ok_or_else(|| {
-        Error::Kernel(
-            "cannot find a kernel package: `apt-cache depends linux-image-amd64` gave none \
-             (run apt-get update) and the cache is empty; or set NUMALENS_VM_KERNEL"
-                .into(),
-        )
-    })
-}
-
-fn kernel_package_from_apt() -> Option<String> {
-    let out = Command::new("apt-cache")
-        .args(["depends", "linux-image-amd64"])
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("Depends: "))
-        .find(|d| d.starts_with("linux-image-"))
-        .map(str::to_string)
-}
-
-fn newest_cached_kernel() -> Option<String> {
-    let dir = cache_dir().join("kernels");
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("linux-image-"))
-        .collect();
-    names.sort();
-    names.pop()
-}
-
-/// Path of the guest kernel: `$NUMALENS_VM_KERNEL`, else the cached `vmlinuz` of
-/// [`kernel_package`], fetched with `apt-get download` and `dpkg -x` when not cached yet.
-/// The cached image is checked against the SHA-256 recorded when it was extracted.
-pub fn kernel() -> Result<PathBuf, Error> {
-    if let Some(k) = std::env::var_os("NUMALENS_VM_KERNEL") {
-        return Ok(PathBuf::from(k));
-    }
-    let package = kernel_package()?;
-    let dir = cache_dir().join("kernels").join(&package);
-    let image = dir.join("vmlinuz");
-    let sum_file = dir.join("vmlinuz.sha256");
-    if let (Ok(data), Ok(sum)) = (std::fs::read(&image), std::fs::read_to_string(&sum_file)) {
-        if hex(&Sha256::digest(&data)) == sum.trim() {
-            return Ok(image);
-        }
-        eprintln!(
-            "testbed: cached kernel {} is corrupt, fetching again",
-            image.display()
-        );
-    }
-    fetch_kernel(&package, &dir)?;
-    let data = std::fs::read(&image).map_err(Error::io("reading extracted kernel"))?;
-    std::fs::write(&sum_file, hex(&Sha256::digest(&data)))
-        .map_err(Error::io("writing kernel checksum"))?;
-    Ok(image)
-}
-
-fn fetch_kernel(package: &str, dir: &Path) -> Result<(), Error> {
-    eprintln!("testbed: fetching kernel package {package}");
-    let work = dir.with_extension("download");
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).map_err(Error::io("creating kernel download dir"))?;
-    run_in(&work, "apt-get", &["download", package])?;
-    let deb = std::fs::read_dir(&work)
-        .map_err(Error::io("listing kernel download dir"))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "deb"))
-        .ok_or_else(|| Error::Kernel(format!("apt-get download {package} left no .deb")))?;
-    run_in(&work, "dpkg", &["-x", &deb.display().to_string(), "x"])?;
-    let boot = work.join("x").join("boot");
-    let vmlinuz = std::fs::read_dir(&boot)
-        .map_err(Error::io("listing extracted /boot"))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz"))
-        })
-        .ok_or_else(|| Error::Kernel(format!("{package} has no /boot/vmlinuz*")))?;
-    std::fs::create_dir_all(dir).map_err(Error::io("creating kernel cache dir"))?;
-    std::fs::copy(&vmlinuz, dir.join("vmlinuz")).map_err(Error::io("caching kernel"))?;
-    let _ = std::fs::remove_dir_all(&work);
-    Ok(())
-}
-
-fn run_in(dir: &Path, program: &str, args: &[&str]) -> Result<(), Error> {
-    let out = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .map_err(Error::io(format!("running {program}")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(Error::Kernel(format!(
-            "{program} {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
 }
 
 /// Stores `data` in the cache under its SHA-256 and returns the path; an archive with the same

@@ -31,6 +31,7 @@ pub mod framing;
 pub mod guest;
 pub mod host;
 pub mod initramfs;
+pub mod kernel;
 pub mod placement;
 pub mod qemu;
 pub mod spec;

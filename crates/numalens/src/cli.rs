@@ -155,6 +155,11 @@ pub struct RunArgs {
     /// Most the online engine migrates, in MB per second (0: no limit).
     #[arg(long, value_name = "MB_PER_S", default_value_t = 512.0)]
     pub rate_limit: f64,
+    /// Threads making the online engine's `move_pages` calls at once (each copies the pages of
+    /// its calls on the CPU it runs on).
+    #[arg(long, value_name = "N", default_value_t = numalens_apply::migrate::DEFAULT_MOVERS as u16,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub movers: u16,
     /// A parameter of the online policy, e.g. `carrefour.maptu_min=5` (its DRAM-rate gate, in
     /// accesses per µs) or `spm.observe_windows=10` (epochs observed before SPM's round);
     /// repeatable. docs/POLICIES.md lists them.

@@ -140,6 +140,7 @@ fn engine_options(args: &RunArgs, policy: Policy) -> Result<EngineOptions, Usage
         params: params(args)?,
         migrate: MigrateOptions {
             rate_limit_mb_per_s: args.rate_limit,
+            movers: usize::from(args.movers),
             ..MigrateOptions::default()
         },
         soft_dirty: soft_dirty(),
