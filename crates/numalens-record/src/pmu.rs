@@ -146,9 +146,12 @@ pub fn perf_record_args(event: &str) -> Vec<String> {
     .to_vec()
 }
 
+/// Where the kernel lists the event sources.
+pub const DEVICES: &str = "/sys/bus/event_source/devices";
+
 /// This machine's precise memory events.
 pub fn host() -> Result<Vec<PreciseEvent>, NoPreciseEvent> {
-    detect(Path::new("/sys/bus/event_source/devices"))
+    detect(Path::new(DEVICES))
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ fn spec(program: &Path, args: &[&str]) -> LaunchSpec {
         args: args.iter().map(Into::into).collect(),
         env: vec![],
         sample_cpus: Some(online_cpus().unwrap()),
+        precise: None,
         ring_pages: 1024,
     }
 }

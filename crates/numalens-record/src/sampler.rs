@@ -1,0 +1,197 @@
+//! The sampler of a program's task tree: one perf event per CPU (and per event, for the `pmu`
+//! backend's loads and stores), inherited by every thread and child of the program, each with
+//! its ring. The kernel does not allow mapping an inherited per-task event that is not bound to
+//! a CPU, hence a ring per CPU. What is opened comes from the backend (`faults.rs`, `pmu_live.rs`);
+//! waiting, draining, the loss count and the end of the program are the same for all.
+
+use std::io;
+use std::sync::Arc;
+
+use numalens_assemble::raw::{PerfEvent, SamplerInfo};
+use perf_event_open_sys::bindings::perf_event_attr;
+
+use crate::perf::PerfRing;
+use crate::pmu_live::PreciseReader;
+
+/// What the kernel says about the records it could not write into the rings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LostCount {
+    /// Records dropped, as counted by the kernel on the events (`None` before Linux 6.0).
+    pub counted: Option<u64>,
+    /// True when a ring was found full at a drain: records may have been dropped after that.
+    pub rings_filled: bool,
+}
+
+/// Why the sampler could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SamplerError {
+    #[error(
+        "perf_event_open was denied ({0}); allow it with `sysctl kernel.perf_event_paranoid=1` (or \
+         lower), or give numalens the CAP_PERFMON capability, or record allocations only with \
+         `--backend none`"
+    )]
+    Denied(io::Error),
+    #[error("this kernel does not support the {event} event ({source})")]
+    Unsupported { event: String, source: io::Error },
+    #[error("setting up {event} sampling on CPU {cpu} failed: {source}")]
+    Other {
+        event: String,
+        cpu: u32,
+        source: io::Error,
+    },
+}
+
+impl SamplerError {
+    /// True when the kernel rejected the attributes themselves (a field it does not know or a
+    /// value the PMU does not take): a simpler request may pass.
+    pub fn is_invalid(&self) -> bool {
+        matches!(self, SamplerError::Other { source, .. }
+            if matches!(source.raw_os_error(), Some(libc::EINVAL) | Some(libc::EOPNOTSUPP)))
+    }
+}
+
+/// How a ring's sample records are read.
+#[derive(Clone)]
+pub(crate) enum RingReader {
+    /// The `faults` backend's fixed layout.
+    Faults,
+    /// A precise memory event's samples, through the shared sample decoder.
+    Precise(Arc<PreciseReader>),
+}
+
+/// One event to open on some CPUs.
+pub(crate) struct EventRings<'a> {
+    /// As `perf` would name it, for messages.
+    pub name: &'a str,
+    pub attr: perf_event_attr,
+    pub cpus: &'a [u32],
+    pub reader: RingReader,
+}
+
+/// The sampler of one task tree.
+pub struct Sampler {
+    rings: Vec<(PerfRing, RingReader)>,
+    pub info: SamplerInfo,
+}
+
+impl Sampler {
+    /// Opens every event of `events` for `pid` on its CPUs, with `ring_pages` (a power of two)
+    /// per ring, halved while the kernel's mlock limit refuses more. `info` is completed with
+    /// the CPUs and the pages each ring got.
+    pub(crate) fn open_events(
+        pid: i32,
+        events: &[EventRings<'_>],
+        ring_pages: usize,
+        mut info: SamplerInfo,
+    ) -> Result<Sampler, SamplerError> {
+        let mut rings = Vec::new();
+        let mut pages = ring_pages;
+        let mut cpus = Vec::new();
+        for event in events {
+            for &cpu in event.cpus {
+                let ring = loop {
+                    match PerfRing::open(&event.attr, pid, cpu as i32, pages) {
+                        // Rings count against perf_event_mlock_kb; shrink before giving up.
+                        Err(e)
+                            if e.raw_os_error() == Some(libc::EPERM)
+                                && pages > 8
+                                && !rings.is_empty() =>
+                        {
+                            pages /= 2
+                        }
+                        other => break other,
+                    }
+                };
+                let ring = ring.map_err(|e| classify(e, event.name, cpu))?;
+                rings.push((ring, event.reader.clone()));
+                cpus.push(cpu);
+            }
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
+        info.cpus = cpus;
+        info.ring_pages = pages;
+        Ok(Sampler { rings, info })
+    }
+
+    /// Waits until a ring has data or `timeout_ms` passes. True when every task of the program
+    /// has exited: no ring will get another record (the kernel reports a hang-up once an event
+    /// and all its inherited copies are gone).
+    pub fn wait(&self, timeout_ms: i32) -> bool {
+        let mut fds: Vec<libc::pollfd> = self
+            .rings
+            .iter()
+            .map(|(r, _)| libc::pollfd {
+                fd: r.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: fds is a valid array of pollfd of the given length.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        fds.iter().all(|f| f.revents & libc::POLLHUP != 0)
+    }
+
+    /// Starts sampling now: for a process that is already running (an event opened for a
+    /// program about to start is enabled by its exec).
+    pub fn enable(&self) -> io::Result<()> {
+        self.rings.iter().try_for_each(|(r, _)| r.enable())
+    }
+
+    /// True when every task of the program has exited (the rings' hang-up), without waiting.
+    pub fn ended(&self) -> bool {
+        self.wait(0)
+    }
+
+    /// The records the kernel dropped so far. A `PERF_RECORD_LOST` record is written only when
+    /// the next record fits after it, so the loss of a ring that is still full when the program
+    /// ends is never told that way; the count on the events is exact, and is read here (after
+    /// the program's end it is final).
+    pub fn lost(&self) -> LostCount {
+        let counted = self
+            .info
+            .lost_counted
+            .then(|| {
+                self.rings
+                    .iter()
+                    .map(|(r, _)| r.read_lost())
+                    .sum::<io::Result<u64>>()
+            })
+            .and_then(Result::ok);
+        LostCount {
+            counted,
+            rings_filled: self.rings.iter().any(|(r, _)| r.was_filled()),
+        }
+    }
+
+    /// Decodes and hands out every record now in the rings.
+    pub fn drain(&mut self, mut sink: impl FnMut(PerfEvent)) -> usize {
+        let mut count = 0;
+        for (ring, reader) in &mut self.rings {
+            count += ring.drain(|bytes| {
+                let event = match reader {
+                    RingReader::Faults => crate::faults::decode(bytes),
+                    RingReader::Precise(p) => p.decode(bytes),
+                };
+                if let Some(event) = event {
+                    sink(event);
+                }
+            });
+        }
+        count
+    }
+}
+
+fn classify(e: io::Error, event: &str, cpu: u32) -> SamplerError {
+    let event = event.to_string();
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => SamplerError::Denied(e),
+        Some(libc::ENOENT) | Some(libc::ENOSYS) => SamplerError::Unsupported { event, source: e },
+        _ => SamplerError::Other {
+            event,
+            cpu,
+            source: e,
+        },
+    }
+}
