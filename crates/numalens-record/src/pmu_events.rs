@@ -181,3 +181,135 @@ fn place(config: &mut [u64; 3], spec: &str, mut value: u64) -> Option<()> {
     }
     Some(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmu::detect;
+
+    fn pmu(root: &Path, name: &str, files: &[(&str, &str)]) {
+        for (file, text) in files {
+            let path = root.join(name).join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, format!("{text}\n")).unwrap();
+        }
+    }
+
+    /// An Intel core PMU as the kernel lists it: its type, events and the bit fields of terms.
+    fn intel_pmu(root: &Path, name: &str, perf_type: &str, extra: &[(&str, &str)]) {
+        let mut files = vec![
+            ("type", perf_type),
+            ("events/mem-loads", "event=0xcd,umask=0x1,ldlat=3"),
+            ("events/mem-stores", "event=0xd0,umask=0x82"),
+            ("format/event", "config:0-7"),
+            ("format/umask", "config:8-15"),
+            ("format/ldlat", "config1:0-15"),
+        ];
+        files.extend_from_slice(extra);
+        pmu(root, name, &files);
+    }
+
+    #[test]
+    fn intel_loads_carry_the_latency_threshold_in_config1_and_stores_follow() {
+        let sys = tempfile::tempdir().unwrap();
+        intel_pmu(sys.path(), "cpu", "4", &[]);
+        let found = detect(sys.path()).unwrap();
+        let events = live_events(&found, sys.path(), None, DEFAULT_LDLAT).unwrap();
+        assert_eq!(events.len(), 2);
+        let (loads, stores) = (&events[0], &events[1]);
+        assert_eq!(loads.name, "cpu/mem-loads,ldlat=30/P");
+        assert_eq!((loads.perf_type, loads.config), (4, [0x01cd, 30, 0]));
+        assert_eq!(loads.precise_ip, 2);
+        assert_eq!(loads.meaning.default_kind, SampleKind::Load);
+        assert_eq!(loads.meaning.fixed_period, INTEL_PERIOD);
+        assert_eq!(stores.config, [0x82d0, 0, 0]);
+        assert_eq!(stores.meaning.default_kind, SampleKind::Store);
+        assert!(!loads.raw && loads.cpus.is_none());
+        let events = live_events(&found, sys.path(), Some(2000), 50).unwrap();
+        assert_eq!(events[0].config[1], 50);
+        assert_eq!(events[1].meaning.fixed_period, 2000);
+    }
+
+    #[test]
+    fn each_core_type_of_a_hybrid_part_gets_its_events_on_its_cpus() {
+        let sys = tempfile::tempdir().unwrap();
+        intel_pmu(sys.path(), "cpu_core", "4", &[("cpus", "0-7")]);
+        intel_pmu(sys.path(), "cpu_atom", "10", &[("cpus", "8-15")]);
+        let found = detect(sys.path()).unwrap();
+        let events = live_events(&found, sys.path(), None, DEFAULT_LDLAT).unwrap();
+        let summary: Vec<(&str, u32, Option<Vec<u32>>)> = events
+            .iter()
+            .map(|e| (e.name.as_str(), e.perf_type, e.cpus.clone()))
+            .collect();
+        let core = Some((0..8).collect::<Vec<u32>>());
+        let atom = Some((8..16).collect::<Vec<u32>>());
+        assert_eq!(
+            summary,
+            vec![
+                ("cpu_core/mem-loads,ldlat=30/P", 4, core.clone()),
+                ("cpu_core/mem-stores/P", 4, core),
+                ("cpu_atom/mem-loads,ldlat=30/P", 10, atom.clone()),
+                ("cpu_atom/mem-stores/P", 10, atom),
+            ]
+        );
+    }
+
+    #[test]
+    fn amd_ibs_op_takes_its_type_from_sysfs_and_the_l3_miss_filter_where_present() {
+        let sys = tempfile::tempdir().unwrap();
+        pmu(sys.path(), "cpu", &[("type", "4")]);
+        pmu(
+            sys.path(),
+            "ibs_op",
+            &[("type", "11"), ("format/l3missonly", "config:16")],
+        );
+        let found = detect(sys.path()).unwrap();
+        let events = live_events(&found, sys.path(), None, DEFAULT_LDLAT).unwrap();
+        assert_eq!(events.len(), 1);
+        let ibs = &events[0];
+        assert_eq!((ibs.perf_type, ibs.config), (11, [1 << 16, 0, 0]));
+        assert_eq!(ibs.name, "ibs_op/l3missonly=1/");
+        assert!(ibs.raw && ibs.meaning.ibs && ibs.precise_ip == 0);
+        assert_eq!(ibs.meaning.fixed_period, IBS_PERIOD);
+        // Before Zen 4: no filter.
+        std::fs::remove_dir_all(sys.path().join("ibs_op/format")).unwrap();
+        let found = detect(sys.path()).unwrap();
+        let events = live_events(&found, sys.path(), None, DEFAULT_LDLAT).unwrap();
+        assert_eq!(
+            (events[0].config, events[0].name.as_str()),
+            ([0; 3], "ibs_op//")
+        );
+    }
+
+    #[test]
+    fn arm_spe_is_refused_with_what_records_it() {
+        let sys = tempfile::tempdir().unwrap();
+        pmu(sys.path(), "arm_spe_0", &[("type", "9")]);
+        let found = detect(sys.path()).unwrap();
+        let err = live_events(&found, sys.path(), None, DEFAULT_LDLAT).unwrap_err();
+        assert!(
+            err.contains("Arm SPE") && err.contains("perf record"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn terms_are_placed_in_split_fields_and_unknown_terms_are_named() {
+        let sys = tempfile::tempdir().unwrap();
+        pmu(
+            sys.path(),
+            "cpu",
+            &[
+                ("format/event", "config:0-7,32-35"),
+                ("format/edge", "config:18"),
+            ],
+        );
+        let format = sys.path().join("cpu/format");
+        assert_eq!(
+            encode(&format, "event=0x1cd,edge", &[]).unwrap(),
+            [1 << 32 | 0xcd | 1 << 18, 0, 0]
+        );
+        let err = encode(&format, "cmask=2", &[]).unwrap_err();
+        assert!(err.contains("cmask"), "{err}");
+    }
+}

@@ -281,3 +281,139 @@ fn settings(
     );
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ibs() -> LiveEvent {
+        LiveEvent {
+            name: "ibs_op//".into(),
+            perf_type: 11,
+            config: [1 << 16, 0, 0],
+            precise_ip: 0,
+            raw: true,
+            cpus: None,
+            meaning: EventMeaning {
+                ibs: true,
+                default_kind: SampleKind::Load,
+                fixed_period: 65_536,
+            },
+        }
+    }
+
+    const ALL: Features = Features {
+        kernel: true,
+        phys_addr: true,
+        lost_counted: true,
+        weight_struct: true,
+        precise_cut: 0,
+    };
+
+    #[test]
+    fn the_attribute_asks_for_every_field_of_a_memory_sample_and_steps_back() {
+        let mut intel = ibs();
+        (intel.raw, intel.precise_ip, intel.perf_type) = (false, 2, 4);
+        intel.config = [0x1cd, 30, 0];
+        let attr = precise_attr(&intel, ALL);
+        let wanted = sample::IP
+            | sample::TID
+            | sample::TIME
+            | sample::ADDR
+            | sample::CPU
+            | sample::IDENTIFIER
+            | sample::DATA_SRC
+            | sample::WEIGHT_STRUCT
+            | sample::PHYS_ADDR;
+        assert_eq!(attr.sample_type, wanted);
+        assert_eq!((attr.type_, attr.config), (4, 0x1cd));
+        // SAFETY: reading the union member this attribute was built with.
+        assert_eq!(unsafe { attr.__bindgen_anon_3.config1 }, 30);
+        assert_eq!(attr.precise_ip(), 2);
+        assert_eq!(attr.inherit(), 1);
+        assert_eq!(attr.enable_on_exec(), 1);
+        assert_eq!(attr.exclude_kernel(), 0);
+        assert_eq!(attr.read_format, sys::PERF_FORMAT_LOST as u64);
+        // SAFETY: as above.
+        assert_eq!(unsafe { attr.__bindgen_anon_1.sample_period }, 65_536);
+
+        let older = Features {
+            kernel: false,
+            phys_addr: false,
+            lost_counted: false,
+            weight_struct: false,
+            precise_cut: 1,
+        };
+        let attr = precise_attr(&intel, older);
+        assert_eq!(
+            attr.sample_type,
+            wanted & !(sample::WEIGHT_STRUCT | sample::PHYS_ADDR) | sample::WEIGHT
+        );
+        assert_eq!(
+            (attr.precise_ip(), attr.exclude_kernel(), attr.read_format),
+            (1, 1, 0)
+        );
+
+        // IBS: its registers come as raw data, without a precision level.
+        let attr = precise_attr(&ibs(), ALL);
+        assert_eq!(attr.sample_type, wanted | sample::RAW);
+        assert_eq!(
+            (attr.type_, attr.config, attr.precise_ip()),
+            (11, 1 << 16, 0)
+        );
+    }
+
+    #[test]
+    fn an_ibs_sample_from_a_ring_becomes_an_access_with_its_registers() {
+        use numalens_assemble::perf_sample::ibs;
+        use numalens_format::DataSource;
+        let attr = precise_attr(&ibs(), ALL);
+        let reader = PreciseReader {
+            layout: Layout {
+                sample_type: attr.sample_type,
+                ..Layout::default()
+            },
+            meaning: ibs().meaning,
+            physical: Arc::new(PhysicalNodes::from_runs(
+                1 << 27,
+                vec![(0, 4, 0), (4, 4, 1)],
+            )),
+            trailer: Trailer::of(attr.sample_type),
+        };
+        // A load that missed to remote DRAM, as the kernel lays the record out.
+        let regs = [
+            0,
+            0x40_1000,
+            0,
+            ibs::op_data2(3, true),
+            ibs::op_data3(false, true, 250),
+            0x7f00_0040,
+            5 << 27,
+        ];
+        let raw = ibs::raw(0, &regs);
+        let mut body: Vec<u8> = Vec::new();
+        body.extend(99u64.to_le_bytes()); // identifier, first of all
+        body.extend(0x40_1000u64.to_le_bytes()); // ip
+        body.extend((7u64 | 8 << 32).to_le_bytes()); // pid, tid
+        body.extend(1234u64.to_le_bytes()); // time
+        body.extend(0u64.to_le_bytes()); // addr: IBS leaves it to the registers
+        body.extend(1u64.to_le_bytes()); // cpu, reserved
+        body.extend((raw.len() as u32).to_le_bytes());
+        body.extend(&raw);
+        body.extend(0u64.to_le_bytes()); // weight
+        body.extend(0u64.to_le_bytes()); // data source
+        body.extend(0u64.to_le_bytes()); // physical address
+        let mut record = sys::PERF_RECORD_SAMPLE.to_le_bytes().to_vec();
+        record.extend(0u16.to_le_bytes());
+        record.extend(((body.len() + 8) as u16).to_le_bytes());
+        record.extend(body);
+        let Some(PerfEvent::Access(a)) = reader.decode(&record) else {
+            panic!("not an access")
+        };
+        assert_eq!((a.pid, a.tid, a.time_ns, a.cpu), (7, 8, 1234, Some(1)));
+        assert_eq!((a.address, a.kind), (0x7f00_0040, SampleKind::Load));
+        assert_eq!((a.latency, a.node, a.weight), (Some(250), Some(1), 65_536));
+        // The kernel's own data source says nothing (kernels before 6.1): the registers tell.
+        assert_eq!(a.data_source, DataSource::RemoteDram);
+    }
+}

@@ -44,7 +44,13 @@ pub fn access(
     let (address, ibs) = data_address(m, s, big_endian)?;
     let mut a = access_of_fields(m, s, physical, address);
     if let Some(i) = ibs {
-        if s.data_src.is_none() {
+        // A kernel that does not decode IBS itself (before 6.1) still writes the data source
+        // field when it is asked for: "not available", which says nothing.
+        let told = s
+            .data_src
+            .map(super::data_src::decode)
+            .is_some_and(|m| m.kind.is_some() || m.source != DataSource::Unknown);
+        if !told {
             (a.kind, a.data_source) = (i.kind, i.source);
         }
         a.latency = a.latency.or(i.latency);

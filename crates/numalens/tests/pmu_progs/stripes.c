@@ -1,0 +1,43 @@
+/* Four threads, each writing one byte into every page of its own stripe of one anonymous
+ * mapping (huge pages off, so that every page is faulted alone). Each thread prints
+ * "stripe TID START END" before it starts: where its accesses are, told by the program itself. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+enum { THREADS = 4, PAGES = 2000 };
+static char *buf;
+static long page;
+static pthread_mutex_t out = PTHREAD_MUTEX_INITIALIZER;
+
+static void *work(void *arg)
+{
+    char *start = buf + (long)arg * PAGES * page;
+    pthread_mutex_lock(&out);
+    printf("stripe %ld %lu %lu\n", (long)syscall(SYS_gettid), (unsigned long)start,
+           (unsigned long)(start + PAGES * page));
+    fflush(stdout);
+    pthread_mutex_unlock(&out);
+    for (long p = 0; p < PAGES; p++)
+        start[p * page] = 1;
+    return NULL;
+}
+
+int main(void)
+{
+    page = sysconf(_SC_PAGESIZE);
+    size_t len = (size_t)THREADS * PAGES * page;
+    buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED || madvise(buf, len, MADV_NOHUGEPAGE) != 0)
+        return 1;
+    pthread_t t[THREADS];
+    for (long i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, work, (void *)i);
+    for (long i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    return 0;
+}
