@@ -9,7 +9,7 @@ use numalens_assemble::raw::{Fault, PerfEvent, SamplerInfo};
 use perf_event_open_sys::bindings::{self as sys, perf_event_attr};
 
 use crate::records::{Fields, Trailer, decode_task};
-use crate::sampler::{EventRings, RingReader, Sampler, SamplerError};
+use crate::sampler::{EventRings, RingReader, Sampler, SamplerError, task_tree_attr};
 
 /// Sample fields requested, in the order the kernel writes them.
 const SAMPLE_TYPE: u64 = (sys::PERF_SAMPLE_IP
@@ -29,34 +29,19 @@ const SAMPLE_WITH_PAGE_SIZE_BYTES: usize = 56;
 
 /// What the kernel may be asked for, newest first: the open falls back step by step.
 #[derive(Debug, Clone, Copy)]
-struct Features {
-    kernel: bool,
-    page_sizes: bool,
-    lost_counted: bool,
+pub(crate) struct Features {
+    pub kernel: bool,
+    pub page_sizes: bool,
+    pub lost_counted: bool,
 }
 
 /// Page-fault attribute: disabled until the target execs, inherited by its threads and children.
 pub fn fault_attr(exclude_kernel: bool, page_sizes: bool) -> perf_event_attr {
-    let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
+    let mut attr = task_tree_attr(exclude_kernel);
     attr.type_ = sys::PERF_TYPE_SOFTWARE;
     attr.config = sys::PERF_COUNT_SW_PAGE_FAULTS as u64;
     attr.__bindgen_anon_1.sample_period = 1;
     attr.sample_type = SAMPLE_TYPE | if page_sizes { SAMPLE_PAGE_SIZE } else { 0 };
-    attr.set_disabled(1);
-    attr.set_enable_on_exec(1);
-    attr.set_inherit(1);
-    attr.set_exclude_kernel(exclude_kernel as u64);
-    attr.set_exclude_hv(1);
-    attr.set_comm(1);
-    attr.set_task(1);
-    attr.set_mmap(1);
-    attr.set_mmap2(1);
-    attr.set_mmap_data(1);
-    attr.set_sample_id_all(1);
-    attr.set_use_clockid(1);
-    attr.clockid = libc::CLOCK_MONOTONIC;
-    attr.set_watermark(1);
-    attr.__bindgen_anon_2.wakeup_watermark = 64 * 1024;
     attr
 }
 
@@ -89,22 +74,27 @@ impl Sampler {
     }
 }
 
+/// The page-fault event on `cpus`, as `want` asks (also beside the `pmu` backend's events).
+pub(crate) fn fault_rings(cpus: &[u32], want: Features) -> EventRings<'_> {
+    let mut attr = fault_attr(!want.kernel, want.page_sizes);
+    if want.lost_counted {
+        attr.read_format = sys::PERF_FORMAT_LOST as u64;
+    }
+    EventRings {
+        name: "page-faults",
+        attr,
+        cpus,
+        reader: RingReader::Faults,
+    }
+}
+
 fn open_faults(
     pid: i32,
     cpus: &[u32],
     ring_pages: usize,
     want: Features,
 ) -> Result<Sampler, SamplerError> {
-    let mut attr = fault_attr(!want.kernel, want.page_sizes);
-    if want.lost_counted {
-        attr.read_format = sys::PERF_FORMAT_LOST as u64;
-    }
-    let event = EventRings {
-        name: "page-faults",
-        attr,
-        cpus,
-        reader: RingReader::Faults,
-    };
+    let event = fault_rings(cpus, want);
     let info = SamplerInfo {
         cpus: Vec::new(),
         ring_pages,

@@ -185,15 +185,7 @@ fn place(config: &mut [u64; 3], spec: &str, mut value: u64) -> Option<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmu::detect;
-
-    fn pmu(root: &Path, name: &str, files: &[(&str, &str)]) {
-        for (file, text) in files {
-            let path = root.join(name).join(file);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, format!("{text}\n")).unwrap();
-        }
-    }
+    use crate::pmu::{detect, fake_pmu as pmu};
 
     /// An Intel core PMU as the kernel lists it: its type, events and the bit fields of terms.
     fn intel_pmu(root: &Path, name: &str, perf_type: &str, extra: &[(&str, &str)]) {

@@ -28,7 +28,7 @@ use perf_event_open_sys::bindings::{self as sys, perf_event_attr};
 
 use crate::pmu_events::LiveEvent;
 use crate::records::{Trailer, decode_task};
-use crate::sampler::{EventRings, RingReader, Sampler, SamplerError};
+use crate::sampler::{EventRings, RingReader, Sampler, SamplerError, task_tree_attr};
 
 /// `NUMALENS_PMU_STAND_IN=page-faults`: record `--backend pmu` with the software page-fault
 /// event in place of the hardware one (tests on machines without a PMU).
@@ -177,16 +177,14 @@ fn open_precise(
     // First touches place pages, which no load or store sample says: the page faults are
     // sampled beside them, as with `--backend faults`. Their page sizes come with Linux 5.11,
     // the lost count with 6.0: a kernel that counts losses has both.
-    let mut faults = crate::faults::fault_attr(!want.kernel, want.lost_counted);
-    if want.lost_counted {
-        faults.read_format = sys::PERF_FORMAT_LOST as u64;
-    }
-    rings.push(EventRings {
-        name: "page-faults",
-        attr: faults,
+    rings.push(crate::faults::fault_rings(
         cpus,
-        reader: RingReader::Faults,
-    });
+        crate::faults::Features {
+            kernel: want.kernel,
+            page_sizes: want.lost_counted,
+            lost_counted: want.lost_counted,
+        },
+    ));
     let info = SamplerInfo {
         cpus: Vec::new(),
         ring_pages,
@@ -221,11 +219,9 @@ fn sample_type(event: &LiveEvent, want: Features) -> u64 {
     t
 }
 
-/// The attribute of `event`: disabled until the target execs, inherited by its threads and
-/// children, with the task and mapping records the assembly needs, on the runtime's clock.
+/// The attribute of `event`, for the program's task tree.
 fn precise_attr(event: &LiveEvent, want: Features) -> perf_event_attr {
-    // SAFETY: perf_event_attr is plain data; all-zero is its documented empty state.
-    let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
+    let mut attr = task_tree_attr(!want.kernel);
     attr.type_ = event.perf_type;
     attr.config = event.config[0];
     attr.__bindgen_anon_3.config1 = event.config[1];
@@ -236,21 +232,6 @@ fn precise_attr(event: &LiveEvent, want: Features) -> perf_event_attr {
         attr.read_format = sys::PERF_FORMAT_LOST as u64;
     }
     attr.set_precise_ip(u64::from(event.precise_ip.saturating_sub(want.precise_cut)));
-    attr.set_disabled(1);
-    attr.set_enable_on_exec(1);
-    attr.set_inherit(1);
-    attr.set_exclude_kernel(u64::from(!want.kernel));
-    attr.set_exclude_hv(1);
-    attr.set_comm(1);
-    attr.set_task(1);
-    attr.set_mmap(1);
-    attr.set_mmap2(1);
-    attr.set_mmap_data(1);
-    attr.set_sample_id_all(1);
-    attr.set_use_clockid(1);
-    attr.clockid = libc::CLOCK_MONOTONIC;
-    attr.set_watermark(1);
-    attr.__bindgen_anon_2.wakeup_watermark = 64 * 1024;
     attr
 }
 

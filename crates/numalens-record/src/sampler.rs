@@ -51,6 +51,30 @@ impl SamplerError {
     }
 }
 
+/// What every sampler's event shares: disabled until the target execs, inherited by its threads
+/// and children, with the task and mapping records the assembly needs, on the runtime's clock,
+/// waking the recorder every 64 KiB. The backend sets the event, its period and sample fields.
+pub fn task_tree_attr(exclude_kernel: bool) -> perf_event_attr {
+    // SAFETY: perf_event_attr is plain data; all-zero is its documented empty state.
+    let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
+    attr.set_disabled(1);
+    attr.set_enable_on_exec(1);
+    attr.set_inherit(1);
+    attr.set_exclude_kernel(u64::from(exclude_kernel));
+    attr.set_exclude_hv(1);
+    attr.set_comm(1);
+    attr.set_task(1);
+    attr.set_mmap(1);
+    attr.set_mmap2(1);
+    attr.set_mmap_data(1);
+    attr.set_sample_id_all(1);
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+    attr.set_watermark(1);
+    attr.__bindgen_anon_2.wakeup_watermark = 64 * 1024;
+    attr
+}
+
 /// How a ring's sample records are read.
 #[derive(Clone)]
 pub(crate) enum RingReader {
