@@ -199,9 +199,11 @@ pub struct RecordingArgs {
     /// Do not preload the runtime: page faults only, no objects or threads from the program.
     #[arg(long)]
     pub no_runtime: bool,
-    /// Pages of ring buffer per CPU for page-fault samples (a power of two). The default, 1 MiB,
+    /// Pages of ring buffer per CPU and event for samples (a power of two). The default, 1 MiB,
     /// recorded a million 4 KiB first touches from two threads without a loss even at 64 pages
     /// with both cores busy; each page costs about 0.7 us to set up before the program starts.
+    /// `--backend pmu` opens two or three events per CPU: a program that faults in hundreds of
+    /// thousands of pages a second may want 1024.
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = power_of_two)]
     pub ring_pages: usize,
     /// Also ask where every data page of the program is at this interval while it runs (e.g.
