@@ -51,39 +51,53 @@ fn record_stripes(dir: &Path, extra: &[&str], stand_in: bool) -> (Output, PathBu
     (cmd.output().expect("run numalens record"), profile)
 }
 
-/// The program's own account: each thread's id and the address range it wrote.
-fn stripes(stdout: &[u8]) -> Vec<(u32, u64, u64)> {
+/// The program's own account: each thread's id and the address range it wrote (`stripe`), and
+/// the forked child's pid and the range it wrote again (`child`).
+fn told(stdout: &[u8], what: &str) -> Vec<(u32, u64, u64)> {
     let text = String::from_utf8_lossy(stdout);
-    let found: Vec<(u32, u64, u64)> = text
-        .lines()
+    text.lines()
         .filter_map(|l| {
-            let mut w = l.strip_prefix("stripe ")?.split(' ');
+            let mut w = l.strip_prefix(what)?.trim_start().split(' ');
             Some((
                 w.next()?.parse().ok()?,
                 w.next()?.parse().ok()?,
                 w.next()?.parse().ok()?,
             ))
         })
-        .collect();
-    assert_eq!(found.len(), 4, "{text}");
+        .collect()
+}
+
+fn stripes(stdout: &[u8]) -> Vec<(u32, u64, u64)> {
+    let found = told(stdout, "stripe ");
+    assert_eq!(found.len(), 4, "{}", String::from_utf8_lossy(stdout));
     found
 }
 
-/// (tid, page) of the rows of `kind` inside the stripes.
+/// (tid, page) of the rows of `kind` inside the stripes, the child's left out.
 fn pages_of(
     samples: &[Sample],
     kind: SampleKind,
     stripes: &[(u32, u64, u64)],
+    child: u32,
 ) -> BTreeSet<(u32, u64)> {
     samples
         .iter()
-        .filter(|s| s.kind == kind)
+        .filter(|s| s.kind == kind && s.pid != child)
         .filter(|s| {
             stripes
                 .iter()
                 .any(|&(_, lo, hi)| (lo..hi).contains(&s.address))
         })
         .map(|s| (s.tid, s.address / 4096))
+        .collect()
+}
+
+/// The NUMA nodes of this machine, as sysfs lists them.
+fn host_nodes() -> BTreeSet<u32> {
+    std::fs::read_dir("/sys/devices/system/node")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("node")?.parse().ok())
         .collect()
 }
 
@@ -98,6 +112,7 @@ fn stand_in_samples_are_the_pages_each_thread_says_it_wrote() {
         "{said}"
     );
     let stripes = stripes(&out.stdout);
+    let (child, child_lo, child_hi) = told(&out.stdout, "child ")[0];
     let p = Profile::open(&profile).unwrap();
     assert_eq!(p.meta().backend.name, "pmu");
     let settings = &p.meta().backend.settings;
@@ -105,12 +120,12 @@ fn stand_in_samples_are_the_pages_each_thread_says_it_wrote() {
         settings["event"].as_str().unwrap().contains("stand-in"),
         "{settings:?}"
     );
-    assert!(settings.contains_key("latency_field") && settings.contains_key("physical_addresses"));
+    assert!(settings.contains_key("latency_field"));
     let samples = p.read_all::<Sample>().unwrap();
 
     // Every page of a stripe is sampled once as a load (period 1, one fault per page), by the
     // thread the program says wrote it, and nothing else of the stripes is.
-    let loads = pages_of(&samples, SampleKind::Load, &stripes);
+    let loads = pages_of(&samples, SampleKind::Load, &stripes, child);
     for &(tid, lo, hi) in &stripes {
         let expected: BTreeSet<(u32, u64)> = (lo / 4096..hi / 4096).map(|pg| (tid, pg)).collect();
         let got: BTreeSet<(u32, u64)> = loads
@@ -118,22 +133,29 @@ fn stand_in_samples_are_the_pages_each_thread_says_it_wrote() {
             .filter(|&&(_, pg)| (lo / 4096..hi / 4096).contains(&pg))
             .copied()
             .collect();
-        assert_eq!(got.len() as u64, PAGES_PER_STRIPE, "stripe of thread {tid}");
         assert_eq!(got, expected, "stripe of thread {tid}");
     }
-    let stripe_loads = samples
+    let in_stripes = |s: &&Sample| {
+        stripes
+            .iter()
+            .any(|&(_, lo, hi)| (lo..hi).contains(&s.address))
+    };
+    let parent_loads: Vec<&Sample> = samples
         .iter()
-        .filter(|s| s.kind == SampleKind::Load)
-        .filter(|s| {
-            stripes
-                .iter()
-                .any(|&(_, lo, hi)| (lo..hi).contains(&s.address))
-        })
-        .count() as u64;
-    assert_eq!(stripe_loads, 4 * PAGES_PER_STRIPE, "one sample per page");
+        .filter(|s| s.kind == SampleKind::Load && s.pid != child)
+        .filter(in_stripes)
+        .collect();
+    assert_eq!(
+        parent_loads.len() as u64,
+        4 * PAGES_PER_STRIPE,
+        "one sample per page"
+    );
 
     // The page-fault ring of the same run, a separate event, saw the same first touches.
-    assert_eq!(pages_of(&samples, SampleKind::FirstTouch, &stripes), loads);
+    assert_eq!(
+        pages_of(&samples, SampleKind::FirstTouch, &stripes, child),
+        loads
+    );
     // A software event has no data source: the kernel says "not available" and so do the rows.
     assert!(
         samples
@@ -148,18 +170,88 @@ fn stand_in_samples_are_the_pages_each_thread_says_it_wrote() {
         "{:?}",
         p.meta().completeness
     );
-    // The loads are attributed to the program's mapping like the faults.
-    let attributed = samples
+
+    // The child, inherited, writes the first stripe again: a load per page, of its pid. Its pages
+    // are present (copy-on-write), so the kernel gives their physical address and the memory
+    // blocks their node; a first touch has no physical page yet, so its node is unknown.
+    let child_loads: Vec<&Sample> = samples
         .iter()
-        .filter(|s| s.kind == SampleKind::Load && s.object_id.is_some())
-        .count() as u64;
-    assert!(attributed >= 4 * PAGES_PER_STRIPE, "{attributed}");
+        .filter(|s| s.kind == SampleKind::Load && s.pid == child)
+        .filter(|s| (child_lo..child_hi).contains(&s.address))
+        .collect();
+    assert_eq!(child_loads.len() as u64, PAGES_PER_STRIPE);
+    if settings["physical_addresses"] == serde_json::json!(true) {
+        let nodes = host_nodes();
+        assert!(
+            child_loads
+                .iter()
+                .all(|s| s.node.is_some_and(|n| nodes.contains(&n))),
+            "nodes {nodes:?}"
+        );
+    } else {
+        assert!(child_loads.iter().all(|s| s.node.is_none()));
+    }
+    assert!(parent_loads.iter().all(|s| s.node.is_none()));
+    // The loads are attributed to the program's mapping like the faults.
+    assert!(parent_loads.iter().all(|s| s.object_id.is_some()));
 
     let report = numalens().arg("report").arg(&profile).output().unwrap();
     assert!(
         report.status.success(),
         "{}",
         String::from_utf8_lossy(&report.stderr)
+    );
+}
+
+/// Without privileges (perf_event_paranoid 2 here), the kernel refuses kernel-mode samples and
+/// physical addresses: the open steps back and the profile says what it kept. Run as the user
+/// `nobody` when the tests run as root; elsewhere the test says it is skipped.
+#[test]
+fn an_unprivileged_recording_steps_back_and_says_so() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|t| t.trim().parse::<i32>().ok());
+    if !root || paranoid != Some(2) || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!(
+            "skipped: needs root (to run as nobody), setpriv and perf_event_paranoid 2 \
+             (root: {root}, paranoid: {paranoid:?})"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let exe = build_stripes(dir.path());
+    let profile = dir.path().join("nobody.numalens");
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_numalens"))
+        .args(["record", "--backend", "pmu", "-o"])
+        .arg(&profile)
+        .arg(&exe)
+        .env(STAND_IN.0, STAND_IN.1)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    let p = Profile::open(&profile).unwrap();
+    let settings = &p.meta().backend.settings;
+    assert_eq!(settings["kernel_mode_samples"], serde_json::json!(false));
+    assert_eq!(settings["physical_addresses"], serde_json::json!(false));
+    let stripes = stripes(&out.stdout);
+    let (child, ..) = told(&out.stdout, "child ")[0];
+    let samples = p.read_all::<Sample>().unwrap();
+    let loads = pages_of(&samples, SampleKind::Load, &stripes, child);
+    assert_eq!(loads.len() as u64, 4 * PAGES_PER_STRIPE);
+    assert!(
+        samples
+            .iter()
+            .all(|s| s.node.is_none() || s.kind == SampleKind::FirstTouch)
     );
 }
 
@@ -183,7 +275,8 @@ fn stand_in_period_is_kept_and_weights_the_samples() {
         serde_json::json!([10])
     );
     let samples = p.read_all::<Sample>().unwrap();
-    let loads = pages_of(&samples, SampleKind::Load, &stripes).len() as u64;
+    let (child, ..) = told(&out.stdout, "child ")[0];
+    let loads = pages_of(&samples, SampleKind::Load, &stripes, child).len() as u64;
     // One fault in ten is sampled, the program's other faults included: about a tenth of the
     // stripes' pages, each standing for ten faults.
     let all = 4 * PAGES_PER_STRIPE;
