@@ -83,6 +83,7 @@ pub(crate) fn fault_rings(cpus: &[u32], want: Features) -> EventRings<'_> {
     EventRings {
         name: "page-faults",
         attr,
+        leader: None,
         cpus,
         reader: RingReader::Faults,
     }

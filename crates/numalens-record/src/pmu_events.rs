@@ -29,6 +29,10 @@ pub struct LiveEvent {
     pub perf_type: u32,
     /// `config`, `config1`, `config2`.
     pub config: [u64; 3],
+    /// The configuration of the counting event that must lead this one's group (Intel parts
+    /// that list `mem-loads-aux`, Sapphire Rapids and later: the kernel refuses their
+    /// `mem-loads` with a data source outside such a group).
+    pub leader_config: Option<[u64; 3]>,
     pub precise_ip: u8,
     /// The PMU's raw data belongs to the sample (AMD IBS: its registers).
     pub raw: bool,
@@ -59,6 +63,10 @@ pub fn live_events(
                 let pmu_dir = devices.join(pmu);
                 let cpus = read_cpus(&pmu_dir);
                 let period = period.unwrap_or(INTEL_PERIOD);
+                let aux = std::fs::read_to_string(pmu_dir.join("events/mem-loads-aux")).ok();
+                let aux = aux
+                    .map(|terms| encode(&pmu_dir.join("format"), terms.trim(), &[]))
+                    .transpose()?;
                 let mut add = |what: &str, terms: &str, kind, ldlat: Option<u64>| {
                     let overrides: Vec<(&str, u64)> =
                         ldlat.map(|l| ("ldlat", l)).into_iter().collect();
@@ -68,6 +76,7 @@ pub fn live_events(
                         name: format!("{pmu}/{what}{settings}/P"),
                         perf_type: *perf_type,
                         config,
+                        leader_config: if kind == SampleKind::Load { aux } else { None },
                         precise_ip: 2,
                         raw: false,
                         cpus: cpus.clone(),
@@ -92,6 +101,7 @@ pub fn live_events(
                     name: format!("ibs_op/{terms}/"),
                     perf_type: *perf_type,
                     config: encode(&format, terms, &[])?,
+                    leader_config: None,
                     precise_ip: 0,
                     raw: true,
                     cpus: None,
@@ -216,10 +226,25 @@ mod tests {
         assert_eq!(loads.meaning.fixed_period, INTEL_PERIOD);
         assert_eq!(stores.config, [0x82d0, 0, 0]);
         assert_eq!(stores.meaning.default_kind, SampleKind::Store);
-        assert!(!loads.raw && loads.cpus.is_none());
+        assert!(!loads.raw && loads.cpus.is_none() && loads.leader_config.is_none());
         let events = live_events(&found, sys.path(), Some(2000), 50).unwrap();
         assert_eq!(events[0].config[1], 50);
         assert_eq!(events[1].meaning.fixed_period, 2000);
+    }
+
+    #[test]
+    fn loads_are_led_by_the_aux_event_where_the_pmu_lists_it() {
+        let sys = tempfile::tempdir().unwrap();
+        intel_pmu(
+            sys.path(),
+            "cpu",
+            "4",
+            &[("events/mem-loads-aux", "event=0x03,umask=0x82")],
+        );
+        let found = detect(sys.path()).unwrap();
+        let events = live_events(&found, sys.path(), None, DEFAULT_LDLAT).unwrap();
+        assert_eq!(events[0].leader_config, Some([0x8203, 0, 0]));
+        assert_eq!(events[1].leader_config, None, "stores need no leader");
     }
 
     #[test]

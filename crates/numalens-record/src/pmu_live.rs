@@ -46,6 +46,7 @@ pub fn stand_in(period: Option<u64>) -> Option<Result<LiveEvent, String>> {
         name: "page-faults (stand-in for a precise memory event)".into(),
         perf_type: sys::PERF_TYPE_SOFTWARE,
         config: [sys::PERF_COUNT_SW_PAGE_FAULTS as u64, 0, 0],
+        leader_config: None,
         precise_ip: 0,
         raw: false,
         cpus: None,
@@ -162,6 +163,9 @@ fn open_precise(
         .map(|(e, attr)| EventRings {
             name: &e.name,
             attr: *attr,
+            leader: e
+                .leader_config
+                .map(|config| leader_attr(e.perf_type, config, want)),
             cpus: e.cpus.as_deref().unwrap_or(cpus),
             reader: RingReader::Precise(Arc::new(PreciseReader {
                 layout: Layout {
@@ -235,6 +239,26 @@ fn precise_attr(event: &LiveEvent, want: Features) -> perf_event_attr {
     attr
 }
 
+/// The counting event that leads a precise event's group: it follows the task tree like its
+/// member, on its clock, but takes no samples and writes no records.
+fn leader_attr(perf_type: u32, config: [u64; 3], want: Features) -> perf_event_attr {
+    // SAFETY: perf_event_attr is plain data; all-zero is its documented empty state.
+    let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
+    attr.type_ = perf_type;
+    attr.config = config[0];
+    attr.__bindgen_anon_3.config1 = config[1];
+    attr.__bindgen_anon_4.config2 = config[2];
+    attr.set_disabled(1);
+    attr.set_enable_on_exec(1);
+    attr.set_inherit(1);
+    attr.set_exclude_kernel(u64::from(!want.kernel));
+    attr.set_exclude_hv(1);
+    // The kernel refuses a group whose events are on different clocks.
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
+    attr
+}
+
 /// The backend settings of the profile: what was opened and what the kernel accepted.
 fn settings(
     events: &[LiveEvent],
@@ -272,6 +296,7 @@ mod tests {
             name: "ibs_op//".into(),
             perf_type: 11,
             config: [1 << 16, 0, 0],
+            leader_config: None,
             precise_ip: 0,
             raw: true,
             cpus: None,

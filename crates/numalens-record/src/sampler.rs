@@ -5,12 +5,13 @@
 //! waiting, draining, the loss count and the end of the program are the same for all.
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use numalens_assemble::raw::{PerfEvent, SamplerInfo};
 use perf_event_open_sys::bindings::perf_event_attr;
 
-use crate::perf::PerfRing;
+use crate::perf::{PerfRing, enable_event, open_event};
 use crate::pmu_live::PreciseReader;
 
 /// What the kernel says about the records it could not write into the rings.
@@ -89,6 +90,9 @@ pub(crate) struct EventRings<'a> {
     /// As `perf` would name it, for messages.
     pub name: &'a str,
     pub attr: perf_event_attr,
+    /// An event that must lead the group `attr` is opened in, on each CPU: it only counts
+    /// (Intel's `mem-loads-aux`, without which newer parts refuse `mem-loads`).
+    pub leader: Option<perf_event_attr>,
     pub cpus: &'a [u32],
     pub reader: RingReader,
 }
@@ -96,6 +100,8 @@ pub(crate) struct EventRings<'a> {
 /// The sampler of one task tree.
 pub struct Sampler {
     rings: Vec<(PerfRing, RingReader)>,
+    /// The counting leaders of grouped events, kept open as long as their members.
+    leaders: Vec<OwnedFd>,
     pub info: SamplerInfo,
 }
 
@@ -110,12 +116,20 @@ impl Sampler {
         mut info: SamplerInfo,
     ) -> Result<Sampler, SamplerError> {
         let mut rings = Vec::new();
+        let mut leaders = Vec::new();
         let mut pages = ring_pages;
         let mut cpus = Vec::new();
         for event in events {
             for &cpu in event.cpus {
+                let leader = match &event.leader {
+                    Some(attr) => Some(
+                        open_event(attr, pid, cpu as i32, None)
+                            .map_err(|e| classify(e, event.name, cpu))?,
+                    ),
+                    None => None,
+                };
                 let ring = loop {
-                    match PerfRing::open(&event.attr, pid, cpu as i32, pages) {
+                    match PerfRing::open(&event.attr, (pid, cpu as i32), leader.as_ref(), pages) {
                         // Rings count against perf_event_mlock_kb; shrink before giving up.
                         Err(e)
                             if e.raw_os_error() == Some(libc::EPERM)
@@ -129,6 +143,7 @@ impl Sampler {
                 };
                 let ring = ring.map_err(|e| classify(e, event.name, cpu))?;
                 rings.push((ring, event.reader.clone()));
+                leaders.extend(leader);
                 cpus.push(cpu);
             }
         }
@@ -136,7 +151,11 @@ impl Sampler {
         cpus.dedup();
         info.cpus = cpus;
         info.ring_pages = pages;
-        Ok(Sampler { rings, info })
+        Ok(Sampler {
+            rings,
+            leaders,
+            info,
+        })
     }
 
     /// Waits until a ring has data or `timeout_ms` passes. True when every task of the program
@@ -160,6 +179,7 @@ impl Sampler {
     /// Starts sampling now: for a process that is already running (an event opened for a
     /// program about to start is enabled by its exec).
     pub fn enable(&self) -> io::Result<()> {
+        self.leaders.iter().try_for_each(enable_event)?;
         self.rings.iter().try_for_each(|(r, _)| r.enable())
     }
 
