@@ -4,10 +4,13 @@
 //! what it checks is that a member whose counting leader follows the task tree samples as it
 //! would alone.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
+use common::launched::run_to_end;
 use numalens_assemble::perf_sample::access::EventMeaning;
 use numalens_assemble::raw::PerfEvent;
 use numalens_format::SampleKind;
@@ -54,17 +57,7 @@ fn a_member_led_by_a_counting_event_samples_every_page() {
         precise: Some(vec![member]),
         ring_pages: 1024,
     };
-    let mut launched = launch(&spec).unwrap();
-    let mut sampler = launched.sampler.take().unwrap();
-    let mut events = Vec::new();
-    let status = loop {
-        sampler.wait(20);
-        sampler.drain(|e| events.push(e));
-        if let Some(status) = launched.child.try_wait().unwrap() {
-            sampler.drain(|e| events.push(e));
-            break status;
-        }
-    };
+    let (status, events) = run_to_end(launch(&spec).unwrap());
     assert_eq!(status.code(), Some(3));
     // The program prints its buffer's start and length first.
     let printed = std::fs::read_to_string(&out).unwrap();

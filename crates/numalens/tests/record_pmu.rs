@@ -12,7 +12,6 @@ mod recover_common;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::Duration;
 
 use numalens_format::{DataSource, Profile, Sample, SampleKind};
 use recover_common::*;
@@ -299,24 +298,9 @@ fn a_killed_stand_in_recording_is_recovered_with_its_spilled_samples() {
     let native = native_output(&worker, dir.path());
     let profile = dir.path().join("killed.numalens");
     let out = dir.path().join("recorded.out");
-    let mut cmd = numalens();
-    cmd.env(STAND_IN.0, STAND_IN.1)
-        .args(["record", "--backend", "pmu", "-o"])
-        .arg(&profile)
-        .arg(&worker)
-        .arg(&out)
-        .arg(ROUNDS);
-    let rec = record_with(
-        cmd,
-        &profile,
-        &out,
-        Some(KillAt::After(Duration::from_millis(300))),
-    );
-    assert!(
-        rec.killed,
-        "the recording ended before it was killed: make ROUNDS larger"
-    );
-    assert_eq!(rec.program_output().as_deref(), Some(native.as_str()));
+    let mut cmd = record_command(&worker, "pmu", &profile, &out);
+    cmd.env(STAND_IN.0, STAND_IN.1);
+    killed_mid_run(cmd, &profile, &out, &native);
     let (status, _, stderr) = run(&["recover".as_ref(), profile.as_os_str()]);
     assert!(status.success(), "{stderr}");
     let p = Profile::open(&profile).unwrap();
