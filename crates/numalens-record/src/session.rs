@@ -117,6 +117,9 @@ pub fn record_with(
         }
         settings.insert("lost_counted_by_kernel".into(), info.lost_counted.into());
         settings.extend(info.settings.clone());
+        if info.settings.get("physical_addresses") == Some(&Value::Bool(false)) {
+            notes.push("the kernel refused the samples' physical addresses (they need CAP_PERFMON or root): the node of each load and store is unknown".into());
+        }
         if !info.kernel_faults {
             notes.push("the kernel refused kernel-mode samples: faults taken inside system calls are missed (lower kernel.perf_event_paranoid to 1 to see them)".into());
         }

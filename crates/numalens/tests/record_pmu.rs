@@ -238,6 +238,7 @@ fn an_unprivileged_recording_steps_back_and_says_so() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
+    assert!(said.contains("physical addresses"), "{said}");
     let p = Profile::open(&profile).unwrap();
     let settings = &p.meta().backend.settings;
     assert_eq!(settings["kernel_mode_samples"], serde_json::json!(false));
