@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use numalens_assemble::raw::{Fault, PerfEvent};
 use numalens_format::{Completeness, Migration, ProfileWriter};
-use numalens_record::faults::FaultSampler;
 use numalens_record::record::{LiveHook, LiveView, monotonic_ns};
+use numalens_record::sampler::Sampler;
 
 use crate::engine::Engine;
 use crate::error::ApplyError;
@@ -91,7 +91,7 @@ pub fn attach(
     let mut samplers = Vec::new();
     for tid in &tids {
         // Threads that end meanwhile are simply not sampled.
-        if let Ok(s) = FaultSampler::open(*tid as i32, &cpus, 64)
+        if let Ok(s) = Sampler::faults(*tid as i32, &cpus, 64)
             && s.enable().is_ok()
         {
             samplers.push(s);

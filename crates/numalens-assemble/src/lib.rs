@@ -15,6 +15,7 @@ mod objects;
 mod page_nodes;
 pub mod page_times;
 pub mod pagesize;
+pub mod perf_sample;
 pub mod placements;
 pub mod procmaps;
 pub mod raw;

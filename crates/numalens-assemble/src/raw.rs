@@ -63,6 +63,8 @@ pub struct RawRecording {
 pub enum PerfEvent {
     /// A page fault.
     Fault(Fault),
+    /// A sampled load or store (the `pmu` backend's precise event).
+    Access(Access),
     /// The kernel dropped `count` records because the ring was full.
     Lost { count: u64 },
     /// A task got a (new) name; `exec` when it comes from an exec.
@@ -159,6 +161,9 @@ pub struct SamplerInfo {
     /// `PERF_RECORD_LOST` records tell, and they are written late or not at all (see
     /// the recorder's sampler).
     pub lost_counted: bool,
+    /// What else the backend chose and the kernel accepted (the `pmu` backend's event, period
+    /// and sample fields), for the profile's backend settings.
+    pub settings: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// Processes of the program that ran on after the first one exited.

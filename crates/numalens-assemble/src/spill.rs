@@ -1,7 +1,7 @@
 //! What only the recorder holds, appended to the events directory as it comes, so that a
 //! recorder killed while the program runs loses at most its last few hundred milliseconds.
 //!
-//! The page-fault samples, the perf task records (forks, exits, execs, mappings), the lost
+//! The page-fault and memory-access samples, the perf task records (forks, exits, execs, mappings), the lost
 //! counts and the `/proc/PID/maps` snapshots live in the recorder's memory until the profile is
 //! written. Each is also encoded into a buffer, which is written to `recorder.spill` at every
 //! maps snapshot (100 ms): one `write` per interval. `numalens recover` reads the file back;
@@ -17,7 +17,9 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::procmaps::MapsHistory;
-use crate::raw::{Fault, PerfEvent};
+use numalens_format::{DataSource, Label, SampleKind};
+
+use crate::raw::{Access, Fault, PerfEvent};
 
 /// The spill file in the events directory.
 pub const SPILL_FILE: &str = "recorder.spill";
@@ -30,6 +32,10 @@ const FORK: u8 = 4;
 const EXIT: u8 = 5;
 const MMAP: u8 = 6;
 const MAPS: u8 = 7;
+const ACCESS: u8 = 8;
+
+/// An absent `u32` field of an access (its CPU, latency, node, page size).
+const NONE_U32: u32 = u32::MAX;
 
 /// The recorder's side: a buffer of encoded records and the file they go to.
 #[derive(Default)]
@@ -68,6 +74,7 @@ impl Spill {
                 put32(b, f.mapped_page_size);
                 put64(b, f.ip);
             }
+            PerfEvent::Access(a) => put_access(b, a),
             PerfEvent::Lost { count } => put64(b, *count),
             PerfEvent::Comm {
                 pid,
@@ -164,12 +171,27 @@ impl Spill {
 fn kind(event: &PerfEvent) -> u8 {
     match event {
         PerfEvent::Fault(_) => FAULT,
+        PerfEvent::Access(_) => ACCESS,
         PerfEvent::Lost { .. } => LOST,
         PerfEvent::Comm { .. } => COMM,
         PerfEvent::Fork { .. } => FORK,
         PerfEvent::Exit { .. } => EXIT,
         PerfEvent::Mmap { .. } => MMAP,
     }
+}
+
+fn put_access(b: &mut Vec<u8>, a: &Access) {
+    put32(b, a.pid);
+    put32(b, a.tid);
+    put64(b, a.time_ns);
+    put64(b, a.address);
+    put64(b, a.ip);
+    put32(b, a.weight);
+    for v in [a.cpu, a.latency, a.node, a.page_size] {
+        put32(b, v.unwrap_or(NONE_U32));
+    }
+    put_str(b, a.kind.label());
+    put_str(b, a.data_source.label());
 }
 
 fn put32(b: &mut Vec<u8>, v: u32) {
@@ -189,6 +211,7 @@ fn put_str(b: &mut Vec<u8>, s: &str) {
 #[derive(Default)]
 pub struct Spilled {
     pub faults: Vec<Fault>,
+    pub accesses: Vec<Access>,
     pub tasks: Vec<PerfEvent>,
     pub lost: u64,
     pub maps: MapsHistory,
@@ -240,6 +263,7 @@ fn decode(kind: u8, r: &mut Reader<'_>, out: &mut Spilled) -> Option<()> {
             mapped_page_size: r.u32()?,
             ip: r.u64()?,
         }),
+        ACCESS => out.accesses.push(read_access(r)?),
         LOST => out.lost += r.u64()?,
         COMM => out.tasks.push(PerfEvent::Comm {
             pid: r.u32()?,
@@ -279,6 +303,30 @@ fn decode(kind: u8, r: &mut Reader<'_>, out: &mut Spilled) -> Option<()> {
         _ => {}
     }
     Some(())
+}
+
+fn read_access(r: &mut Reader<'_>) -> Option<Access> {
+    let (pid, tid, time_ns, address, ip, weight) =
+        (r.u32()?, r.u32()?, r.u64()?, r.u64()?, r.u64()?, r.u32()?);
+    let mut optional = [None; 4];
+    for v in &mut optional {
+        *v = Some(r.u32()?).filter(|&v| v != NONE_U32);
+    }
+    let [cpu, latency, node, page_size] = optional;
+    Some(Access {
+        pid,
+        tid,
+        time_ns,
+        address,
+        cpu,
+        ip,
+        kind: SampleKind::from_label(&r.string()?)?,
+        weight,
+        data_source: DataSource::from_label(&r.string()?)?,
+        latency,
+        node,
+        page_size,
+    })
 }
 
 /// Little-endian fields from a record's payload; `None` past its end.
@@ -321,6 +369,23 @@ mod tests {
         })
     }
 
+    fn access() -> Access {
+        Access {
+            pid: 7,
+            tid: 9,
+            time_ns: 1500,
+            address: 0x7f00_1234,
+            cpu: Some(1),
+            ip: 0x401000,
+            kind: SampleKind::Store,
+            weight: 500,
+            data_source: DataSource::RemoteDram,
+            latency: None,
+            node: Some(1),
+            page_size: None,
+        }
+    }
+
     #[test]
     fn every_record_comes_back_and_a_cut_off_end_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
@@ -352,6 +417,7 @@ mod tests {
                 time_ns: 9,
             },
             fault(1),
+            PerfEvent::Access(access()),
             PerfEvent::Lost { count: 3 },
             PerfEvent::Exit {
                 pid: 7,
@@ -371,9 +437,15 @@ mod tests {
         assert_eq!(back.lost, 3);
         assert_eq!(back.faults.len(), 2);
         assert_eq!(PerfEvent::Fault(back.faults[0]), fault(1));
+        assert_eq!(back.accesses, vec![access()]);
         let tasks: Vec<_> = events
             .iter()
-            .filter(|e| !matches!(e, PerfEvent::Fault(_) | PerfEvent::Lost { .. }))
+            .filter(|e| {
+                !matches!(
+                    e,
+                    PerfEvent::Fault(_) | PerfEvent::Access(_) | PerfEvent::Lost { .. }
+                )
+            })
             .cloned()
             .collect();
         assert_eq!(back.tasks, tasks);

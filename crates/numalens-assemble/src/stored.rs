@@ -116,12 +116,13 @@ fn raw_recording(
 ) -> RawRecording {
     // Spilled as the rings were drained, one CPU after the other: the assembly wants time order.
     spilled.faults.sort_by_key(|f| f.time_ns);
+    spilled.accesses.sort_by_key(|a| a.time_ns);
     RawRecording {
         command: meta.command.clone(),
         events_dir: Some(events_dir),
         inst_dir: None,
         faults: spilled.faults,
-        accesses: Vec::new(),
+        accesses: spilled.accesses,
         access_stream: None,
         objects: Vec::new(),
         tasks: spilled.tasks,

@@ -6,7 +6,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 
-use crate::bytes::{Bytes, Truncated};
+use numalens_assemble::perf_sample::bytes::{Bytes, Truncated};
 
 const HEADER_SIZE: usize = 104;
 const HEADER_EVENT_DESC: u32 = 12;

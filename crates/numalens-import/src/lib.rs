@@ -5,15 +5,14 @@
 //! of their physical page when the file says which node holds it. Objects are the mappings the
 //! file's MMAP records name (no allocation sites: no runtime ran beside the program).
 
-mod bytes;
-pub mod data_src;
-pub mod ibs;
 mod layout_check;
 pub mod machine;
 mod read;
-pub mod sample;
 mod statics;
 pub mod write;
+
+// The decoders of sample records, shared with the live sampler of `numalens record`.
+pub use numalens_assemble::perf_sample::{data_src, ibs, sample};
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek};

@@ -5,7 +5,8 @@
 
 use numalens_topology::{Node, Provenance, ProvenanceKind, Topology};
 
-use crate::bytes::{Bytes, Truncated};
+use numalens_assemble::perf_sample::bytes::{Bytes, Truncated};
+pub use numalens_assemble::perf_sample::physical::PhysicalNodes;
 
 /// A node of `HEADER_NUMA_TOPOLOGY`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,27 +76,6 @@ pub fn topology(nodes: &[RecordedNode], hostname: &str) -> Option<Topology> {
     })
 }
 
-/// Which node holds each block of physical memory.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PhysicalNodes {
-    block_size: u64,
-    /// (first block, blocks, node), sorted.
-    runs: Vec<(u64, u64, u32)>,
-}
-
-impl PhysicalNodes {
-    /// The node of a physical address, when the recording said.
-    pub fn node_of(&self, phys: u64) -> Option<u32> {
-        if self.block_size == 0 || phys == 0 {
-            return None;
-        }
-        let block = phys / self.block_size;
-        let i = self.runs.partition_point(|&(first, _, _)| first <= block);
-        let (first, len, node) = *self.runs.get(i.checked_sub(1)?)?;
-        (block < first + len).then_some(node)
-    }
-}
-
 /// Parses `HEADER_MEM_TOPOLOGY`: a version, the memory block size in bytes and a count, then per
 /// node its id, its number of blocks and a bitmap of the blocks it holds (a bit count, then
 /// 64-bit words).
@@ -134,8 +114,7 @@ pub fn parse_mem_topology(section: &[u8], big_endian: bool) -> Result<PhysicalNo
             runs.push((first, len, node));
         }
     }
-    runs.sort_unstable();
-    Ok(PhysicalNodes { block_size, runs })
+    Ok(PhysicalNodes::from_runs(block_size, runs))
 }
 
 #[cfg(test)]

@@ -9,12 +9,13 @@ use linux_perf_data::linux_perf_event_reader::{
 };
 use linux_perf_data::{Endianness, Feature, PerfFile, PerfFileReader, PerfFileRecord};
 use numalens_assemble::raw::{Access, Fault, PerfEvent, UNKNOWN_CPU};
-use numalens_format::{DataSource, SampleKind};
+use numalens_format::SampleKind;
 
-use crate::bytes::Bytes;
-use crate::ibs;
+use numalens_assemble::perf_sample::access::{self, EventMeaning};
+use numalens_assemble::perf_sample::bytes::{Bytes, Truncated};
+use numalens_assemble::perf_sample::sample::{self, Layout, Sample};
+
 use crate::machine::{self, PhysicalNodes, RecordedNode};
-use crate::sample::{self, Layout, Sample};
 use crate::{EventSummary, ImportError};
 
 /// `HEADER_MEM_TOPOLOGY` (feature 22; the reader names it `SAMPLE_TOPOLOGY`).
@@ -77,11 +78,7 @@ impl AccessStats {
 struct EventReading {
     layout: Layout,
     faults: bool,
-    /// An AMD `ibs_op` event: its raw registers say what the sample's other fields may not.
-    ibs: bool,
-    /// Load or store when the data source does not say.
-    default_kind: SampleKind,
-    fixed_period: u64,
+    meaning: EventMeaning,
 }
 
 fn event_reading(
@@ -116,9 +113,11 @@ fn event_reading(
             sample_regs_intr: attr.sample_regs_intr,
         },
         faults,
-        ibs,
-        default_kind,
-        fixed_period,
+        meaning: EventMeaning {
+            ibs,
+            default_kind,
+            fixed_period,
+        },
     }
 }
 
@@ -190,7 +189,7 @@ pub fn stream_accesses<R: Read + Seek>(
             continue;
         }
         if let Ok(s) = sample_body(&record, &mut body, reading.big_endian, r)
-            && let Some(a) = access(r, &s, &reading)
+            && let Some(a) = access_of(r, &s, &reading)
         {
             sink(a);
         }
@@ -305,14 +304,14 @@ fn sample_body<'b>(
     body: &'b mut Vec<u8>,
     big_endian: bool,
     r: &EventReading,
-) -> Result<Sample<'b>, crate::bytes::Truncated> {
+) -> Result<Sample<'b>, Truncated> {
     let bytes: &'b [u8] = match record.data {
         RawData::Single(bytes) => bytes,
         split => {
             body.clear();
             body.resize(split.len(), 0);
             let mut data = split;
-            data.read_exact(body).map_err(|_| crate::bytes::Truncated)?;
+            data.read_exact(body).map_err(|_| Truncated)?;
             body
         }
     };
@@ -328,7 +327,7 @@ fn count_sample(
 ) {
     let summary = &mut d.events[event];
     summary.samples += 1;
-    let Some((address, _)) = data_address(r, s, big_endian) else {
+    let Some((address, _)) = access::data_address(&r.meaning, s, big_endian) else {
         return;
     };
     summary.with_address += 1;
@@ -337,7 +336,7 @@ fn count_sample(
         d.accesses.add(pid, tid, time_ns);
         return;
     }
-    if s.period.unwrap_or(r.fixed_period) > 1 {
+    if s.period.unwrap_or(r.meaning.fixed_period) > 1 {
         d.sampled_faults += 1;
     }
     d.faults.push(Fault {
@@ -354,65 +353,9 @@ fn count_sample(
     });
 }
 
-/// A memory sample as an access, when it has a data address. An IBS op sample's registers fill
-/// what its other fields lack.
-fn access(r: &EventReading, s: &Sample<'_>, reading: &Reading) -> Option<Access> {
-    let (address, ibs) = data_address(r, s, reading.big_endian)?;
-    let mut a = access_of_fields(r, s, &reading.physical, address);
-    if let Some(i) = ibs {
-        if s.data_src.is_none() {
-            (a.kind, a.data_source) = (i.kind, i.source);
-        }
-        a.latency = a.latency.or(i.latency);
-        a.node = a.node.or(i.phys.and_then(|p| reading.physical.node_of(p)));
-    }
-    Some(a)
-}
-
-/// The sample's data address, from its own field or else its IBS registers, with what those
-/// registers say: one decision for both passes, so that the first counts what the second reads.
-fn data_address(
-    r: &EventReading,
-    s: &Sample<'_>,
-    big_endian: bool,
-) -> Option<(u64, Option<ibs::IbsAccess>)> {
-    let ibs = r
-        .ibs
-        .then(|| s.raw.and_then(|raw| ibs::decode(raw, big_endian)))
-        .flatten();
-    let address = s.addr.filter(|&a| a != 0).or(ibs.map(|i| i.address))?;
-    Some((address, ibs))
-}
-
-fn access_of_fields(
-    r: &EventReading,
-    s: &Sample<'_>,
-    physical: &PhysicalNodes,
-    address: u64,
-) -> Access {
-    let source = s.data_src.map(crate::data_src::decode);
-    let weight = s
-        .period
-        .unwrap_or(r.fixed_period)
-        .clamp(1, u64::from(u32::MAX)) as u32;
-    Access {
-        pid: s.pid.unwrap_or(0),
-        tid: s.tid.unwrap_or(0),
-        time_ns: s.time.unwrap_or(0),
-        address,
-        cpu: s.cpu,
-        ip: s.ip.unwrap_or(0),
-        kind: source.and_then(|m| m.kind).unwrap_or(r.default_kind),
-        weight,
-        data_source: source.map_or(DataSource::Unknown, |m| m.source),
-        latency: s
-            .weight
-            .map(|w| w.latency())
-            .filter(|&l| l > 0)
-            .map(|l| l.min(u64::from(u32::MAX)) as u32),
-        node: s.phys_addr.and_then(|p| physical.node_of(p)),
-        page_size: s.data_page_size.and_then(|p| u32::try_from(p).ok()),
-    }
+/// A memory sample as an access, when it has a data address.
+fn access_of(r: &EventReading, s: &Sample<'_>, reading: &Reading) -> Option<Access> {
+    access::access(&r.meaning, s, reading.big_endian, &reading.physical)
 }
 
 /// Task, mapping and loss records, as the live sampler decodes them.
@@ -480,9 +423,7 @@ fn take_task(
         _ => {
             if record.record_type == RecordType::LOST_SAMPLES {
                 let body = record.data.as_slice();
-                let lost = crate::bytes::Bytes::new(&body, big_endian)
-                    .u64()
-                    .unwrap_or(0);
+                let lost = Bytes::new(&body, big_endian).u64().unwrap_or(0);
                 d.lost = d.lost.saturating_add(lost);
             }
             return Ok(());

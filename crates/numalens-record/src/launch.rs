@@ -1,5 +1,5 @@
 //! Starting the profiled program: the recorder learns the child's pid before it execs, attaches
-//! the page-fault sampler to it (enabled by the exec itself), then lets it exec.
+//! the sampler to it (enabled by the exec itself), then lets it exec.
 
 use std::ffi::OsString;
 use std::io;
@@ -7,7 +7,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 
-use crate::faults::{FaultSampler, SamplerError};
+use crate::pmu_events::LiveEvent;
+use crate::sampler::{Sampler, SamplerError};
 
 /// What to run and how to sample it.
 #[derive(Debug, Clone)]
@@ -16,15 +17,17 @@ pub struct LaunchSpec {
     pub args: Vec<OsString>,
     /// Extra environment variables for the program (the runtime's settings, LD_PRELOAD).
     pub env: Vec<(OsString, OsString)>,
-    /// CPUs to open sampling rings on; `None` records without the page-fault sampler.
+    /// CPUs to open sampling rings on; `None` records without a sampler.
     pub sample_cpus: Option<Vec<u32>>,
+    /// The `pmu` backend's precise events; `None` samples page faults.
+    pub precise: Option<Vec<LiveEvent>>,
     pub ring_pages: usize,
 }
 
 /// A running program and its sampler.
 pub struct Launched {
     pub child: Child,
-    pub sampler: Option<FaultSampler>,
+    pub sampler: Option<Sampler>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -121,8 +124,13 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
         });
     }
     let ring_pages = spec.ring_pages;
-    let attach =
-        std::thread::spawn(move || attach_when_ready(pid_read, go_write, &cpus, ring_pages));
+    let precise = spec.precise.clone();
+    let attach = std::thread::spawn(move || {
+        attach_when_ready(pid_read, go_write, |pid| match &precise {
+            Some(events) => Sampler::precise(pid, &cpus, ring_pages, events),
+            None => Sampler::faults(pid, &cpus, ring_pages),
+        })
+    });
     let spawned = command.spawn();
     drop((pid_write, go_read));
     let sampler = attach.join().expect("attach thread does not panic");
@@ -147,16 +155,15 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
 fn attach_when_ready(
     pid_read: OwnedFd,
     go_write: OwnedFd,
-    cpus: &[u32],
-    ring_pages: usize,
-) -> Option<Result<FaultSampler, SamplerError>> {
+    open: impl FnOnce(i32) -> Result<Sampler, SamplerError>,
+) -> Option<Result<Sampler, SamplerError>> {
     let mut pid = [0u8; 4];
     // SAFETY: reading into a local buffer from a pipe we own.
     let n = unsafe { libc::read(pid_read.as_raw_fd(), pid.as_mut_ptr().cast(), 4) };
     if n != 4 {
         return None; // the child never reached pre_exec (fork failed)
     }
-    let sampler = FaultSampler::open(i32::from_le_bytes(pid), cpus, ring_pages);
+    let sampler = open(i32::from_le_bytes(pid));
     let go = if sampler.is_ok() { b"g" } else { b"x" };
     // SAFETY: writing one byte to a pipe we own.
     unsafe { libc::write(go_write.as_raw_fd(), go.as_ptr().cast(), 1) };

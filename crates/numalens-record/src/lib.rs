@@ -1,5 +1,5 @@
 //! The numalens recorder: runs a program under the preload runtime (`numalens-preload`), the
-//! `inst` hooks (`numalens-inst`) and the page-fault sampler, keeps what the sampler saw (and a
+//! `inst` hooks (`numalens-inst`) and the page-fault or precise memory sampler, keeps what the sampler saw (and a
 //! copy of it on disk), and has the recording assembled into a profile (`numalens-assemble`).
 
 pub mod faults;
@@ -7,9 +7,13 @@ pub mod launch;
 mod outlive;
 pub mod perf;
 pub mod pmu;
+pub mod pmu_events;
+pub mod pmu_live;
 mod program_end;
 pub mod record;
+mod records;
 pub mod recover;
+pub mod sampler;
 pub mod scan;
 pub mod session;
 pub mod signals;

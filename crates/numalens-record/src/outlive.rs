@@ -11,7 +11,7 @@ use std::time::Instant;
 use numalens_assemble::raw::Outlived;
 use numalens_preload::events::find_event_logs;
 
-use crate::faults::FaultSampler;
+use crate::sampler::Sampler;
 
 /// The first process's end, while others of the program may still run.
 pub(crate) struct FirstExit {
@@ -60,7 +60,7 @@ impl FirstExit {
 
 /// Where to learn which processes of the program still run.
 pub(crate) struct Others<'a> {
-    pub sampler: Option<&'a FaultSampler>,
+    pub sampler: Option<&'a Sampler>,
     /// Processes the rings' FORK records named, as long as they exist.
     pub live: &'a BTreeSet<u32>,
     pub events_dir: &'a Path,

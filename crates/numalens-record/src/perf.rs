@@ -29,18 +29,15 @@ pub struct PerfRing {
 unsafe impl Send for PerfRing {}
 
 impl PerfRing {
-    /// Opens `attr` for task `pid` on `cpu` and maps `data_pages` (a power of two) of ring.
-    pub fn open(attr: &perf_event_attr, pid: i32, cpu: i32, data_pages: usize) -> io::Result<Self> {
-        let mut attr = *attr;
-        attr.size = std::mem::size_of::<perf_event_attr>() as u32;
-        let flags = sys::PERF_FLAG_FD_CLOEXEC as libc::c_ulong;
-        // SAFETY: attr is a fully initialised perf_event_attr of the size we declare.
-        let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, pid, cpu, -1, flags) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: the kernel returned a fresh descriptor that we now own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    /// Opens `attr` for task `pid` on `cpu`, in the group of `leader` if given, and maps
+    /// `data_pages` (a power of two) of ring.
+    pub fn open(
+        attr: &perf_event_attr,
+        (pid, cpu): (i32, i32),
+        leader: Option<&OwnedFd>,
+        data_pages: usize,
+    ) -> io::Result<Self> {
+        let fd = open_event(attr, pid, cpu, leader)?;
         let page = page_size();
         let mmap_len = page * (1 + data_pages);
         // SAFETY: mapping a perf fd read-write with the documented 1 + 2^n pages layout.
@@ -82,13 +79,7 @@ impl PerfRing {
 
     /// Enables the event now (for events opened disabled without enable_on_exec).
     pub fn enable(&self) -> io::Result<()> {
-        // SAFETY: an ioctl on a perf fd we own.
-        let r = unsafe { perf_event_open_sys::ioctls::ENABLE(self.fd.as_raw_fd(), 0) };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        enable_event(&self.fd)
     }
 
     /// The number of records the kernel could not write into this ring (for this event and its
@@ -190,6 +181,38 @@ impl Drop for PerfRing {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly what open() mapped.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.mmap_len) };
+    }
+}
+
+/// Opens `attr` for task `pid` on `cpu`, in the group of `leader` if given, without a ring (a
+/// group leader that only counts).
+pub fn open_event(
+    attr: &perf_event_attr,
+    pid: i32,
+    cpu: i32,
+    leader: Option<&OwnedFd>,
+) -> io::Result<OwnedFd> {
+    let mut attr = *attr;
+    attr.size = std::mem::size_of::<perf_event_attr>() as u32;
+    let flags = sys::PERF_FLAG_FD_CLOEXEC as libc::c_ulong;
+    let group = leader.map_or(-1, |l| l.as_raw_fd());
+    // SAFETY: attr is a fully initialised perf_event_attr of the size we declare.
+    let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, pid, cpu, group, flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a fresh descriptor that we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Enables a perf event now.
+pub fn enable_event(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: an ioctl on a perf fd we own.
+    let r = unsafe { perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
     }
 }
 

@@ -146,22 +146,28 @@ pub fn perf_record_args(event: &str) -> Vec<String> {
     .to_vec()
 }
 
+/// Where the kernel lists the event sources.
+pub const DEVICES: &str = "/sys/bus/event_source/devices";
+
 /// This machine's precise memory events.
 pub fn host() -> Result<Vec<PreciseEvent>, NoPreciseEvent> {
-    detect(Path::new("/sys/bus/event_source/devices"))
+    detect(Path::new(DEVICES))
+}
+
+/// A PMU's directory under a fake `devices` tree, with these files (tests).
+#[cfg(test)]
+pub(crate) fn fake_pmu(root: &Path, name: &str, files: &[(&str, &str)]) {
+    for (file, text) in files {
+        let path = root.join(name).join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, format!("{text}\n")).unwrap();
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::fake_pmu as pmu;
     use super::*;
-
-    fn pmu(root: &Path, name: &str, files: &[(&str, &str)]) {
-        for (file, text) in files {
-            let path = root.join(name).join(file);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, format!("{text}\n")).unwrap();
-        }
-    }
 
     #[test]
     fn each_vendors_precise_event_is_found() {

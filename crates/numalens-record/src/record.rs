@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use numalens_assemble::procmaps::{Mapping, MapsHistory};
-use numalens_assemble::raw::{Fault, PerfEvent, RawRecording, ScannedRun};
+use numalens_assemble::raw::{Access, Fault, PerfEvent, RawRecording, ScannedRun};
 use numalens_assemble::spill::Spill;
 use numalens_assemble::symbols::ModuleFiles;
 use numalens_assemble::this_host;
@@ -25,6 +25,8 @@ use crate::time_order::{FaultsInOrder, SETTLE_LAG_NS};
 pub enum SampleSource {
     /// Page-fault sampling (perf software event).
     Faults,
+    /// Precise sampling of loads and stores (`RecordOptions::pmu_events`).
+    Pmu,
     /// Allocation and thread tracking only.
     None,
 }
@@ -43,6 +45,8 @@ pub struct RecordOptions {
     pub track_objects: bool,
     /// Pages per CPU of each sampling ring.
     pub ring_pages: usize,
+    /// The events of `SampleSource::Pmu` (`pmu_live::choose`).
+    pub pmu_events: Vec<crate::pmu_events::LiveEvent>,
     /// Print a status line on stderr while the program runs.
     pub status_line: bool,
     /// Query where every data page of the program is this often (`--page-scan-interval`).
@@ -65,6 +69,7 @@ impl RecordOptions {
             runtime: None,
             track_objects: true,
             ring_pages: 256,
+            pmu_events: Vec::new(),
             status_line: false,
             page_scan_interval: None,
             inst: None,
@@ -191,7 +196,7 @@ pub fn run_with(
     let inst_dir = inst_staging.as_ref().map(|s| s.dir());
     let env = program_env(opts, &events_dir, inst_dir, runtime);
     let sample_cpus = match opts.source {
-        SampleSource::Faults => {
+        SampleSource::Faults | SampleSource::Pmu => {
             Some(online_cpus().map_err(|e| RecordError::Runtime(e.to_string()))?)
         }
         SampleSource::None => None,
@@ -201,6 +206,7 @@ pub fn run_with(
         args: opts.args.clone(),
         env,
         sample_cpus,
+        precise: (opts.source == SampleSource::Pmu).then(|| opts.pmu_events.clone()),
         ring_pages: opts.ring_pages,
     };
     signals::install();
@@ -291,7 +297,8 @@ pub fn run_with(
             }
             raw.spill.flush();
         }
-        let drained = (raw.faults.len(), raw.tasks.as_slice(), raw.lost);
+        let samples = raw.faults.len() + raw.accesses.len();
+        let drained = (samples, raw.tasks.as_slice(), raw.lost);
         status.update(started.elapsed(), drained, sampler.as_ref());
         if first_exit.is_none()
             && let Some(exit) = launched.child.try_wait().map_err(RecordError::Wait)?
@@ -344,7 +351,7 @@ pub fn run_with(
         inst_dir: inst_staging.as_ref().map(|s| s.dir().to_path_buf()),
         events_dir: Some(events_dir),
         faults: raw.faults.into_ordered(),
-        accesses: Vec::new(),
+        accesses: raw.accesses,
         access_stream: None,
         objects: Vec::new(),
         tasks: raw.tasks,
@@ -430,6 +437,8 @@ const MAPS_INTERVAL: Duration = Duration::from_millis(100);
 #[derive(Default)]
 struct Collected {
     faults: FaultsInOrder,
+    /// The `pmu` backend's samples, as drained (the assembly sorts them).
+    accesses: Vec<Access>,
     tasks: Vec<PerfEvent>,
     lost: u64,
     maps: MapsHistory,
@@ -463,6 +472,7 @@ impl Collected {
         self.spill.event(&event);
         match event {
             PerfEvent::Fault(f) => self.faults.push(f),
+            PerfEvent::Access(a) => self.accesses.push(a),
             PerfEvent::Lost { count } => self.lost += count,
             other => {
                 match &other {

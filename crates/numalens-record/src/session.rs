@@ -109,9 +109,17 @@ pub fn record_with(
     let mut settings = start_settings(opts, track_objects, &hooks_are_calls);
     if let Some(info) = &raw.sampler {
         settings.insert("ring_pages_per_cpu".into(), info.ring_pages.into());
-        settings.insert("kernel_mode_faults".into(), info.kernel_faults.into());
-        settings.insert("fault_page_sizes".into(), info.page_sizes.into());
+        if opts.source == SampleSource::Pmu {
+            settings.insert("kernel_mode_samples".into(), info.kernel_faults.into());
+        } else {
+            settings.insert("kernel_mode_faults".into(), info.kernel_faults.into());
+            settings.insert("fault_page_sizes".into(), info.page_sizes.into());
+        }
         settings.insert("lost_counted_by_kernel".into(), info.lost_counted.into());
+        settings.extend(info.settings.clone());
+        if info.settings.get("physical_addresses") == Some(&Value::Bool(false)) {
+            notes.push("the kernel refused the samples' physical addresses (they need CAP_PERFMON or root): the node of each load and store is unknown".into());
+        }
         if !info.kernel_faults {
             notes.push("the kernel refused kernel-mode samples: faults taken inside system calls are missed (lower kernel.perf_event_paranoid to 1 to see them)".into());
         }
@@ -170,6 +178,7 @@ fn backend_name(opts: &RecordOptions) -> &'static str {
     match (opts.inst.is_some(), opts.source) {
         (true, _) => "inst",
         (false, SampleSource::Faults) => "faults",
+        (false, SampleSource::Pmu) => "pmu",
         (false, SampleSource::None) => "none",
     }
 }
@@ -185,6 +194,11 @@ fn start_settings(
     if opts.source == SampleSource::Faults {
         settings.insert("event".into(), "page-faults".into());
         settings.insert("sample_period".into(), 1.into());
+    }
+    if opts.source == SampleSource::Pmu {
+        // The events chosen; the kernel's answers are added once the sampler is open.
+        let names: Vec<&str> = opts.pmu_events.iter().map(|e| e.name.as_str()).collect();
+        settings.insert("event".into(), names.join(" ").into());
     }
     settings.insert("objects_tracked".into(), track_objects.into());
     settings.insert("min_object".into(), opts.min_object.into());

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use numalens_assemble::raw::PerfEvent;
 use numalens_preload::events_tail::ObjectCounter;
 
-use crate::faults::FaultSampler;
+use crate::sampler::Sampler;
 
 /// `elapsed  faults  objects  tasks  lost` on one stderr line, redrawn in place, on a terminal
 /// only.
@@ -34,7 +34,7 @@ impl StatusLine {
         &mut self,
         elapsed: Duration,
         (faults, tasks, lost): (usize, &[PerfEvent], u64),
-        sampler: Option<&FaultSampler>,
+        sampler: Option<&Sampler>,
     ) {
         if !self.enabled
             || self

@@ -1,9 +1,12 @@
 //! The page-fault sampler on real programs: every first touch is seen, from the right thread.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::launched::run_to_end;
 use numalens_assemble::raw::PerfEvent;
 use numalens_record::faults::online_cpus;
 use numalens_record::launch::{LaunchError, LaunchSpec, launch};
@@ -29,6 +32,7 @@ fn spec(program: &Path, args: &[&str]) -> LaunchSpec {
         args: args.iter().map(Into::into).collect(),
         env: vec![],
         sample_cpus: Some(online_cpus().unwrap()),
+        precise: None,
         ring_pages: 1024,
     }
 }
@@ -44,17 +48,7 @@ fn every_page_of_each_half_is_first_touched_by_its_thread() {
         "-c".into(),
         format!("exec {} 16 > {}", exe.display(), out.display()).into(),
     ];
-    let mut launched = launch(&spec).unwrap();
-    let mut sampler = launched.sampler.take().unwrap();
-    let mut events = Vec::new();
-    let status = loop {
-        sampler.wait(20);
-        sampler.drain(|e| events.push(e));
-        if let Some(status) = launched.child.try_wait().unwrap() {
-            sampler.drain(|e| events.push(e));
-            break status;
-        }
-    };
+    let (status, events) = run_to_end(launch(&spec).unwrap());
     assert_eq!(status.code(), Some(3), "exit status is the program's");
     let printed = std::fs::read_to_string(&out).unwrap();
     let mut lines = printed.lines();

@@ -66,6 +66,7 @@ fn the_child_s_error_path_allocates_nothing() {
         args: Vec::new(),
         env: Vec::new(),
         sample_cpus: Some(vec![1 << 20]),
+        precise: None,
         ring_pages: 8,
     };
     let result = launch(&spec);

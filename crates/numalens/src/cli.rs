@@ -77,7 +77,8 @@ pub struct TopologyArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendArg {
     /// The best the program and machine allow: `inst` for a program built with `numalens cc`,
-    /// else page faults (allocation tracking only if perf is denied).
+    /// else `pmu` where the CPU has a precise memory event, else page faults (allocation
+    /// tracking only if perf is denied).
     Auto,
     /// Page-fault sampling (perf software event): works in VMs and containers.
     Faults,
@@ -86,8 +87,9 @@ pub enum BackendArg {
     /// Every access of a program built with `numalens cc`/`c++`/`fortran`: exact per-page counts
     /// and/or sampled accesses (see --inst-mode), plus page faults when perf allows.
     Inst,
-    /// Precise hardware sampling of loads and stores (Intel PEBS, AMD IBS, Arm SPE): says what
-    /// this machine offers; recordings made with `perf mem record` are read by `numalens import`.
+    /// Precise hardware sampling of loads and stores with their data source, latency and node
+    /// (Intel PEBS load latency and stores, AMD IBS op), plus page faults for first touches.
+    /// Arm SPE is not driven: record it with perf and read it with `numalens import`.
     Pmu,
 }
 
@@ -202,15 +204,21 @@ pub struct RecordingArgs {
     /// Do not preload the runtime: page faults only, no objects or threads from the program.
     #[arg(long)]
     pub no_runtime: bool,
-    /// Pages of ring buffer per CPU for page-fault samples (a power of two). The default, 1 MiB,
+    /// Pages of ring buffer per CPU and event for samples (a power of two). The default, 1 MiB,
     /// recorded a million 4 KiB first touches from two threads without a loss even at 64 pages
     /// with both cores busy; each page costs about 0.7 us to set up before the program starts.
+    /// `--backend pmu` opens two or three events per CPU: a program that faults in hundreds of
+    /// thousands of pages a second may want 1024.
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = power_of_two)]
     pub ring_pages: usize,
     /// Also ask where every data page of the program is at this interval while it runs (e.g.
     /// `500ms`, `2s`), to see pages move; a scan costs about 50 ms of CPU per GiB of memory.
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub page_scan_interval: Option<std::time::Duration>,
+    /// With `--backend pmu` (or `auto` choosing it) only: one sample per this many events
+    /// (default: 500 loads or stores over 30 cycles on Intel, 65536 cycles on AMD IBS).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub sample_period: Option<u64>,
     /// With `--backend inst` only: exact counts, samples, or both (default: both).
     #[arg(long, value_enum, value_name = "MODE")]
     pub inst_mode: Option<InstModeArg>,

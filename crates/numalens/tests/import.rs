@@ -1,6 +1,5 @@
-//! `numalens import` and `record --backend pmu` as a user meets them: a real perf recording
-//! imported and reported, files that are not perf recordings refused with what to do, and the
-//! `pmu` backend saying what this machine lacks.
+//! `numalens import` as a user meets it: a real perf recording imported and reported, and
+//! files that are not perf recordings refused with what to do.
 
 mod common;
 
@@ -104,26 +103,6 @@ fn files_that_cannot_be_imported_are_refused_saying_why() {
     );
     assert!(said.contains("cpu-clock"), "{said}");
     assert!(!dir.path().join("c.numalens").exists());
-}
-
-#[test]
-fn the_pmu_backend_says_what_this_machine_offers() {
-    let run = numalens(&["record", "--backend", "pmu", "--", "true"]);
-    let said = text(&run.stderr);
-    assert_eq!(run.status.code(), Some(2), "{said}");
-    match numalens_record::pmu::host() {
-        Err(_) => {
-            assert!(
-                said.contains("no hardware PMU") || said.contains("no precise memory event"),
-                "{said}"
-            );
-            assert!(said.contains("--backend faults"), "{said}");
-        }
-        Ok(events) => {
-            assert!(said.contains(&events[0].name()), "{said}");
-            assert!(said.contains("numalens import"), "{said}");
-        }
-    }
 }
 
 /// A synthetic PEBS-layout file (not a hardware recording): what the report says of its data

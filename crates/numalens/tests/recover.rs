@@ -17,18 +17,8 @@ fn killed_mid_run_is_recovered(backend: &str, inst: bool) {
     let native = native_output(&worker, dir.path());
     let profile = dir.path().join("killed.numalens");
     let out = dir.path().join("recorded.out");
-    let rec = record(
-        &worker,
-        backend,
-        &profile,
-        &out,
-        Some(KillAt::After(Duration::from_millis(300))),
-    );
-    assert!(
-        rec.killed,
-        "the recording ended before it was killed: make ROUNDS larger"
-    );
-    assert_eq!(rec.program_output().as_deref(), Some(native.as_str()));
+    let cmd = record_command(&worker, backend, &profile, &out);
+    let rec = killed_mid_run(cmd, &profile, &out, &native);
     assert_eq!(
         rec.shm_left_after(Duration::from_secs(10)),
         Vec::<std::path::PathBuf>::new()

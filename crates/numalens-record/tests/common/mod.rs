@@ -1,4 +1,5 @@
 //! Helpers shared by the recorder's tests.
 #![allow(dead_code)]
 
+pub mod launched;
 pub mod record;

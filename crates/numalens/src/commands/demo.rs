@@ -14,9 +14,9 @@ use numalens_analyze::{Options, ReportModel, WhatIf, analyze};
 use numalens_format::Profile;
 use numalens_inst::InstOptions;
 use numalens_inst::toolchain::Language;
-use numalens_record::faults::SamplerError;
 use numalens_record::launch::LaunchError;
 use numalens_record::record::{RecordError, RecordOptions, SampleSource};
+use numalens_record::sampler::SamplerError;
 use numalens_record::session::{Recorded, record};
 use numalens_workloads::{Manifest, WORKLOADS, Workload};
 

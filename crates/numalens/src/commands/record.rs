@@ -5,9 +5,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use numalens_analyze::model::lost_samples_note;
 use numalens_inst::{InstMode, InstOptions};
-use numalens_record::faults::SamplerError;
 use numalens_record::launch::LaunchError;
+use numalens_record::pmu_events::LiveEvent;
+use numalens_record::pmu_live::NoLiveEvent;
 use numalens_record::record::{RecordError, RecordOptions, SampleSource};
+use numalens_record::sampler::SamplerError;
 use numalens_record::session::{Recorded, record_with};
 
 use crate::cli::{BackendArg, InstModeArg, RecordArgs, RecordingArgs};
@@ -34,10 +36,9 @@ pub fn record_options(
     if program.is_empty() {
         return Err(UsageError("the program to record is an empty name".into()).into());
     }
-    if args.backend == BackendArg::Pmu {
-        return Err(UsageError(pmu_refusal(&program)).into());
-    }
+    let pmu_events = pmu_events(args, inst.is_some(), &program)?;
     if args.backend == BackendArg::Auto
+        && pmu_events.is_empty()
         && inst.is_none()
         && numalens_inst::check_program(&program).is_ok()
     {
@@ -59,10 +60,12 @@ pub fn record_options(
         output,
         source: match args.backend {
             BackendArg::None => SampleSource::None,
+            _ if !pmu_events.is_empty() => SampleSource::Pmu,
             BackendArg::Auto | BackendArg::Faults | BackendArg::Inst | BackendArg::Pmu => {
                 SampleSource::Faults
             }
         },
+        pmu_events,
         min_object: args.min_object,
         runtime: args.runtime.clone(),
         track_objects: !args.no_runtime,
@@ -85,6 +88,19 @@ pub fn record_with_fallback(
     use numalens_record::record::LiveHook;
     // A reborrow for the first try, whose trait object's lifetime is shortened to it.
     let first = record_with(&opts, hook.as_deref_mut().map(|h| h as &mut dyn LiveHook));
+    let first = match first {
+        Err(RecordError::Launch(LaunchError::Sampler(e)))
+            if backend == BackendArg::Auto && opts.source == SampleSource::Pmu =>
+        {
+            // The PMU is listed but refuses the event (a virtual PMU without PEBS or IBS):
+            // first touches are still there to record.
+            eprintln!("numalens: {e}\nnumalens: recording page faults instead (--backend faults)");
+            opts.source = SampleSource::Faults;
+            opts.pmu_events.clear();
+            record_with(&opts, hook.as_deref_mut().map(|h| h as &mut dyn LiveHook))
+        }
+        other => other,
+    };
     let recorded = match first {
         Err(RecordError::Launch(LaunchError::Sampler(e @ SamplerError::Denied(_))))
             if matches!(backend, BackendArg::Auto | BackendArg::Inst) =>
@@ -158,33 +174,54 @@ fn inst_options(args: &RecordingArgs) -> Result<Option<InstOptions>, UsageError>
     }))
 }
 
-/// Why `--backend pmu` does not record here, and what does. The live sampler is not in this
-/// version: on a machine with a precise event, `perf` records it and `numalens import` reads it.
-fn pmu_refusal(program: &std::ffi::OsStr) -> String {
-    use numalens_record::pmu::PreciseEvent;
+/// The precise events `--backend pmu` records, or `auto` when the program is not built with
+/// `numalens cc` and the machine has them; none for the other backends. Says which it chose.
+fn pmu_events(
+    args: &RecordingArgs,
+    inst: bool,
+    program: &std::ffi::OsStr,
+) -> Result<Vec<LiveEvent>, UsageError> {
+    let wanted = match args.backend {
+        BackendArg::Pmu => true,
+        // A build with `numalens cc` records every access with `inst`: auto takes that.
+        BackendArg::Auto => !inst && numalens_inst::check_program(program).is_err(),
+        _ => false,
+    };
+    let chosen = if wanted {
+        Some(numalens_record::pmu_live::choose(args.sample_period))
+    } else {
+        None
+    };
+    match (args.backend, chosen) {
+        (_, Some(Ok(events))) => {
+            let period = events[0].meaning.fixed_period;
+            let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+            eprintln!(
+                "numalens: sampling loads and stores with {} every {period} events, and page faults (--backend pmu)",
+                names.join(" and ")
+            );
+            Ok(events)
+        }
+        (BackendArg::Pmu, Some(Err(missing))) => Err(UsageError(pmu_refusal(&missing, program))),
+        (_, _) if args.sample_period.is_some() => Err(UsageError(format!(
+            "--sample-period applies to `--backend pmu`, and this recording uses `--backend {}` \
+             (auto takes pmu only on a machine with a precise memory event, for a program not \
+             built with `numalens cc`): leave it out",
+            format!("{:?}", args.backend).to_lowercase()
+        ))),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// Why `--backend pmu` does not record here, and what does.
+fn pmu_refusal(missing: &NoLiveEvent, program: &std::ffi::OsStr) -> String {
     let works = if numalens_inst::check_program(program).is_ok() {
         "--backend inst (this program is built with `numalens cc`) records every access here"
     } else {
         "--backend faults records first touches here; a build with `numalens cc` and --backend \
          inst records every access"
     };
-    match numalens_record::pmu::host() {
-        Err(missing) => format!("--backend pmu: {missing}. {works}"),
-        Ok(events) => match &events[0] {
-            PreciseEvent::ArmSpe { pmu, .. } => format!(
-                "--backend pmu: this machine has Arm SPE ({pmu}), whose samples perf keeps in \
-                 AUX data that `numalens import` does not read yet. {works}"
-            ),
-            event => format!(
-                "--backend pmu: this machine has {}, which `numalens record` does not drive \
-                 itself yet: record with `perf {} -o perf.data -- {prog} …`, then `numalens \
-                 import perf.data`. {works}",
-                event.name(),
-                numalens_record::pmu::perf_record_args(&event.name()).join(" "),
-                prog = program.to_string_lossy()
-            ),
-        },
-    }
+    format!("--backend pmu: {missing}. {works}")
 }
 
 /// `PROGRAM.numalens`, or `PROGRAM.2.numalens`, … when taken.

@@ -85,13 +85,40 @@ pub fn record(
     out: &Path,
     kill: Option<KillAt>,
 ) -> Recording {
+    record_with(
+        record_command(worker, backend, profile, out),
+        profile,
+        out,
+        kill,
+    )
+}
+
+/// `numalens record --backend BACKEND -o PROFILE WORKER OUT ROUNDS`.
+pub fn record_command(worker: &Path, backend: &str, profile: &Path, out: &Path) -> Command {
     let mut cmd = numalens();
     cmd.args(["record", "--backend", backend, "-o"])
         .arg(profile)
         .arg(worker)
         .arg(out)
         .arg(ROUNDS);
-    record_with(cmd, profile, out, kill)
+    cmd
+}
+
+/// Runs `cmd` (a recording of the worker), killed 300 ms after it started, and checks that it
+/// was killed and that the program wrote `native`, what it writes undisturbed.
+pub fn killed_mid_run(cmd: Command, profile: &Path, out: &Path, native: &str) -> Recording {
+    let rec = record_with(
+        cmd,
+        profile,
+        out,
+        Some(KillAt::After(Duration::from_millis(300))),
+    );
+    assert!(
+        rec.killed,
+        "the recording ended before it was killed: make ROUNDS larger"
+    );
+    assert_eq!(rec.program_output().as_deref(), Some(native));
+    rec
 }
 
 /// Runs `cmd` (a recording), killed at `kill` unless it ended first. Its output goes

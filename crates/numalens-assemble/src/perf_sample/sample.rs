@@ -1,7 +1,7 @@
 //! The body of a `PERF_RECORD_SAMPLE`, decoded field by field in the order the kernel writes
 //! them (`perf_output_sample` in kernel/events/core.c), for any `sample_type`.
 
-use crate::bytes::{Bytes, Truncated};
+use super::bytes::{Bytes, Truncated};
 
 pub const IP: u64 = 1 << 0;
 pub const TID: u64 = 1 << 1;

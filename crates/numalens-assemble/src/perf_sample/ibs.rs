@@ -6,7 +6,7 @@
 
 use numalens_format::{DataSource, SampleKind};
 
-use crate::bytes::Bytes;
+use super::bytes::Bytes;
 
 const OP_DATA2: usize = 3;
 const OP_DATA3: usize = 4;
