@@ -110,13 +110,21 @@ mod tests {
         at(tid, time_ns, Event::Free { address: 0x1000 })
     }
 
+    /// The watermark after `records` (process, record) in this order.
+    fn after(records: &[(u32, TimedEvent)]) -> FlushWatermark {
+        let mut w = FlushWatermark::default();
+        records.iter().for_each(|(pid, r)| w.observe(*pid, r));
+        w
+    }
+
     #[test]
     fn the_thread_logged_least_recently_holds_the_watermark() {
-        let mut w = FlushWatermark::default();
-        assert_eq!(w.watermark(), None, "no log read yet");
-        w.observe(10, &free(10, 100));
-        w.observe(10, &free(11, 40));
-        w.observe(10, &free(10, 300));
+        assert_eq!(
+            FlushWatermark::default().watermark(),
+            None,
+            "no log read yet"
+        );
+        let mut w = after(&[(10, free(10, 100)), (10, free(11, 40)), (10, free(10, 300))]);
         assert_eq!(w.watermark(), Some(40));
         w.observe(10, &free(11, 250));
         assert_eq!(w.watermark(), Some(250));
@@ -127,9 +135,8 @@ mod tests {
 
     #[test]
     fn nothing_passes_until_the_main_thread_is_logged() {
-        let mut w = FlushWatermark::default();
-        w.observe(10, &free(11, 400));
-        w.observe(10, &at(11, 450, Event::ThreadExit { logical_id: 1 }));
+        let exit = at(11, 450, Event::ThreadExit { logical_id: 1 });
+        let mut w = after(&[(10, free(11, 400)), (10, exit)]);
         assert_eq!(
             w.watermark(),
             Some(0),
@@ -141,10 +148,8 @@ mod tests {
 
     #[test]
     fn a_fork_holds_it_until_the_child_logs_its_main_thread() {
-        let mut w = FlushWatermark::default();
-        w.observe(10, &free(10, 100));
-        w.observe(10, &at(10, 110, Event::Fork { child_pid: 30 }));
-        w.observe(10, &free(10, 900));
+        let fork = at(10, 110, Event::Fork { child_pid: 30 });
+        let mut w = after(&[(10, free(10, 100)), (10, fork), (10, free(10, 900))]);
         assert_eq!(w.watermark(), Some(0), "the child's log is not listed yet");
         w.observe(30, &free(30, 150));
         assert_eq!(w.watermark(), Some(150));
@@ -152,10 +157,8 @@ mod tests {
 
     #[test]
     fn an_ended_thread_no_longer_holds_it() {
-        let mut w = FlushWatermark::default();
-        w.observe(10, &free(10, 500));
-        w.observe(10, &free(11, 50));
-        w.observe(10, &at(11, 60, Event::ThreadExit { logical_id: 1 }));
+        let exit = at(11, 60, Event::ThreadExit { logical_id: 1 });
+        let mut w = after(&[(10, free(10, 500)), (10, free(11, 50)), (10, exit)]);
         assert_eq!(w.watermark(), Some(500));
         // A record of the thread after its exit (not written by the runtime) does not revive it.
         w.observe(10, &free(11, 70));
@@ -164,11 +167,13 @@ mod tests {
 
     #[test]
     fn a_process_end_ends_all_its_threads() {
-        let mut w = FlushWatermark::default();
-        w.observe(10, &free(10, 500));
-        w.observe(10, &free(11, 50));
-        w.observe(20, &free(20, 80));
-        w.observe(10, &at(10, 600, Event::End));
+        let end = at(10, 600, Event::End);
+        let mut w = after(&[
+            (10, free(10, 500)),
+            (10, free(11, 50)),
+            (20, free(20, 80)),
+            (10, end),
+        ]);
         assert_eq!(w.watermark(), Some(80), "the other process still runs");
         w.observe(20, &at(20, 700, Event::End));
         assert_eq!(w.watermark(), Some(u64::MAX));
