@@ -60,12 +60,15 @@ impl FlushWatermark {
                     .for_each(|(_, t)| *t = None);
                 true
             }
+            // A record of a thread after its end (a sampling thread's flush mark before the
+            // runtime stopped, or a thread or process given the same id later) counts as live
+            // again: it can only hold the watermark back, which the end of the recording lifts.
             _ => false,
         };
-        let last = self.threads.entry((pid, record.tid)).or_insert(Some(0));
+        let last = self.threads.entry((pid, record.tid)).or_insert(None);
         *last = match *last {
             _ if ended => None,
-            None => None,
+            None => Some(record.time_ns),
             Some(t) => Some(t.max(record.time_ns)),
         };
     }
@@ -160,9 +163,9 @@ mod tests {
         let exit = at(11, 60, Event::ThreadExit { logical_id: 1 });
         let mut w = after(&[(10, free(10, 500)), (10, free(11, 50)), (10, exit)]);
         assert_eq!(w.watermark(), Some(500));
-        // A record of the thread after its exit (not written by the runtime) does not revive it.
+        // A record of the thread after its exit (a thread given its id later) revives it.
         w.observe(10, &free(11, 70));
-        assert_eq!(w.watermark(), Some(500));
+        assert_eq!(w.watermark(), Some(70));
     }
 
     #[test]
@@ -177,5 +180,8 @@ mod tests {
         assert_eq!(w.watermark(), Some(80), "the other process still runs");
         w.observe(20, &at(20, 700, Event::End));
         assert_eq!(w.watermark(), Some(u64::MAX));
+        // A thread first logged after the end holds it back rather than let anything pass.
+        w.observe(20, &at(21, 710, Event::FlushMark));
+        assert_eq!(w.watermark(), Some(710));
     }
 }
