@@ -38,6 +38,13 @@ struct Tail {
 const MAX_BYTES_PER_CALL: usize = 4 << 20;
 
 impl SamplesTail {
+    /// [`Self::read_new`] with the directory listed now, whenever it was last: every file that
+    /// exists at the call is read.
+    pub fn read_new_listed(&mut self, dir: &Path) -> Vec<InstSample> {
+        self.listed = None;
+        self.read_new(dir)
+    }
+
     /// The samples written since the last call, file by file.
     pub fn read_new(&mut self, dir: &Path) -> Vec<InstSample> {
         if self.listed.is_none_or(|t| t.elapsed() >= RESCAN) {
