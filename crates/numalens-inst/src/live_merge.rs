@@ -66,39 +66,16 @@ impl LiveMerge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::files::{
-        HEADER_SIZE, MAGIC_SAMPLES, PAGE_SHIFT, SAMPLE_SIZE, VERSION, read_inst_dir,
-    };
-
-    fn header(pid: u32, tid: u32) -> Vec<u8> {
-        let mut h = vec![0u8; HEADER_SIZE];
-        h[..8].copy_from_slice(MAGIC_SAMPLES);
-        for (at, v) in [
-            (8, VERSION),
-            (12, pid),
-            (16, tid),
-            (20, PAGE_SHIFT),
-            (44, SAMPLE_SIZE as u32),
-        ] {
-            h[at..at + 4].copy_from_slice(&v.to_le_bytes());
-        }
-        h
-    }
-
-    fn record(time: u64) -> Vec<u8> {
-        let mut r = vec![0u8; SAMPLE_SIZE];
-        r[..8].copy_from_slice(&time.to_le_bytes());
-        r[8..16].copy_from_slice(&(0x1000 + time).to_le_bytes());
-        r[24..28].copy_from_slice(&64u32.to_le_bytes());
-        r[31] = 1;
-        r
-    }
+    use crate::files::read_inst_dir;
+    use crate::tail::tests::{header, record};
 
     /// Appends samples at `times` to thread `tid`'s file.
     fn append(dir: &Path, tid: u32, times: &[u64]) {
         let path = dir.join(format!("inst-7-{tid}-1-0.samples"));
         let mut bytes = std::fs::read(&path).unwrap_or_else(|_| header(7, tid));
-        times.iter().for_each(|t| bytes.extend(record(*t)));
+        times
+            .iter()
+            .for_each(|t| bytes.extend(record(*t, 0x1000 + t, true)));
         std::fs::write(&path, bytes).unwrap();
     }
 

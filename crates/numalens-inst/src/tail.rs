@@ -95,11 +95,12 @@ fn read_from(tail: &mut Tail, buffer: &mut Vec<u8>, out: &mut Vec<InstSample>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::files::{PAGE_SHIFT, VERSION};
 
-    fn header(pid: u32, tid: u32) -> Vec<u8> {
+    /// A `.samples` file's header, also for the other readers' tests.
+    pub(crate) fn header(pid: u32, tid: u32) -> Vec<u8> {
         let mut h = vec![0u8; HEADER_SIZE];
         h[..8].copy_from_slice(MAGIC_SAMPLES);
         for (at, v) in [
@@ -114,7 +115,8 @@ mod tests {
         h
     }
 
-    fn record(time: u64, address: u64, valid: bool) -> Vec<u8> {
+    /// A sample record of weight 1024.
+    pub(crate) fn record(time: u64, address: u64, valid: bool) -> Vec<u8> {
         let mut r = vec![0u8; SAMPLE_SIZE];
         r[..8].copy_from_slice(&time.to_le_bytes());
         r[8..16].copy_from_slice(&address.to_le_bytes());
