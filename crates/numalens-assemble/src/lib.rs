@@ -10,6 +10,7 @@ mod debug_files;
 mod fallback;
 mod inherit;
 mod inst;
+pub mod live_watermark;
 mod meta;
 mod objects;
 mod page_nodes;

@@ -147,13 +147,14 @@ pub fn process_view(
     view
 }
 
-/// An image replaced by exec ends with its EXEC record (and the counters flushed with it); the
-/// new image writes its own log.
+/// An image replaced by exec ends with its EXEC record (and the counters flushed with it, and
+/// the flush marks other sampling threads wrote before the exec ended them); the new image
+/// writes its own log.
 fn ends_by_exec_or_daemon(events: &[TimedEvent]) -> bool {
     let last = events
         .iter()
         .rev()
-        .find(|e| !matches!(e.event, Event::SmallAllocs { .. }));
+        .find(|e| !matches!(e.event, Event::SmallAllocs { .. } | Event::FlushMark));
     matches!(
         last.map(|e| &e.event),
         Some(Event::Exec { .. } | Event::Daemon)
@@ -444,5 +445,42 @@ fn add_statics(view: &mut ProcessView, min_object: u64, symbols: &mut Symbolizer
                 site_key,
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(tid: u32, event: Event) -> TimedEvent {
+        TimedEvent {
+            tid,
+            time_ns: 1,
+            event,
+        }
+    }
+
+    #[test]
+    fn an_exec_ends_its_image_past_the_marks_written_after_it() {
+        let exec = || {
+            at(
+                1,
+                Event::Exec {
+                    exec_count: 1,
+                    path: "/bin/true".into(),
+                },
+            )
+        };
+        let free = at(1, Event::Free { address: 0x1000 });
+        assert!(ends_by_exec_or_daemon(&[
+            free.clone(),
+            exec(),
+            at(2, Event::FlushMark)
+        ]));
+        assert!(!ends_by_exec_or_daemon(&[
+            exec(),
+            free,
+            at(2, Event::FlushMark)
+        ]));
     }
 }

@@ -10,6 +10,7 @@ pub mod files;
 pub mod gcc_plugin;
 pub mod guard;
 pub mod inline;
+pub mod live_merge;
 pub mod per_compiler;
 mod sample_files;
 pub mod staging;

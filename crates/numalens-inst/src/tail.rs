@@ -38,6 +38,13 @@ struct Tail {
 const MAX_BYTES_PER_CALL: usize = 4 << 20;
 
 impl SamplesTail {
+    /// [`Self::read_new`] with the directory listed now, whenever it was last: every file that
+    /// exists at the call is read.
+    pub fn read_new_listed(&mut self, dir: &Path) -> Vec<InstSample> {
+        self.listed = None;
+        self.read_new(dir)
+    }
+
     /// The samples written since the last call, file by file.
     pub fn read_new(&mut self, dir: &Path) -> Vec<InstSample> {
         if self.listed.is_none_or(|t| t.elapsed() >= RESCAN) {
@@ -88,11 +95,12 @@ fn read_from(tail: &mut Tail, buffer: &mut Vec<u8>, out: &mut Vec<InstSample>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::files::{PAGE_SHIFT, VERSION};
 
-    fn header(pid: u32, tid: u32) -> Vec<u8> {
+    /// A `.samples` file's header, also for the other readers' tests.
+    pub(crate) fn header(pid: u32, tid: u32) -> Vec<u8> {
         let mut h = vec![0u8; HEADER_SIZE];
         h[..8].copy_from_slice(MAGIC_SAMPLES);
         for (at, v) in [
@@ -107,7 +115,8 @@ mod tests {
         h
     }
 
-    fn record(time: u64, address: u64, valid: bool) -> Vec<u8> {
+    /// A sample record of weight 1024.
+    pub(crate) fn record(time: u64, address: u64, valid: bool) -> Vec<u8> {
         let mut r = vec![0u8; SAMPLE_SIZE];
         r[..8].copy_from_slice(&time.to_le_bytes());
         r[8..16].copy_from_slice(&address.to_le_bytes());

@@ -84,6 +84,7 @@ struct nl_ithread {
     struct nl_grow_file samples; /* sampled accesses: nl_grow_on while the thread samples */
     int own;                    /* 1 where this state was set up: its pages are emptied in a fork
                                    child (MADV_WIPEONFORK), so 0 there says no fork handler ran */
+    uint64_t marked_ns;         /* when this thread last had the event log marked (sampled mode) */
 };
 
 struct nl_iglobal {

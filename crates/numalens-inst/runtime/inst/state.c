@@ -34,6 +34,11 @@ NL_INST_STATE struct nl_iglobal nl_ig;
 extern _Atomic int numalens_limits_holder __attribute__((weak, visibility("default")));
 /* Threads that could not make their files, counted where the preload runtime reads it. */
 extern uint32_t numalens_inst_uncounted __attribute__((weak, visibility("default")));
+/* The preload runtime's flush mark (core.c), when it is loaded. */
+extern void numalens_flush_mark(void) __attribute__((weak, visibility("default")));
+/* A sampling thread has its event log marked at most this often: the recorder can then attribute
+ * its samples while the program runs, about this far behind. */
+#define NL_MARK_EVERY_NS 100000000ull
 NL_INST_STATE static _Atomic int nl_limits_holder_alone;
 
 _Atomic int *nl_fd_limits_word(void)
@@ -645,6 +650,10 @@ static void nl_sample_write(struct nl_ithread *t, uintptr_t addr, unsigned is_wr
     r->size = (uint16_t)size;
     r->is_write = (uint8_t)is_write;
     __atomic_store_n(&r->valid, 1, __ATOMIC_RELEASE);
+    if (r->time_ns - t->marked_ns >= NL_MARK_EVERY_NS && numalens_flush_mark) {
+        t->marked_ns = r->time_ns;
+        numalens_flush_mark();
+    }
 }
 
 /* Takes the sample due at this access (if the thread samples) and resets the countdown. */

@@ -76,6 +76,9 @@ enum nl_record_kind {
                                 rule, the lowest of its nodes) e=0 or the errno mbind/sched_setaffinity
                                 gave f=what (nl_place_what, NL_PLACE_SPREAD or'ed in):
                                 a rule of `numalens run --plan` applied */
+    NL_REC_FLUSH_MARK = 21,  /* no fields: the writing thread's buffer is written out with this
+                                record last, so the log holds every record of it up to this time
+                                (the inst hooks' sample path asks for it every 100 ms) */
 };
 
 /** Which allocation function made an NL_REC_ALLOC. */

@@ -425,6 +425,22 @@ void nl_flush_all(void)
     }
 }
 
+/* Called by the inst hooks' sample path (a weak reference) at most every 100 ms of a sampling
+ * thread: the mark written last tells the recorder that the log holds every record of this thread
+ * up to its time, which an idle thread's buffer otherwise tells only at the end. A thread inside
+ * the runtime (a signal handler that interrupted a record) or already detached writes nothing. */
+NL_EXPORT void numalens_flush_mark(void)
+{
+    if (!atomic_load_explicit(&nl_g.on, memory_order_relaxed) || nl_self.guard || nl_self.dead)
+        return;
+    int e = errno;
+    nl_self.guard++;
+    nl_emit(NL_REC_FLUSH_MARK, 0, 0, 0, 0, 0, 0);
+    nl_flush_self();
+    nl_self.guard--;
+    errno = e;
+}
+
 void nl_flush_if_large(uint64_t bytes)
 {
     if (nl_likely(bytes < NL_FLUSH_AT_BYTES))

@@ -123,6 +123,7 @@ impl Record {
             RecordKind::SmallAllocs => Event::SmallAllocs { count: a, bytes: b },
             RecordKind::End => Event::End,
             RecordKind::Daemon => Event::Daemon,
+            RecordKind::FlushMark => Event::FlushMark,
             RecordKind::Place => Event::Place {
                 address: a,
                 len: b,

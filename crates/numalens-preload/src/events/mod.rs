@@ -69,11 +69,13 @@ pub enum RecordKind {
     Daemon = 19,
     /// `NL_REC_PLACE`
     Place = 20,
+    /// `NL_REC_FLUSH_MARK`
+    FlushMark = 21,
 }
 
 impl RecordKind {
     /// Every kind, in numeric order.
-    pub const ALL: [RecordKind; 20] = [
+    pub const ALL: [RecordKind; 21] = [
         Self::Alloc,
         Self::Free,
         Self::Realloc,
@@ -94,6 +96,7 @@ impl RecordKind {
         Self::Signal,
         Self::Daemon,
         Self::Place,
+        Self::FlushMark,
     ];
 
     /// The kind with this number, if this reader knows it.
@@ -124,6 +127,7 @@ impl RecordKind {
             Self::Signal => "SIGNAL",
             Self::Daemon => "DAEMON",
             Self::Place => "PLACE",
+            Self::FlushMark => "FLUSH_MARK",
         }
     }
 }
@@ -399,6 +403,9 @@ pub enum Event {
         /// The pages were spread over the rule's nodes (interleave, weighted pattern).
         spread: bool,
     },
+    /// The writing thread's buffer was written out up to this record: every record of the
+    /// thread up to its time is in the log.
+    FlushMark,
     /// A fatal signal arrived; the process died of it.
     Signal {
         /// Signal number.
