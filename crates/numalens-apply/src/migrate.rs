@@ -13,9 +13,13 @@ use numalens_format::Migration;
 /// `MPOL_MF_MOVE`: move pages used by this process only (shared pages stay).
 const MPOL_MF_MOVE: libc::c_int = 1 << 1;
 
-/// Mover threads by default: enough to copy on several CPUs at once, few enough not to crowd
-/// out a program's own threads on a small machine.
-pub const DEFAULT_MOVERS: usize = 4;
+/// Mover threads by default: one. Several (`--movers`) copy on several CPUs at once; in the
+/// emulated 4-node test bed four did not place master-init's pages sooner (docs/PLACEMENT.md),
+/// so the default stays one until a machine shows the gain.
+pub const DEFAULT_MOVERS: usize = 1;
+/// Fewest pages a call gets when a job is shared among movers: on kernels that flush the TLB
+/// once per call (6.4 and later), splitting a small job would multiply the flushes.
+const MIN_PAGES_PER_SHARED_CALL: usize = 256;
 
 #[derive(Debug, Clone)]
 pub struct MigrateOptions {
@@ -32,8 +36,8 @@ pub struct MigrateOptions {
     /// kernel answers for each (a plan's timed moves); else they are skipped.
     pub move_in_place: bool,
     /// Threads making `move_pages` calls at once. Each call copies its pages on the CPU that
-    /// makes it, one page after the other: the kernel's own balancing migrates on the faulting
-    /// threads, all of them at once, and one mover thread fell behind it (docs/PLACEMENT.md).
+    /// makes it, one page after the other, where the kernel's own balancing migrates on the
+    /// faulting threads, all of them at once.
     pub movers: usize,
 }
 
@@ -202,9 +206,10 @@ impl Migrator {
 }
 
 /// Pages per `move_pages` call: at most `batch`, and few enough that `movers` threads all get
-/// a share of a small move.
+/// a share of a move, but not fewer than [`MIN_PAGES_PER_SHARED_CALL`].
 fn chunk_pages(pages: usize, batch: usize, movers: usize) -> usize {
-    pages.div_ceil(movers.max(1)).clamp(1, batch.max(1))
+    let share = pages.div_ceil(movers.max(1)).max(MIN_PAGES_PER_SHARED_CALL);
+    share.clamp(1, batch.max(1))
 }
 
 /// `move_pages(pid, …)`: with `nodes`, moves; without, asks where the pages are.

@@ -112,8 +112,8 @@ fn moved_in_place_every_page_gets_the_kernel_s_answer() {
     let out = m.migrate(std::process::id(), 0, &requests, ("t", "r"), 0);
     assert_eq!(out.call_error, None);
     assert_eq!((out.already_in_place, out.untouched), (8, 8));
-    // One query, then the 16 pages shared among the default movers: a call each.
-    assert_eq!(out.syscalls, 1 + DEFAULT_MOVERS as u64, "{out:?}");
+    // One query and one move: 16 pages are too few to share among movers.
+    assert_eq!(out.syscalls, 2, "{out:?}");
     // The touched pages are on node 0, where they were asked to be; the others never existed.
     assert_eq!(out.moved, 8, "{out:?}");
     assert_eq!(out.failed.get("ENOENT"), Some(&8), "{out:?}");
@@ -124,6 +124,30 @@ fn moved_in_place_every_page_gets_the_kernel_s_answer() {
         .collect();
     assert_eq!(rows, [(8, Some(0), "ok"), (8, None, "ENOENT")]);
     unsafe { libc::munmap(base, 16 * PAGE as usize) };
+}
+
+#[test]
+fn movers_share_a_large_move_and_its_rows_are_those_of_one_thread() {
+    let (addresses, base) = own_pages(1024, 768);
+    let requests: Vec<Request> = addresses.iter().map(|a| (*a, 0)).collect();
+    let shared = |movers| {
+        let mut m = Migrator::new(
+            MigrateOptions {
+                rate_limit_mb_per_s: 0.0,
+                move_in_place: true,
+                movers,
+                ..MigrateOptions::default()
+            },
+            PAGE,
+        );
+        m.migrate(std::process::id(), 0, &requests, ("t", "r"), 0)
+    };
+    let (one, four) = (shared(1), shared(4));
+    // One query each; four calls of 256 pages against one of 1,024.
+    assert_eq!((one.syscalls, four.syscalls), (2, 5));
+    assert_eq!((four.moved, four.failed.get("ENOENT")), (768, Some(&256)));
+    assert_eq!(one.rows, four.rows);
+    unsafe { libc::munmap(base, 1024 * PAGE as usize) };
 }
 
 #[test]

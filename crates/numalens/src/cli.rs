@@ -158,9 +158,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "MB_PER_S", default_value_t = 512.0)]
     pub rate_limit: f64,
     /// Threads making the online engine's `move_pages` calls at once (each copies the pages of
-    /// its calls on the CPU it runs on).
+    /// its calls on the CPU it runs on); a plan's timed moves use one.
     #[arg(long, value_name = "N", default_value_t = numalens_apply::migrate::DEFAULT_MOVERS as u16,
-          value_parser = clap::value_parser!(u16).range(1..=64))]
+          value_parser = clap::value_parser!(u16).range(1..=64), conflicts_with = "plan")]
     pub movers: u16,
     /// A parameter of the online policy, e.g. `carrefour.maptu_min=5` (its DRAM-rate gate, in
     /// accesses per µs) or `spm.observe_windows=10` (epochs observed before SPM's round);
