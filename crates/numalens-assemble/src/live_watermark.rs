@@ -12,7 +12,9 @@
 //! (the stored recordings show it). Until a process's main thread has a record in the log,
 //! nothing can be attributed. Otherwise, below that minimum every allocation and free of a
 //! tracked object is in the logs: a sample older than it has the tracked object the
-//! after-the-run assembly gives it.
+//! after-the-run assembly gives it. Not yet true with flush marks, which write out only the
+//! marking thread's buffer: a creator's time can pass a new thread's buffered records
+//! (docs/RECORD.md, "Known gap"); to be closed before the recorder uses this live.
 
 use std::collections::{HashMap, HashSet};
 

@@ -97,6 +97,14 @@ pub fn live_events(
                 let format = devices.join("ibs_op/format");
                 let terms = if *l3_miss { "l3missonly=1" } else { "" };
                 let period = period.unwrap_or(IBS_PERIOD);
+                // The kernel refuses an IBS period with any of its low four bits set.
+                if !period.is_multiple_of(16) {
+                    return Err(format!(
+                        "--sample-period {period}: AMD IBS counts ops in units of 16; give a \
+                         multiple of 16 (e.g. {})",
+                        period.next_multiple_of(16)
+                    ));
+                }
                 events.push(LiveEvent {
                     name: format!("ibs_op/{terms}/"),
                     perf_type: *perf_type,
@@ -288,6 +296,9 @@ mod tests {
         assert_eq!(ibs.name, "ibs_op/l3missonly=1/");
         assert!(ibs.raw && ibs.meaning.ibs && ibs.precise_ip == 0);
         assert_eq!(ibs.meaning.fixed_period, IBS_PERIOD);
+        let odd = live_events(&found, sys.path(), Some(1000), DEFAULT_LDLAT).unwrap_err();
+        assert!(odd.contains("multiple of 16 (e.g. 1008)"), "{odd}");
+        assert!(live_events(&found, sys.path(), Some(4096), DEFAULT_LDLAT).is_ok());
         // Before Zen 4: no filter.
         std::fs::remove_dir_all(sys.path().join("ibs_op/format")).unwrap();
         let found = detect(sys.path()).unwrap();

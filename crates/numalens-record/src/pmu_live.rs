@@ -226,6 +226,13 @@ fn sample_type(event: &LiveEvent, want: Features) -> u64 {
 /// The attribute of `event`, for the program's task tree.
 fn precise_attr(event: &LiveEvent, want: Features) -> perf_event_attr {
     let mut attr = task_tree_attr(!want.kernel);
+    // The page-fault event opened beside it writes the task and mapping records: each event
+    // asking for them too would write every fork, exit and mapping once more.
+    attr.set_comm(0);
+    attr.set_task(0);
+    attr.set_mmap(0);
+    attr.set_mmap2(0);
+    attr.set_mmap_data(0);
     attr.type_ = event.perf_type;
     attr.config = event.config[0];
     attr.__bindgen_anon_3.config1 = event.config[1];

@@ -302,7 +302,18 @@ fn a_killed_stand_in_recording_is_recovered_with_its_spilled_samples() {
     let mut cmd = record_command(&worker, "pmu", &profile, &out);
     cmd.env(STAND_IN.0, STAND_IN.1);
     killed_mid_run(cmd, &profile, &out, &native);
-    let (status, _, stderr) = run(&["recover".as_ref(), profile.as_os_str()]);
+    // The program has written its output; its exit may still be under way.
+    let waiting = std::time::Instant::now();
+    let (status, stderr) = loop {
+        let (status, _, stderr) = run(&["recover".as_ref(), profile.as_os_str()]);
+        if status.success()
+            || !stderr.contains("is still running")
+            || waiting.elapsed() > std::time::Duration::from_secs(10)
+        {
+            break (status, stderr);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert!(status.success(), "{stderr}");
     let p = Profile::open(&profile).unwrap();
     assert!(!p.meta().completeness.complete);

@@ -45,6 +45,13 @@ impl PhysicalNodes {
             }));
         }
         blocks.sort_unstable();
+        // A block that spans a node boundary is listed under both nodes: its node is unknown.
+        let shared: std::collections::HashSet<u64> = blocks
+            .windows(2)
+            .filter(|w| w[0].0 == w[1].0)
+            .map(|w| w[0].0)
+            .collect();
+        blocks.retain(|(block, _)| !shared.contains(block));
         let mut runs: Vec<(u64, u64, u32)> = Vec::new();
         for (block, node) in blocks {
             match runs.last_mut() {
@@ -81,6 +88,22 @@ impl PhysicalNodes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_block_listed_under_two_nodes_has_no_node() {
+        let sys = tempfile::tempdir().unwrap();
+        let s = sys.path();
+        std::fs::create_dir_all(s.join("memory")).unwrap();
+        std::fs::write(s.join("memory/block_size_bytes"), "8000000\n").unwrap();
+        for (node, blocks) in [(0, 0..3), (1, 2..4)] {
+            for b in blocks {
+                std::fs::create_dir_all(s.join(format!("node/node{node}/memory{b}"))).unwrap();
+            }
+        }
+        let nodes = PhysicalNodes::from_sysfs(s);
+        let at = |block: u64| nodes.node_of(block * 0x800_0000 + 0x10);
+        assert_eq!([at(1), at(2), at(3)], [Some(0), None, Some(1)]);
+    }
 
     #[test]
     fn sysfs_memory_blocks_give_the_node_of_an_address() {
