@@ -27,6 +27,9 @@ const SUITE_MARKER: &str = "suite";
 /// [`kernel_package`], fetched when not cached yet.
 pub fn kernel() -> Result<PathBuf, Error> {
     if let Some(k) = std::env::var_os("NUMALENS_VM_KERNEL") {
+        if std::env::var_os("NUMALENS_VM_KERNEL_SUITE").is_some_and(|s| !s.is_empty()) {
+            eprintln!("testbed: NUMALENS_VM_KERNEL is set: NUMALENS_VM_KERNEL_SUITE is ignored");
+        }
         return Ok(PathBuf::from(k));
     }
     let apt = Apt::from_env()?;
@@ -36,6 +39,7 @@ pub fn kernel() -> Result<PathBuf, Error> {
     let sum_file = dir.join("vmlinuz.sha256");
     if let (Ok(data), Ok(sum)) = (std::fs::read(&image), std::fs::read_to_string(&sum_file)) {
         if hex(&Sha256::digest(&data)) == sum.trim() {
+            apt.mark_suite(&dir)?;
             return Ok(image);
         }
         eprintln!(
@@ -47,9 +51,7 @@ pub fn kernel() -> Result<PathBuf, Error> {
     let data = std::fs::read(&image).map_err(Error::io("reading extracted kernel"))?;
     std::fs::write(&sum_file, hex(&Sha256::digest(&data)))
         .map_err(Error::io("writing kernel checksum"))?;
-    if let Some(suite) = &apt.suite {
-        std::fs::write(dir.join(SUITE_MARKER), suite).map_err(Error::io("writing suite marker"))?;
-    }
+    apt.mark_suite(&dir)?;
     Ok(image)
 }
 
@@ -100,6 +102,16 @@ impl Apt {
         })
     }
 
+    /// Notes in a cached kernel's directory the suite it serves (also for a package that was
+    /// first fetched for the host), so that offline runs of the suite find it.
+    fn mark_suite(&self, dir: &Path) -> Result<(), Error> {
+        match &self.suite {
+            Some(suite) => std::fs::write(dir.join(SUITE_MARKER), suite)
+                .map_err(Error::io("writing suite marker")),
+            None => Ok(()),
+        }
+    }
+
     fn command(&self, program: &str) -> Command {
         let mut c = Command::new(program);
         c.args(&self.options);
@@ -139,7 +151,8 @@ impl Apt {
             std::fs::write(&stamp, "").map_err(Error::io("writing apt lists stamp"))
         } else {
             Err(Error::Kernel(format!(
-                "apt-get update of Debian {suite} failed: {}",
+                "apt-get update of Debian {suite} (http://deb.debian.org/debian {suite} main) \
+                 failed; check the suite name: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             )))
         }
@@ -165,6 +178,12 @@ impl Apt {
 /// already in the cache from the same source (offline runs).
 pub fn kernel_package(apt: &Apt) -> Result<String, Error> {
     if let Ok(p) = std::env::var("NUMALENS_VM_KERNEL_PACKAGE") {
+        // A suite's package is fetched through the suite's lists: they must be there.
+        if apt.suite.is_some()
+            && let Err(e) = apt.refresh_suite_lists()
+        {
+            eprintln!("testbed: {e}");
+        }
         return Ok(p);
     }
     let mut from_apt = None;
