@@ -118,10 +118,11 @@ impl Apt {
         c
     }
 
-    /// Writes the suite's source list and fetches its lists when missing or older than a day.
-    fn refresh_suite_lists(&self) -> Result<(), Error> {
+    /// Writes the suite's source list, fetches its lists when missing or older than a day,
+    /// and gives the package `linux-image-amd64` depends on in them.
+    fn suite_package(&self) -> Result<Option<String>, Error> {
         let Some(suite) = &self.suite else {
-            return Ok(());
+            return Ok(None);
         };
         let root = cache_dir().join("apt").join(suite);
         for d in ["sources.list.d", "lists/partial", "cache/archives/partial"] {
@@ -136,10 +137,9 @@ impl Apt {
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age < SUITE_LISTS_MAX_AGE)
-            && self.depends_package().is_some();
-        if fresh {
-            return Ok(());
+            .is_some_and(|age| age < SUITE_LISTS_MAX_AGE);
+        if fresh && let Some(package) = self.depends_package() {
+            return Ok(Some(package));
         }
         eprintln!("testbed: fetching Debian {suite}'s package lists");
         let out = self
@@ -148,7 +148,8 @@ impl Apt {
             .output()
             .map_err(Error::io("running apt-get update"))?;
         if out.status.success() {
-            std::fs::write(&stamp, "").map_err(Error::io("writing apt lists stamp"))
+            std::fs::write(&stamp, "").map_err(Error::io("writing apt lists stamp"))?;
+            Ok(self.depends_package())
         } else {
             Err(Error::Kernel(format!(
                 "apt-get update of Debian {suite} (http://deb.debian.org/debian {suite} main) \
@@ -179,17 +180,15 @@ impl Apt {
 pub fn kernel_package(apt: &Apt) -> Result<String, Error> {
     if let Ok(p) = std::env::var("NUMALENS_VM_KERNEL_PACKAGE") {
         // A suite's package is fetched through the suite's lists: they must be there.
-        if apt.suite.is_some()
-            && let Err(e) = apt.refresh_suite_lists()
-        {
+        if let Err(e) = apt.suite_package() {
             eprintln!("testbed: {e}");
         }
         return Ok(p);
     }
     let mut from_apt = None;
     if apt.suite.is_some() {
-        match apt.refresh_suite_lists() {
-            Ok(()) => from_apt = apt.depends_package(),
+        match apt.suite_package() {
+            Ok(package) => from_apt = package,
             Err(e) => eprintln!("testbed: {e}"),
         }
     } else {
