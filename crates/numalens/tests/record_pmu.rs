@@ -202,6 +202,78 @@ fn stand_in_samples_are_the_pages_each_thread_says_it_wrote() {
     );
 }
 
+/// Beside load and store samples, the page faults say who placed each page and nothing more: a
+/// first-touched page that a load sample also hit is one access, not two. With the stand-in
+/// every page of a stripe has both a first touch and a load (the same fault, from two events),
+/// so a report that counted faults as accesses would show each stripe's accesses doubled.
+#[test]
+fn first_touches_are_not_accesses_beside_load_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, profile) = record_stripes(dir.path(), &["--backend", "pmu"], true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stripes = stripes(&out.stdout);
+    let report = numalens()
+        .args(["report", "--json"])
+        .arg(&profile)
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let m: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let (child, ..) = told(&out.stdout, "child ")[0];
+    let lo = stripes.iter().map(|s| s.1).min().unwrap();
+    let hi = stripes.iter().map(|s| s.2).max().unwrap();
+    let mapping = m["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| {
+            let start = o["start"].as_u64().unwrap();
+            let end = start + o["size"].as_u64().unwrap();
+            start <= lo && hi <= end && o["pid"].as_u64() != Some(u64::from(child))
+        })
+        .unwrap_or_else(|| panic!("no object holds the stripes: {}", m["objects"]));
+    let pages = 4 * PAGES_PER_STRIPE;
+    assert_eq!(mapping["samples"]["first_touch"].as_u64(), Some(pages));
+    let access = &mapping["access"];
+    assert_eq!(
+        access["accesses"].as_u64(),
+        Some(pages),
+        "{}",
+        access["users"]
+    );
+    assert_eq!(access["reads"].as_u64(), Some(pages));
+    assert_eq!(access["unknown_direction"].as_u64(), Some(0));
+    for user in access["users"].as_array().unwrap() {
+        assert_eq!(user["accesses"].as_u64(), Some(PAGES_PER_STRIPE), "{user}");
+    }
+    // The first touches still say who placed each page.
+    let touchers: Vec<u64> = mapping["first_touchers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["count"].as_u64().unwrap())
+        .collect();
+    assert_eq!(touchers, vec![PAGES_PER_STRIPE; 4]);
+    assert_eq!(
+        access["first_toucher"]["count"].as_u64(),
+        Some(PAGES_PER_STRIPE)
+    );
+    // The whole run's accesses, and the placement's (the simulator's on this one-node machine),
+    // are the load samples.
+    let loads = m["totals"]["samples"]["load"].as_u64().unwrap();
+    assert!(m["totals"]["samples"]["first_touch"].as_u64().unwrap() >= pages);
+    assert_eq!(m["analysis"]["accesses"].as_u64(), Some(loads));
+    assert_eq!(m["placement"]["accesses"].as_u64(), Some(loads));
+}
+
 /// Without privileges (perf_event_paranoid 2 here), the kernel refuses kernel-mode samples and
 /// physical addresses: the open steps back and the profile says what it kept. Run as the user
 /// `nobody` when the tests run as root; elsewhere the test says it is skipped.
