@@ -31,18 +31,32 @@ use crate::records::{Trailer, decode_task};
 use crate::sampler::{EventRings, RingReader, Sampler, SamplerError, task_tree_attr};
 
 /// `NUMALENS_PMU_STAND_IN=page-faults`: record `--backend pmu` with the software page-fault
-/// event in place of the hardware one (tests on machines without a PMU).
+/// event in place of the hardware one (tests on machines without a PMU). `--backend auto` never
+/// takes it: it records with what the machine has.
 pub const STAND_IN_VAR: &str = "NUMALENS_PMU_STAND_IN";
 
-/// The stand-in for a precise memory event, when [`STAND_IN_VAR`] asks for one.
-pub fn stand_in(period: Option<u64>) -> Option<Result<LiveEvent, String>> {
-    let value = std::env::var(STAND_IN_VAR).ok()?;
-    if value != "page-faults" {
-        return Some(Err(format!(
-            "{STAND_IN_VAR}={value}: the only stand-in is `page-faults`"
-        )));
+/// The one value [`STAND_IN_VAR`] takes.
+pub const STAND_IN_VALUE: &str = "page-faults";
+
+/// Whether [`STAND_IN_VAR`] asks for the stand-in (unset or empty: no); any other value than
+/// [`STAND_IN_VALUE`] is an error that names it.
+pub fn stand_in_requested() -> Result<bool, String> {
+    match std::env::var_os(STAND_IN_VAR) {
+        None => Ok(false),
+        Some(v) if v.is_empty() => Ok(false),
+        Some(v) if v == STAND_IN_VALUE => Ok(true),
+        Some(v) => Err(format!(
+            "{STAND_IN_VAR}={}: the only value it takes is `{STAND_IN_VALUE}` (a test stand-in \
+             for a precise memory event, with --backend pmu); unset it to record with this \
+             machine's PMU",
+            v.to_string_lossy()
+        )),
     }
-    Some(Ok(LiveEvent {
+}
+
+/// The stand-in for a precise memory event, with `period` (default 1: every page fault).
+pub fn stand_in(period: Option<u64>) -> LiveEvent {
+    LiveEvent {
         name: "page-faults (stand-in for a precise memory event)".into(),
         perf_type: sys::PERF_TYPE_SOFTWARE,
         config: [sys::PERF_COUNT_SW_PAGE_FAULTS as u64, 0, 0],
@@ -55,7 +69,7 @@ pub fn stand_in(period: Option<u64>) -> Option<Result<LiveEvent, String>> {
             default_kind: SampleKind::Load,
             fixed_period: period.unwrap_or(1),
         },
-    }))
+    }
 }
 
 /// Why `--backend pmu` cannot record on this machine.
@@ -64,18 +78,26 @@ pub enum NoLiveEvent {
     /// No precise memory event at all.
     #[error(transparent)]
     Missing(#[from] crate::pmu::NoPreciseEvent),
-    /// One that the live sampler does not drive (Arm SPE), or a bad stand-in.
+    /// One that the live sampler does not drive (Arm SPE), or a period it does not take.
     #[error("{0}")]
     NotDriven(String),
+    /// [`STAND_IN_VAR`] has a value it does not take.
+    #[error("{0}")]
+    BadStandIn(String),
 }
 
 /// The events `--backend pmu` opens on this machine: the stand-in when [`STAND_IN_VAR`] asks
-/// for it, else the precise memory events of its PMU, with `period` (or their default) and
-/// the default load-latency threshold.
+/// for it, else the precise memory events of its PMU ([`choose_hardware`]).
 pub fn choose(period: Option<u64>) -> Result<Vec<LiveEvent>, NoLiveEvent> {
-    if let Some(stand_in) = stand_in(period) {
-        return stand_in.map(|e| vec![e]).map_err(NoLiveEvent::NotDriven);
+    if stand_in_requested().map_err(NoLiveEvent::BadStandIn)? {
+        return Ok(vec![stand_in(period)]);
     }
+    choose_hardware(period)
+}
+
+/// The precise memory events of this machine's PMU, with `period` (or their default) and the
+/// default load-latency threshold, whatever [`STAND_IN_VAR`] says.
+pub fn choose_hardware(period: Option<u64>) -> Result<Vec<LiveEvent>, NoLiveEvent> {
     let found = crate::pmu::host()?;
     let devices = std::path::Path::new(crate::pmu::DEVICES);
     crate::pmu_events::live_events(&found, devices, period, crate::pmu_events::DEFAULT_LDLAT)

@@ -467,7 +467,7 @@ fn without_a_precise_event_pmu_says_what_is_missing() {
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&run.stderr);
-    match numalens_record::pmu_live::choose(None) {
+    match numalens_record::pmu_live::choose_hardware(None) {
         Err(_) => {
             assert_eq!(run.status.code(), Some(2), "{said}");
             assert!(said.contains("--backend faults"), "{said}");
@@ -489,10 +489,56 @@ fn without_a_precise_event_pmu_says_what_is_missing() {
         String::from_utf8_lossy(&auto.stderr)
     );
     let backend = Profile::open(&profile).unwrap().meta().backend.name.clone();
-    let expected = if numalens_record::pmu_live::choose(None).is_ok() {
+    let expected = if numalens_record::pmu_live::choose_hardware(None).is_ok() {
         "pmu"
     } else {
         "faults"
     };
     assert_eq!(backend, expected);
+}
+
+/// The stand-in variable takes one value: any other is an error that names it, under `pmu` and
+/// `auto` alike, before anything runs.
+#[test]
+fn an_unknown_stand_in_is_refused_naming_the_value_it_takes() {
+    for backend in ["pmu", "auto"] {
+        let dir = tempfile::tempdir().unwrap();
+        let run = numalens()
+            .args(["record", "--backend", backend, "-o"])
+            .arg(dir.path().join("p.numalens"))
+            .args(["--", "true"])
+            .env(STAND_IN.0, "mem-loads")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{backend}: {said}");
+        assert!(
+            said.contains("NUMALENS_PMU_STAND_IN=mem-loads") && said.contains("`page-faults`"),
+            "{backend}: {said}"
+        );
+        assert!(!dir.path().join("p.numalens").exists());
+    }
+}
+
+/// `--backend auto` records with what the machine has: the test stand-in is left out, and it
+/// says so.
+#[test]
+fn auto_leaves_the_stand_in_out_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("auto.numalens");
+    let run = numalens()
+        .args(["record", "-o"])
+        .arg(&profile)
+        .args(["--", "true"])
+        .env(STAND_IN.0, STAND_IN.1)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{said}");
+    assert!(said.contains("test stand-in"), "{said}");
+    let meta = Profile::open(&profile).unwrap().meta().clone();
+    let hardware = numalens_record::pmu_live::choose_hardware(None).is_ok();
+    assert_eq!(meta.backend.name, if hardware { "pmu" } else { "faults" });
+    let event = meta.backend.settings.get("event").and_then(|e| e.as_str());
+    assert!(!event.unwrap_or("").contains("stand-in"), "{event:?}");
 }
