@@ -310,11 +310,27 @@ fn an_unprivileged_recording_steps_back_and_says_so() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
-    assert!(said.contains("physical addresses"), "{said}");
+    // Each refusal is named with what allows it: the setting, its value here, the capabilities.
+    for what in ["physical addresses", "kernel-mode samples"] {
+        let note = said
+            .lines()
+            .find(|l| l.starts_with("numalens: note: the kernel refused") && l.contains(what))
+            .unwrap_or_else(|| panic!("no note on {what}: {said}"));
+        assert!(
+            note.contains("kernel.perf_event_paranoid 1 or lower — it is 2 here —")
+                && note.contains("CAP_PERFMON")
+                && note.contains("CAP_SYS_ADMIN"),
+            "{note}"
+        );
+    }
     let p = Profile::open(&profile).unwrap();
     let settings = &p.meta().backend.settings;
     assert_eq!(settings["kernel_mode_samples"], serde_json::json!(false));
     assert_eq!(settings["physical_addresses"], serde_json::json!(false));
+    assert_eq!(
+        settings["physical_addresses_denied"],
+        serde_json::json!(true)
+    );
     let stripes = stripes(&out.stdout);
     let (child, ..) = told(&out.stdout, "child ")[0];
     let samples = p.read_all::<Sample>().unwrap();
