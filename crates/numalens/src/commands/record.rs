@@ -193,12 +193,25 @@ fn pmu_events(
     };
     match (args.backend, chosen) {
         (_, Some(Ok(events))) => {
-            let period = events[0].meaning.fixed_period;
+            let period = match events[0].meaning.fixed_period {
+                1 => "every event".to_string(),
+                n => format!("one in {n} events"),
+            };
             let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
-            eprintln!(
-                "numalens: sampling loads and stores with {} every {period} events, and page faults (--backend pmu)",
-                names.join(" and ")
-            );
+            if events[0].name == numalens_record::pmu_live::stand_in(None).name {
+                eprintln!(
+                    "numalens: test stand-in ({}): sampling page faults as if they were loads, \
+                     {period}, beside the page faults themselves (--backend pmu); no data source \
+                     or latency is measured",
+                    numalens_record::pmu_live::STAND_IN_VAR
+                );
+            } else {
+                eprintln!(
+                    "numalens: sampling loads and stores with {}, {period}, and page faults \
+                     (--backend pmu)",
+                    names.join(" and ")
+                );
+            }
             Ok(events)
         }
         (BackendArg::Pmu, Some(Err(missing))) => Err(UsageError(pmu_refusal(&missing, program))),
