@@ -448,6 +448,17 @@ impl AccessTally {
         self.page((pid, page), object).touched(touch);
     }
 
+    /// The first touches of `faults`' pages, without its counts: the pages placed by a fault in
+    /// a profile whose accesses are its load and store samples.
+    pub(crate) fn take_touches(&mut self, faults: AccessTally) {
+        self.last_page = None;
+        for (key, page) in faults.pages {
+            if let Some(touch) = page.touch {
+                self.page(key, page.object).touched(touch);
+            }
+        }
+    }
+
     /// Exact counts of one thread on one page.
     pub(crate) fn add_exact(&mut self, key: PageKey, object: u32, user: User) {
         let page = self.page(key, object);

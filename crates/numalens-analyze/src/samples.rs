@@ -121,7 +121,15 @@ pub(crate) struct SampleTally {
     pub first_touches: HashMap<(u32, ThreadKey), u64>,
     /// Selected samples not attributed to a known object.
     pub unattributed: Kinds,
+    /// The accesses: the load and store samples, or, in a profile without any, the page faults.
     pub access: AccessTally,
+    /// The page faults (first touches, later faults, hints) while the pass is under way: the
+    /// accesses of a profile without load or store samples, and in one with them only the
+    /// first touches, which say who placed each page (a fault is no load or store, and
+    /// counting both would count every first-touched page twice).
+    faults: AccessTally,
+    /// Some row of the profile, selected or not, is a load or store sample.
+    pub memory_samples: bool,
 }
 
 pub(crate) fn add_kinds(into: &mut Kinds, from: &Kinds) {
@@ -154,6 +162,7 @@ pub(crate) fn tally(
     for tally in tallies {
         total.merge(tally);
     }
+    total.settle_accesses();
     Ok(total)
 }
 
@@ -231,6 +240,19 @@ impl SampleTally {
             first_touches: HashMap::new(),
             unattributed: [0; 5],
             access: AccessTally::new(filter.page_size, filter.dense.clone()),
+            faults: AccessTally::new(filter.page_size, filter.dense.clone()),
+            memory_samples: false,
+        }
+    }
+
+    /// Which samples are the accesses, once every batch is in: the load and store samples when
+    /// the profile has any (with the first touches' pages and placers), else the page faults.
+    fn settle_accesses(&mut self) {
+        let faults = std::mem::replace(&mut self.faults, AccessTally::new(1, Default::default()));
+        if self.memory_samples {
+            self.access.take_touches(faults);
+        } else {
+            self.access = faults;
         }
     }
 
@@ -251,6 +273,10 @@ impl SampleTally {
         // Store samples, to find those whose line another thread wrote about the same time.
         let mut writes: Vec<Access> = Vec::new();
         let rows = batch.num_rows();
+        if !self.memory_samples {
+            self.memory_samples = (0..rows)
+                .any(|i| matches!(codes[keys.value(i) as usize], Some(LOAD) | Some(STORE)));
+        }
         for i in 0..rows {
             if i + PREFETCH_AHEAD < rows {
                 self.prefetch_row(&c, filter, i + PREFETCH_AHEAD);
@@ -351,22 +377,27 @@ impl SampleTally {
         }
     }
 
-    /// The access counters and the timeline of the object region.
+    /// The access counters and the timeline of the object region: a load or store sample's in
+    /// the accesses, a page fault's in the faults (see [`SampleTally::settle_accesses`]).
     fn add_access(&mut self, a: &Access, filter: &SampleFilter, kind: usize, node: Option<u32>) {
-        self.access.add(a);
+        let into = if kind == LOAD || kind == STORE {
+            &mut self.access
+        } else {
+            &mut self.faults
+        };
+        into.add(a);
         if kind == FIRST_TOUCH {
             let touch = Touch {
                 time_ns: a.time_ns,
                 thread: a.thread,
                 node,
             };
-            self.access.touch(a.pid, a.address, a.object, touch);
+            into.touch(a.pid, a.address, a.object, touch);
         }
         if a.object != NO_OBJECT {
             let (start, size) = filter.ranges[a.object as usize];
             let r = region(a.address, start, size);
-            self.access
-                .add_time(a.object, r, a.thread, a.time_ns, a.weight);
+            into.add_time(a.object, r, a.thread, a.time_ns, a.weight);
         }
     }
 
@@ -408,5 +439,7 @@ impl SampleTally {
         }
         add_kinds(&mut self.unattributed, &other.unattributed);
         self.access.merge(other.access);
+        self.faults.merge(other.faults);
+        self.memory_samples |= other.memory_samples;
     }
 }

@@ -126,6 +126,7 @@ pub fn attach(
             origin_ns: origin,
             live: &live,
             faults: &faults,
+            accesses: &[],
             inst_dir: None,
             events_dir: None,
         }));

@@ -14,13 +14,14 @@
 //! kernel's NUMA hinting faults when its balancing is on); and soft-dirty write faults: each
 //! epoch the engine clears the soft-dirty bits of the program's pages (`/proc/PID/clear_refs`),
 //! so that the next write of each page takes a fault, sampled with its thread and address. That
-//! needs neither a rebuild nor a PMU. Where each thread runs is read from `/proc` each epoch
-//! (the CPU it last ran on).
+//! needs neither a rebuild nor a PMU. With `--backend pmu`, the PMU's load and store samples
+//! (weighted by their period). Where each thread runs is read from `/proc` each epoch (the CPU
+//! it last ran on), and from each fault's and PMU sample's CPU.
 
 use std::collections::{BTreeMap, HashMap};
 
-use numalens_assemble::raw::Fault;
-use numalens_format::Migration;
+use numalens_assemble::raw::{Access as MemorySample, Fault};
+use numalens_format::{Migration, SampleKind};
 use numalens_inst::files::InstSample;
 use numalens_inst::tail::SamplesTail;
 use numalens_place::accesses::{Cell, ThreadInfo};
@@ -212,6 +213,21 @@ impl Engine {
             self.thread_node[thread as usize] = *node;
         }
         self.count(f.pid, f.tid, f.address, f.time_ns, Access::Fault);
+    }
+
+    /// A load or store sample of the `pmu` backend: an access of its thread, weighted by the
+    /// period, whose CPU says where the thread runs.
+    fn ingest_memory_sample(&mut self, a: &MemorySample) {
+        let thread = self.thread(a.pid, a.tid);
+        if let Some(node) = a.cpu.and_then(|c| self.cpu_node.get(&c)) {
+            self.thread_node[thread as usize] = *node;
+        }
+        let weight = u64::from(a.weight.max(1));
+        let access = match a.kind {
+            SampleKind::Store => Access::Write(weight),
+            _ => Access::Read(weight),
+        };
+        self.count(a.pid, a.tid, a.address, a.time_ns, access);
     }
 
     fn ingest_sample(&mut self, s: &InstSample) {
@@ -539,6 +555,9 @@ impl Engine {
             .saturating_sub(self.start_ns.unwrap_or(view.now_ns));
         for f in view.faults {
             self.ingest_fault(f);
+        }
+        for a in view.accesses {
+            self.ingest_memory_sample(a);
         }
         if let Some(dir) = view.inst_dir {
             for s in self.inst.read_new(dir) {

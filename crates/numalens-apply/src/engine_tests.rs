@@ -36,15 +36,73 @@ fn fault(tid: u32, cpu: u32, address: u64, time_ns: u64) -> Fault {
 }
 
 fn tick(e: &mut Engine, now_ns: u64, faults: &[Fault]) -> Vec<Migration> {
+    tick_with(e, now_ns, faults, &[])
+}
+
+fn tick_with(
+    e: &mut Engine,
+    now_ns: u64,
+    faults: &[Fault],
+    accesses: &[MemorySample],
+) -> Vec<Migration> {
     let live = BTreeSet::new();
     e.tick(LiveView {
         now_ns,
         origin_ns: 0,
         live: &live,
         faults,
+        accesses,
         inst_dir: None,
         events_dir: None,
     })
+}
+
+/// A load or store sample of the `pmu` backend, standing for `weight` accesses.
+fn memory_sample(tid: u32, cpu: u32, address: u64, time_ns: u64, kind: SampleKind) -> MemorySample {
+    MemorySample {
+        pid: u32::MAX / 2,
+        tid,
+        time_ns,
+        address,
+        cpu: Some(cpu),
+        ip: 0,
+        kind,
+        weight: 500,
+        data_source: numalens_format::DataSource::Unknown,
+        latency: None,
+        node: None,
+        page_size: None,
+    }
+}
+
+#[test]
+fn pmu_samples_are_accesses_the_policy_acts_on() {
+    // Thread 1 on node 0 touches 64 pages first; thread 2 on node 3 then loads and stores
+    // them, seen only by the PMU's samples (no fault of its own): with them the policy moves
+    // the pages, without them it has nothing to go on.
+    for fed in [true, false] {
+        let (mut e, cpus) = engine(Policy::Spm);
+        let first: Vec<Fault> = (0..64).map(|p| fault(1, cpus[0], p * 4096, 1)).collect();
+        tick(&mut e, 0, &first);
+        let mut now = 0;
+        for epoch in 0..6u64 {
+            now += 1_000_000;
+            let uses: Vec<MemorySample> = (0..64)
+                .flat_map(|p| [SampleKind::Load, SampleKind::Store].map(|k| (p, k)))
+                .map(|(p, k)| memory_sample(2, cpus[3], p * 4096 + 8, now, k))
+                .collect();
+            let fed_now: &[MemorySample] = if fed { &uses } else { &[] };
+            tick_with(&mut e, now + epoch, &[], fed_now);
+        }
+        e.finish(now + 10_000_000);
+        assert_eq!(e.stats.pages_tracked, 64);
+        if fed {
+            assert_eq!(e.stats.samples, 64 + 6 * 128, "{:?}", e.stats);
+            assert!(e.stats.requested >= 64, "{:?}", e.stats);
+        } else {
+            assert_eq!(e.stats.requested, 0, "{:?}", e.stats);
+        }
+    }
 }
 
 #[test]

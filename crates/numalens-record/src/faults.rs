@@ -28,7 +28,7 @@ const SAMPLE_BYTES: usize = 48;
 const SAMPLE_WITH_PAGE_SIZE_BYTES: usize = 56;
 
 /// What the kernel may be asked for, newest first: the open falls back step by step.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Features {
     pub kernel: bool,
     pub page_sizes: bool,
@@ -56,22 +56,31 @@ impl Sampler {
         };
         loop {
             match open_faults(pid, cpus, ring_pages, want) {
-                Err(SamplerError::Denied(_)) if want.kernel => want.kernel = false,
-                // Kernels before 6.0 reject the lost count, and before 5.11 the page-size field.
-                Err(SamplerError::Other { source, .. })
-                    if source.raw_os_error() == Some(libc::EINVAL)
-                        && (want.lost_counted || want.page_sizes) =>
-                {
-                    if want.lost_counted {
-                        want.lost_counted = false
-                    } else {
-                        want.page_sizes = false
-                    }
-                }
-                other => return other,
+                Err(refusal) if step_back(&mut want, &refusal.error) => {}
+                other => return other.map_err(|r| r.error),
             }
         }
     }
+}
+
+/// One step back from what the page-fault event asked for, after the kernel refused it with
+/// `error`: false when there is none left.
+pub(crate) fn step_back(want: &mut Features, error: &SamplerError) -> bool {
+    match error {
+        SamplerError::Denied(_) if want.kernel => want.kernel = false,
+        // Kernels before 6.0 reject the lost count, and before 5.11 the page-size field.
+        SamplerError::Other { source, .. } if source.raw_os_error() == Some(libc::EINVAL) => {
+            if want.lost_counted {
+                want.lost_counted = false
+            } else if want.page_sizes {
+                want.page_sizes = false
+            } else {
+                return false;
+            }
+        }
+        _ => return false,
+    }
+    true
 }
 
 /// The page-fault event on `cpus`, as `want` asks (also beside the `pmu` backend's events).
@@ -94,7 +103,7 @@ fn open_faults(
     cpus: &[u32],
     ring_pages: usize,
     want: Features,
-) -> Result<Sampler, SamplerError> {
+) -> Result<Sampler, crate::sampler::Refusal> {
     let event = fault_rings(cpus, want);
     let info = SamplerInfo {
         cpus: Vec::new(),

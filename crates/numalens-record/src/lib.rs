@@ -6,6 +6,7 @@ pub mod faults;
 pub mod launch;
 mod outlive;
 pub mod perf;
+pub mod permission;
 pub mod pmu;
 pub mod pmu_events;
 pub mod pmu_live;

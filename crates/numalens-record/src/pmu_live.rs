@@ -28,21 +28,35 @@ use perf_event_open_sys::bindings::{self as sys, perf_event_attr};
 
 use crate::pmu_events::LiveEvent;
 use crate::records::{Trailer, decode_task};
-use crate::sampler::{EventRings, RingReader, Sampler, SamplerError, task_tree_attr};
+use crate::sampler::{EventRings, Refusal, RingReader, Sampler, SamplerError, task_tree_attr};
 
 /// `NUMALENS_PMU_STAND_IN=page-faults`: record `--backend pmu` with the software page-fault
-/// event in place of the hardware one (tests on machines without a PMU).
+/// event in place of the hardware one (tests on machines without a PMU). `--backend auto` never
+/// takes it: it records with what the machine has.
 pub const STAND_IN_VAR: &str = "NUMALENS_PMU_STAND_IN";
 
-/// The stand-in for a precise memory event, when [`STAND_IN_VAR`] asks for one.
-pub fn stand_in(period: Option<u64>) -> Option<Result<LiveEvent, String>> {
-    let value = std::env::var(STAND_IN_VAR).ok()?;
-    if value != "page-faults" {
-        return Some(Err(format!(
-            "{STAND_IN_VAR}={value}: the only stand-in is `page-faults`"
-        )));
+/// The one value [`STAND_IN_VAR`] takes.
+pub const STAND_IN_VALUE: &str = "page-faults";
+
+/// Whether [`STAND_IN_VAR`] asks for the stand-in (unset or empty: no); any other value than
+/// [`STAND_IN_VALUE`] is an error that names it.
+pub fn stand_in_requested() -> Result<bool, String> {
+    match std::env::var_os(STAND_IN_VAR) {
+        None => Ok(false),
+        Some(v) if v.is_empty() => Ok(false),
+        Some(v) if v == STAND_IN_VALUE => Ok(true),
+        Some(v) => Err(format!(
+            "{STAND_IN_VAR}={}: the only value it takes is `{STAND_IN_VALUE}` (a test stand-in \
+             for a precise memory event, with --backend pmu); unset it to record with this \
+             machine's PMU",
+            v.to_string_lossy()
+        )),
     }
-    Some(Ok(LiveEvent {
+}
+
+/// The stand-in for a precise memory event, with `period` (default 1: every page fault).
+pub fn stand_in(period: Option<u64>) -> LiveEvent {
+    LiveEvent {
         name: "page-faults (stand-in for a precise memory event)".into(),
         perf_type: sys::PERF_TYPE_SOFTWARE,
         config: [sys::PERF_COUNT_SW_PAGE_FAULTS as u64, 0, 0],
@@ -55,7 +69,7 @@ pub fn stand_in(period: Option<u64>) -> Option<Result<LiveEvent, String>> {
             default_kind: SampleKind::Load,
             fixed_period: period.unwrap_or(1),
         },
-    }))
+    }
 }
 
 /// Why `--backend pmu` cannot record on this machine.
@@ -64,18 +78,26 @@ pub enum NoLiveEvent {
     /// No precise memory event at all.
     #[error(transparent)]
     Missing(#[from] crate::pmu::NoPreciseEvent),
-    /// One that the live sampler does not drive (Arm SPE), or a bad stand-in.
+    /// One that the live sampler does not drive (Arm SPE), or a period it does not take.
     #[error("{0}")]
     NotDriven(String),
+    /// [`STAND_IN_VAR`] has a value it does not take.
+    #[error("{0}")]
+    BadStandIn(String),
 }
 
 /// The events `--backend pmu` opens on this machine: the stand-in when [`STAND_IN_VAR`] asks
-/// for it, else the precise memory events of its PMU, with `period` (or their default) and
-/// the default load-latency threshold.
+/// for it, else the precise memory events of its PMU ([`choose_hardware`]).
 pub fn choose(period: Option<u64>) -> Result<Vec<LiveEvent>, NoLiveEvent> {
-    if let Some(stand_in) = stand_in(period) {
-        return stand_in.map(|e| vec![e]).map_err(NoLiveEvent::NotDriven);
+    if stand_in_requested().map_err(NoLiveEvent::BadStandIn)? {
+        return Ok(vec![stand_in(period)]);
     }
+    choose_hardware(period)
+}
+
+/// The precise memory events of this machine's PMU, with `period` (or their default) and the
+/// default load-latency threshold, whatever [`STAND_IN_VAR`] says.
+pub fn choose_hardware(period: Option<u64>) -> Result<Vec<LiveEvent>, NoLiveEvent> {
     let found = crate::pmu::host()?;
     let devices = std::path::Path::new(crate::pmu::DEVICES);
     crate::pmu_events::live_events(&found, devices, period, crate::pmu_events::DEFAULT_LDLAT)
@@ -101,15 +123,85 @@ impl PreciseReader {
     }
 }
 
-/// What the open asks of the kernel; each refusal takes one step back.
-#[derive(Debug, Clone, Copy)]
+/// What the open asks of the kernel for one event; each refusal of that event takes one step
+/// back for it alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Features {
     kernel: bool,
     phys_addr: bool,
+    /// The physical address was refused for want of privilege (not by a kernel without it).
+    phys_addr_denied: bool,
     lost_counted: bool,
     weight_struct: bool,
     /// Lowered from the event's own precision when the PMU does not offer it.
     precise_cut: u8,
+}
+
+impl Features {
+    const ALL: Features = Features {
+        kernel: true,
+        phys_addr: true,
+        phys_addr_denied: false,
+        lost_counted: true,
+        weight_struct: true,
+        precise_cut: 0,
+    };
+
+    /// One step back after the kernel refused this event with `error`, whose precision is
+    /// `precise_ip`: false when there is none left. Kernel-mode samples and physical addresses
+    /// need the same privilege (`permission.rs`); a field the kernel or the PMU does not take is
+    /// dropped newest first, then the precision, down to 1.
+    fn step_back(&mut self, error: &SamplerError, precise_ip: u8) -> bool {
+        let denied = matches!(error, SamplerError::Denied(_));
+        let invalid = error.is_invalid();
+        if denied && self.kernel {
+            self.kernel = false;
+        } else if denied && self.phys_addr {
+            (self.phys_addr, self.phys_addr_denied) = (false, true);
+        } else if invalid && self.lost_counted {
+            self.lost_counted = false;
+        } else if invalid && self.weight_struct {
+            self.weight_struct = false;
+        } else if invalid && self.phys_addr {
+            self.phys_addr = false;
+        } else if invalid && self.precise_cut + 1 < precise_ip {
+            self.precise_cut += 1;
+        } else {
+            return false;
+        }
+        true
+    }
+}
+
+/// What every event of a `pmu` sampler asks for: each precise event's own, then the page
+/// faults' beside them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Wanted {
+    events: Vec<Features>,
+    faults: crate::faults::Features,
+}
+
+impl Wanted {
+    fn all(events: usize) -> Wanted {
+        Wanted {
+            events: vec![Features::ALL; events],
+            faults: crate::faults::Features {
+                kernel: true,
+                page_sizes: true,
+                lost_counted: true,
+            },
+        }
+    }
+
+    /// One step back for the event the kernel refused (in a group or a set of events, that
+    /// event alone: another may take what it does not): false when it has none left.
+    fn step_back(&mut self, events: &[LiveEvent], refusal: &Refusal) -> bool {
+        match self.events.get_mut(refusal.event) {
+            Some(want) => want.step_back(&refusal.error, events[refusal.event].precise_ip),
+            // Past the precise events: the page faults opened beside them.
+            None => crate::faults::step_back(&mut self.faults, &refusal.error),
+        }
+    }
 }
 
 impl Sampler {
@@ -122,27 +214,14 @@ impl Sampler {
         events: &[LiveEvent],
     ) -> Result<Sampler, SamplerError> {
         let physical = Arc::new(PhysicalNodes::host());
-        let mut want = Features {
-            kernel: true,
-            phys_addr: true,
-            lost_counted: true,
-            weight_struct: true,
-            precise_cut: 0,
-        };
-        let most_precise = events.iter().map(|e| e.precise_ip).max().unwrap_or(0);
+        let mut want = Wanted::all(events.len());
         loop {
-            let err = match open_precise(pid, cpus, ring_pages, events, want, &physical) {
+            let refusal = match open_precise(pid, cpus, ring_pages, events, &want, &physical) {
                 Ok(sampler) => return Ok(sampler),
-                Err(e) => e,
+                Err(refusal) => refusal,
             };
-            match &err {
-                SamplerError::Denied(_) if want.kernel => want.kernel = false,
-                SamplerError::Denied(_) if want.phys_addr => want.phys_addr = false,
-                e if e.is_invalid() && want.lost_counted => want.lost_counted = false,
-                e if e.is_invalid() && want.weight_struct => want.weight_struct = false,
-                e if e.is_invalid() && want.phys_addr => want.phys_addr = false,
-                e if e.is_invalid() && want.precise_cut + 1 < most_precise => want.precise_cut += 1,
-                _ => return Err(err),
+            if !want.step_back(events, &refusal) {
+                return Err(refusal.error);
             }
         }
     }
@@ -153,19 +232,24 @@ fn open_precise(
     cpus: &[u32],
     ring_pages: usize,
     events: &[LiveEvent],
-    want: Features,
+    want: &Wanted,
     physical: &Arc<PhysicalNodes>,
-) -> Result<Sampler, SamplerError> {
-    let attrs: Vec<perf_event_attr> = events.iter().map(|e| precise_attr(e, want)).collect();
+) -> Result<Sampler, Refusal> {
+    let attrs: Vec<perf_event_attr> = events
+        .iter()
+        .zip(&want.events)
+        .map(|(e, w)| precise_attr(e, *w))
+        .collect();
     let mut rings: Vec<EventRings<'_>> = events
         .iter()
         .zip(&attrs)
-        .map(|(e, attr)| EventRings {
+        .zip(&want.events)
+        .map(|((e, attr), w)| EventRings {
             name: &e.name,
             attr: *attr,
             leader: e
                 .leader_config
-                .map(|config| leader_attr(e.perf_type, config, want)),
+                .map(|config| leader_attr(e.perf_type, config, *w)),
             cpus: e.cpus.as_deref().unwrap_or(cpus),
             reader: RingReader::Precise(Arc::new(PreciseReader {
                 layout: Layout {
@@ -179,23 +263,17 @@ fn open_precise(
         })
         .collect();
     // First touches place pages, which no load or store sample says: the page faults are
-    // sampled beside them, as with `--backend faults`. Their page sizes come with Linux 5.11,
-    // the lost count with 6.0: a kernel that counts losses has both.
-    rings.push(crate::faults::fault_rings(
-        cpus,
-        crate::faults::Features {
-            kernel: want.kernel,
-            page_sizes: want.lost_counted,
-            lost_counted: want.lost_counted,
-        },
-    ));
+    // sampled beside them, as with `--backend faults`.
+    rings.push(crate::faults::fault_rings(cpus, want.faults));
+    let every = |f: fn(&Features) -> bool| want.events.iter().all(f);
     let info = SamplerInfo {
         cpus: Vec::new(),
         ring_pages,
-        kernel_faults: want.kernel,
-        page_sizes: want.lost_counted,
-        lost_counted: want.lost_counted,
-        settings: settings(events, &attrs, want, physical),
+        kernel_faults: want.faults.kernel && every(|w| w.kernel),
+        page_sizes: want.faults.page_sizes,
+        // The loss is read from every ring, so only when each counts it.
+        lost_counted: want.faults.lost_counted && every(|w| w.lost_counted),
+        settings: settings(events, &attrs, &want.events, physical),
     };
     Sampler::open_events(pid, &rings, ring_pages, info)
 }
@@ -266,11 +344,12 @@ fn leader_attr(perf_type: u32, config: [u64; 3], want: Features) -> perf_event_a
     attr
 }
 
-/// The backend settings of the profile: what was opened and what the kernel accepted.
+/// The backend settings of the profile: what was opened and what the kernel accepted (a
+/// field is kept when every event kept it; a latency field that differs is listed per event).
 fn settings(
     events: &[LiveEvent],
     attrs: &[perf_event_attr],
-    want: Features,
+    want: &[Features],
     physical: &PhysicalNodes,
 ) -> BTreeMap<String, serde_json::Value> {
     let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
@@ -280,13 +359,28 @@ fn settings(
     s.insert("event".into(), names.join(" ").into());
     s.insert("sample_period".into(), periods.into());
     s.insert("precise_ip".into(), precise.into());
-    let weight = if want.weight_struct {
-        "weight_struct"
-    } else {
-        "weight"
+    let weights: Vec<&str> = want
+        .iter()
+        .map(|w| {
+            if w.weight_struct {
+                "weight_struct"
+            } else {
+                "weight"
+            }
+        })
+        .collect();
+    let latency_field = match weights.split_first() {
+        Some((first, rest)) if rest.iter().all(|w| w == first) => (*first).into(),
+        _ => weights.into(),
     };
-    s.insert("latency_field".into(), weight.into());
-    s.insert("physical_addresses".into(), want.phys_addr.into());
+    s.insert("latency_field".into(), latency_field);
+    s.insert(
+        "physical_addresses".into(),
+        want.iter().all(|w| w.phys_addr).into(),
+    );
+    if want.iter().any(|w| w.phys_addr_denied) {
+        s.insert("physical_addresses_denied".into(), true.into());
+    }
     s.insert(
         "nodes_from_memory_blocks".into(),
         (!physical.is_empty()).into(),
@@ -315,13 +409,7 @@ mod tests {
         }
     }
 
-    const ALL: Features = Features {
-        kernel: true,
-        phys_addr: true,
-        lost_counted: true,
-        weight_struct: true,
-        precise_cut: 0,
-    };
+    const ALL: Features = Features::ALL;
 
     #[test]
     fn the_attribute_asks_for_every_field_of_a_memory_sample_and_steps_back() {
@@ -353,6 +441,7 @@ mod tests {
         let older = Features {
             kernel: false,
             phys_addr: false,
+            phys_addr_denied: true,
             lost_counted: false,
             weight_struct: false,
             precise_cut: 1,
@@ -374,6 +463,111 @@ mod tests {
             (attr.type_, attr.config, attr.precise_ip()),
             (11, 1 << 16, 0)
         );
+    }
+
+    fn refusal(event: usize, errno: i32) -> Refusal {
+        let source = std::io::Error::from_raw_os_error(errno);
+        let error = match errno {
+            libc::EACCES => SamplerError::Denied(source),
+            _ => SamplerError::Other {
+                event: "e".into(),
+                cpu: 0,
+                source,
+            },
+        };
+        Refusal { event, error }
+    }
+
+    /// Intel's loads and stores: the stores refuse what the loads take.
+    fn loads_and_stores() -> Vec<LiveEvent> {
+        let mut loads = ibs();
+        (loads.raw, loads.precise_ip, loads.perf_type) = (false, 2, 4);
+        let mut stores = loads.clone();
+        stores.meaning.default_kind = SampleKind::Store;
+        vec![loads, stores]
+    }
+
+    #[test]
+    fn only_the_refused_event_steps_back() {
+        let events = loads_and_stores();
+        let mut want = Wanted::all(2);
+        // The stores refuse a field: the lost count goes first, then the weight structure, the
+        // physical address and the precision, theirs alone.
+        let mut steps = Vec::new();
+        while want.step_back(&events, &refusal(1, libc::EINVAL)) {
+            steps.push(want.events[1]);
+        }
+        assert_eq!(want.events[0], Features::ALL, "the loads keep everything");
+        let kept: Vec<(bool, bool, bool, u8)> = steps
+            .iter()
+            .map(|f| (f.lost_counted, f.weight_struct, f.phys_addr, f.precise_cut))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                (false, true, true, 0),
+                (false, false, true, 0),
+                (false, false, false, 0),
+                (false, false, false, 1),
+            ]
+        );
+        assert!(
+            !want.events[1].phys_addr_denied,
+            "not a refusal for privilege"
+        );
+        assert_eq!(want.faults, Wanted::all(2).faults);
+
+        // A refusal for privilege: kernel-mode samples, then the physical address, of that
+        // event; the next event steps back on its own refusal.
+        let mut want = Wanted::all(2);
+        assert!(want.step_back(&events, &refusal(0, libc::EACCES)));
+        assert!(!want.events[0].kernel && want.events[1].kernel);
+        assert!(want.step_back(&events, &refusal(0, libc::EACCES)));
+        assert!(!want.events[0].phys_addr && want.events[0].phys_addr_denied);
+        assert!(!want.step_back(&events, &refusal(0, libc::EACCES)));
+        assert_eq!(want.events[1], Features::ALL);
+
+        // Past the precise events: the page faults beside them.
+        let mut want = Wanted::all(2);
+        assert!(want.step_back(&events, &refusal(2, libc::EINVAL)));
+        assert!(!want.faults.lost_counted && want.faults.page_sizes);
+        assert_eq!(want.events, vec![Features::ALL; 2]);
+        assert!(want.step_back(&events, &refusal(2, libc::EACCES)));
+        assert!(!want.faults.kernel);
+    }
+
+    #[test]
+    fn settings_say_what_each_event_kept() {
+        let events = loads_and_stores();
+        let mut want = vec![Features::ALL; 2];
+        want[1].weight_struct = false;
+        want[1].phys_addr = false;
+        want[1].phys_addr_denied = true;
+        let attrs: Vec<perf_event_attr> = events
+            .iter()
+            .zip(&want)
+            .map(|(e, w)| precise_attr(e, *w))
+            .collect();
+        let s = settings(
+            &events,
+            &attrs,
+            &want,
+            &PhysicalNodes::from_runs(1 << 27, vec![]),
+        );
+        assert_eq!(
+            s["latency_field"],
+            serde_json::json!(["weight_struct", "weight"])
+        );
+        assert_eq!(s["physical_addresses"], serde_json::json!(false));
+        assert_eq!(s["physical_addresses_denied"], serde_json::json!(true));
+        let s = settings(
+            &events,
+            &attrs,
+            &[Features::ALL; 2],
+            &PhysicalNodes::from_runs(1 << 27, vec![]),
+        );
+        assert_eq!(s["latency_field"], serde_json::json!("weight_struct"));
+        assert!(!s.contains_key("physical_addresses_denied"));
     }
 
     #[test]

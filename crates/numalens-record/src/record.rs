@@ -166,6 +166,9 @@ pub struct LiveView<'a> {
     pub live: &'a std::collections::BTreeSet<u32>,
     /// Page-fault samples in time order since the last call.
     pub faults: &'a [Fault],
+    /// The `pmu` backend's load and store samples since the last call, as the rings were
+    /// drained (each CPU's in time order).
+    pub accesses: &'a [Access],
     /// Where the `inst` hooks write their files (`--backend inst`): their sampled stream can be
     /// read live with [`numalens_inst::tail::SamplesTail`].
     pub inst_dir: Option<&'a std::path::Path>,
@@ -246,15 +249,18 @@ pub fn run_with(
                 if let Some(hook) = hook.as_deref_mut() {
                     let seen = raw.hooked;
                     let faults = raw.faults.ordered_since(seen);
+                    let accesses = &raw.accesses[raw.hooked_accesses..];
                     let rows = hook.tick(LiveView {
                         now_ns: monotonic_ns(),
                         origin_ns: clock_origin_ns,
                         live: &raw.live,
                         faults,
+                        accesses,
                         inst_dir: inst_staging.as_ref().map(|s| s.dir()),
                         events_dir: Some(&events_dir),
                     });
                     raw.hooked = seen + faults.len();
+                    raw.hooked_accesses = raw.accesses.len();
                     raw.migrations.extend(rows);
                 }
                 if over {
@@ -439,6 +445,8 @@ struct Collected {
     faults: FaultsInOrder,
     /// The `pmu` backend's samples, as drained (the assembly sorts them).
     accesses: Vec<Access>,
+    /// How many of them the live hook has been given.
+    hooked_accesses: usize,
     tasks: Vec<PerfEvent>,
     lost: u64,
     maps: MapsHistory,

@@ -27,11 +27,7 @@ pub struct LostCount {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SamplerError {
-    #[error(
-        "perf_event_open was denied ({0}); allow it with `sysctl kernel.perf_event_paranoid=1` (or \
-         lower), or give numalens the CAP_PERFMON capability, or record allocations only with \
-         `--backend none`"
-    )]
+    #[error("{}", crate::permission::denied(.0, crate::permission::paranoid()))]
     Denied(io::Error),
     #[error("this kernel does not support the {event} event ({source})")]
     Unsupported { event: String, source: io::Error },
@@ -41,6 +37,13 @@ pub enum SamplerError {
         cpu: u32,
         source: io::Error,
     },
+}
+
+/// A refusal of one event of a set: its position in the set, and why.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub event: usize,
+    pub error: SamplerError,
 }
 
 impl SamplerError {
@@ -108,23 +111,27 @@ pub struct Sampler {
 impl Sampler {
     /// Opens every event of `events` for `pid` on its CPUs, with `ring_pages` (a power of two)
     /// per ring, halved while the kernel's mlock limit refuses more. `info` is completed with
-    /// the CPUs and the pages each ring got.
+    /// the CPUs and the pages each ring got. A refusal names the event the kernel refused.
     pub(crate) fn open_events(
         pid: i32,
         events: &[EventRings<'_>],
         ring_pages: usize,
         mut info: SamplerInfo,
-    ) -> Result<Sampler, SamplerError> {
+    ) -> Result<Sampler, Refusal> {
         let mut rings = Vec::new();
         let mut leaders = Vec::new();
         let mut pages = ring_pages;
         let mut cpus = Vec::new();
-        for event in events {
+        for (position, event) in events.iter().enumerate() {
+            let refused = |error| Refusal {
+                event: position,
+                error,
+            };
             for &cpu in event.cpus {
                 let leader = match &event.leader {
                     Some(attr) => Some(
                         open_event(attr, pid, cpu as i32, None)
-                            .map_err(|e| classify(e, event.name, cpu))?,
+                            .map_err(|e| refused(classify(e, event.name, cpu)))?,
                     ),
                     None => None,
                 };
@@ -141,7 +148,7 @@ impl Sampler {
                         other => break other,
                     }
                 };
-                let ring = ring.map_err(|e| classify(e, event.name, cpu))?;
+                let ring = ring.map_err(|e| refused(classify(e, event.name, cpu)))?;
                 rings.push((ring, event.reader.clone()));
                 leaders.extend(leader);
                 cpus.push(cpu);

@@ -117,12 +117,7 @@ pub fn record_with(
         }
         settings.insert("lost_counted_by_kernel".into(), info.lost_counted.into());
         settings.extend(info.settings.clone());
-        if info.settings.get("physical_addresses") == Some(&Value::Bool(false)) {
-            notes.push("the kernel refused the samples' physical addresses (they need CAP_PERFMON or root): the node of each load and store is unknown".into());
-        }
-        if !info.kernel_faults {
-            notes.push("the kernel refused kernel-mode samples: faults taken inside system calls are missed (lower kernel.perf_event_paranoid to 1 to see them)".into());
-        }
+        notes.extend(refusal_notes(info, opts.source));
     }
     let (topology, numa_balancing, thp) = machine.join().expect("reading sysfs does not panic");
     settings.insert("transparent_hugepage".into(), thp.name().into());
@@ -271,4 +266,27 @@ pub fn numa_balancing() -> Option<NumaBalancing> {
         }
     }
     Some(NumaBalancing { mode, tunables })
+}
+
+/// What the sampler's settings lost to the kernel's refusals, and what would give it back.
+fn refusal_notes(info: &numalens_assemble::raw::SamplerInfo, source: SampleSource) -> Vec<String> {
+    use crate::permission::{paranoid, refused_note};
+    let mut notes = Vec::new();
+    let setting = |key: &str| info.settings.get(key).and_then(Value::as_bool);
+    if setting("physical_addresses") == Some(false) {
+        let unknown = "the node of each load and store is unknown";
+        notes.push(if setting("physical_addresses_denied") == Some(true) {
+            refused_note("the samples' physical addresses", unknown, paranoid())
+        } else {
+            format!("this kernel or PMU gives no physical addresses of samples: {unknown}")
+        });
+    }
+    if !info.kernel_faults {
+        let missed = match source {
+            SampleSource::Pmu => "loads, stores and faults inside system calls are missed",
+            _ => "faults taken inside system calls are missed",
+        };
+        notes.push(refused_note("kernel-mode samples", missed, paranoid()));
+    }
+    notes
 }

@@ -202,6 +202,78 @@ fn stand_in_samples_are_the_pages_each_thread_says_it_wrote() {
     );
 }
 
+/// Beside load and store samples, the page faults say who placed each page and nothing more: a
+/// first-touched page that a load sample also hit is one access, not two. With the stand-in
+/// every page of a stripe has both a first touch and a load (the same fault, from two events),
+/// so a report that counted faults as accesses would show each stripe's accesses doubled.
+#[test]
+fn first_touches_are_not_accesses_beside_load_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, profile) = record_stripes(dir.path(), &["--backend", "pmu"], true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stripes = stripes(&out.stdout);
+    let report = numalens()
+        .args(["report", "--json"])
+        .arg(&profile)
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let m: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let (child, ..) = told(&out.stdout, "child ")[0];
+    let lo = stripes.iter().map(|s| s.1).min().unwrap();
+    let hi = stripes.iter().map(|s| s.2).max().unwrap();
+    let mapping = m["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| {
+            let start = o["start"].as_u64().unwrap();
+            let end = start + o["size"].as_u64().unwrap();
+            start <= lo && hi <= end && o["pid"].as_u64() != Some(u64::from(child))
+        })
+        .unwrap_or_else(|| panic!("no object holds the stripes: {}", m["objects"]));
+    let pages = 4 * PAGES_PER_STRIPE;
+    assert_eq!(mapping["samples"]["first_touch"].as_u64(), Some(pages));
+    let access = &mapping["access"];
+    assert_eq!(
+        access["accesses"].as_u64(),
+        Some(pages),
+        "{}",
+        access["users"]
+    );
+    assert_eq!(access["reads"].as_u64(), Some(pages));
+    assert_eq!(access["unknown_direction"].as_u64(), Some(0));
+    for user in access["users"].as_array().unwrap() {
+        assert_eq!(user["accesses"].as_u64(), Some(PAGES_PER_STRIPE), "{user}");
+    }
+    // The first touches still say who placed each page.
+    let touchers: Vec<u64> = mapping["first_touchers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["count"].as_u64().unwrap())
+        .collect();
+    assert_eq!(touchers, vec![PAGES_PER_STRIPE; 4]);
+    assert_eq!(
+        access["first_toucher"]["count"].as_u64(),
+        Some(PAGES_PER_STRIPE)
+    );
+    // The whole run's accesses, and the placement's (the simulator's on this one-node machine),
+    // are the load samples.
+    let loads = m["totals"]["samples"]["load"].as_u64().unwrap();
+    assert!(m["totals"]["samples"]["first_touch"].as_u64().unwrap() >= pages);
+    assert_eq!(m["analysis"]["accesses"].as_u64(), Some(loads));
+    assert_eq!(m["placement"]["accesses"].as_u64(), Some(loads));
+}
+
 /// Without privileges (perf_event_paranoid 2 here), the kernel refuses kernel-mode samples and
 /// physical addresses: the open steps back and the profile says what it kept. Run as the user
 /// `nobody` when the tests run as root; elsewhere the test says it is skipped.
@@ -238,11 +310,27 @@ fn an_unprivileged_recording_steps_back_and_says_so() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
-    assert!(said.contains("physical addresses"), "{said}");
+    // Each refusal is named with what allows it: the setting, its value here, the capabilities.
+    for what in ["physical addresses", "kernel-mode samples"] {
+        let note = said
+            .lines()
+            .find(|l| l.starts_with("numalens: note: the kernel refused") && l.contains(what))
+            .unwrap_or_else(|| panic!("no note on {what}: {said}"));
+        assert!(
+            note.contains("kernel.perf_event_paranoid 1 or lower — it is 2 here —")
+                && note.contains("CAP_PERFMON")
+                && note.contains("CAP_SYS_ADMIN"),
+            "{note}"
+        );
+    }
     let p = Profile::open(&profile).unwrap();
     let settings = &p.meta().backend.settings;
     assert_eq!(settings["kernel_mode_samples"], serde_json::json!(false));
     assert_eq!(settings["physical_addresses"], serde_json::json!(false));
+    assert_eq!(
+        settings["physical_addresses_denied"],
+        serde_json::json!(true)
+    );
     let stripes = stripes(&out.stdout);
     let (child, ..) = told(&out.stdout, "child ")[0];
     let samples = p.read_all::<Sample>().unwrap();
@@ -395,7 +483,7 @@ fn without_a_precise_event_pmu_says_what_is_missing() {
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&run.stderr);
-    match numalens_record::pmu_live::choose(None) {
+    match numalens_record::pmu_live::choose_hardware(None) {
         Err(_) => {
             assert_eq!(run.status.code(), Some(2), "{said}");
             assert!(said.contains("--backend faults"), "{said}");
@@ -417,10 +505,56 @@ fn without_a_precise_event_pmu_says_what_is_missing() {
         String::from_utf8_lossy(&auto.stderr)
     );
     let backend = Profile::open(&profile).unwrap().meta().backend.name.clone();
-    let expected = if numalens_record::pmu_live::choose(None).is_ok() {
+    let expected = if numalens_record::pmu_live::choose_hardware(None).is_ok() {
         "pmu"
     } else {
         "faults"
     };
     assert_eq!(backend, expected);
+}
+
+/// The stand-in variable takes one value: any other is an error that names it, under `pmu` and
+/// `auto` alike, before anything runs.
+#[test]
+fn an_unknown_stand_in_is_refused_naming_the_value_it_takes() {
+    for backend in ["pmu", "auto"] {
+        let dir = tempfile::tempdir().unwrap();
+        let run = numalens()
+            .args(["record", "--backend", backend, "-o"])
+            .arg(dir.path().join("p.numalens"))
+            .args(["--", "true"])
+            .env(STAND_IN.0, "mem-loads")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{backend}: {said}");
+        assert!(
+            said.contains("NUMALENS_PMU_STAND_IN=mem-loads") && said.contains("`page-faults`"),
+            "{backend}: {said}"
+        );
+        assert!(!dir.path().join("p.numalens").exists());
+    }
+}
+
+/// `--backend auto` records with what the machine has: the test stand-in is left out, and it
+/// says so.
+#[test]
+fn auto_leaves_the_stand_in_out_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("auto.numalens");
+    let run = numalens()
+        .args(["record", "-o"])
+        .arg(&profile)
+        .args(["--", "true"])
+        .env(STAND_IN.0, STAND_IN.1)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{said}");
+    assert!(said.contains("test stand-in"), "{said}");
+    let meta = Profile::open(&profile).unwrap().meta().clone();
+    let hardware = numalens_record::pmu_live::choose_hardware(None).is_ok();
+    assert_eq!(meta.backend.name, if hardware { "pmu" } else { "faults" });
+    let event = meta.backend.settings.get("event").and_then(|e| e.as_str());
+    assert!(!event.unwrap_or("").contains("stand-in"), "{event:?}");
 }

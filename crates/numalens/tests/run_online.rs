@@ -66,6 +66,50 @@ fn the_engine_runs_beside_the_program_and_keeps_its_exit_status() {
     assert!(profile.join("migrations.parquet").exists());
 }
 
+/// The engine's sample count, from its closing line (`… engine: E epochs, S samples, …`).
+fn engine_samples(stderr: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(" engine: "))
+        .unwrap_or_else(|| panic!("no engine line: {stderr}"));
+    let (_, rest) = line.split_once(" epochs, ").unwrap();
+    rest.split(' ').next().unwrap().parse().unwrap()
+}
+
+/// `--backend pmu` feeds the engine the PMU's loads and stores beside the page faults. With
+/// the stand-in (the page-fault event as the "precise" one, period 1) every first touch comes
+/// twice, once from each event: the engine must see about twice the samples of a faults-only
+/// run of the same program. Not a hardware validation: it checks that the samples reach it.
+#[test]
+fn the_engine_takes_the_pmu_backends_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = busy(dir.path());
+    let run = |backend: &str| {
+        let profile = dir.path().join(format!("{backend}.numalens"));
+        let out = Command::new(env!("CARGO_BIN_EXE_numalens"))
+            .args(["run", "--policy", "carrefour", "--epoch", "100ms"])
+            .args(["--backend", backend, "-o"])
+            .arg(&profile)
+            .arg(&program)
+            .arg("1")
+            .env("NUMALENS_PMU_STAND_IN", "page-faults")
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(7), "{backend}: {stderr}");
+        (engine_samples(&stderr), stderr)
+    };
+    let (faults, _) = run("faults");
+    let (pmu, said) = run("pmu");
+    assert!(said.contains("stand-in"), "{said}");
+    // 8 MiB first touched: 2048 faults at least, and as many loads beside them.
+    assert!(faults >= 2048, "{faults}");
+    assert!(
+        pmu as f64 >= 1.8 * faults as f64,
+        "pmu {pmu} samples, faults {faults}: {said}"
+    );
+}
+
 #[test]
 fn offline_policies_are_sent_to_plans() {
     let out = numalens(&["run", "--policy", "marathe-hop", "true"]);

@@ -187,19 +187,31 @@ fn pmu_events(
         BackendArg::Auto => !inst && numalens_inst::check_program(program).is_err(),
         _ => false,
     };
-    let chosen = if wanted {
-        Some(numalens_record::pmu_live::choose(args.sample_period))
-    } else {
-        None
+    let chosen = match args.backend {
+        BackendArg::Pmu | BackendArg::Auto => pmu_choice(args.backend, wanted, args.sample_period)?,
+        _ => None,
     };
     match (args.backend, chosen) {
         (_, Some(Ok(events))) => {
-            let period = events[0].meaning.fixed_period;
+            let period = match events[0].meaning.fixed_period {
+                1 => "every event".to_string(),
+                n => format!("one in {n} events"),
+            };
             let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
-            eprintln!(
-                "numalens: sampling loads and stores with {} every {period} events, and page faults (--backend pmu)",
-                names.join(" and ")
-            );
+            if events[0].name == numalens_record::pmu_live::stand_in(None).name {
+                eprintln!(
+                    "numalens: test stand-in ({}): sampling page faults as if they were loads, \
+                     {period}, beside the page faults themselves (--backend pmu); no data source \
+                     or latency is measured",
+                    numalens_record::pmu_live::STAND_IN_VAR
+                );
+            } else {
+                eprintln!(
+                    "numalens: sampling loads and stores with {}, {period}, and page faults \
+                     (--backend pmu)",
+                    names.join(" and ")
+                );
+            }
             Ok(events)
         }
         (BackendArg::Pmu, Some(Err(missing))) => Err(UsageError(pmu_refusal(&missing, program))),
@@ -213,8 +225,34 @@ fn pmu_events(
     }
 }
 
+/// The precise events of `--backend pmu` (the stand-in when `NUMALENS_PMU_STAND_IN` asks for it)
+/// or, when `wanted`, of `--backend auto` (the machine's own: auto never takes the test
+/// stand-in, and says that it leaves it out). A value of the variable that it does not take is
+/// an error under both.
+fn pmu_choice(
+    backend: BackendArg,
+    wanted: bool,
+    period: Option<u64>,
+) -> Result<Option<Result<Vec<LiveEvent>, NoLiveEvent>>, UsageError> {
+    use numalens_record::pmu_live::{self, STAND_IN_VAR};
+    let stand_in = pmu_live::stand_in_requested().map_err(UsageError)?;
+    if backend == BackendArg::Pmu {
+        return Ok(Some(pmu_live::choose(period)));
+    }
+    if stand_in {
+        eprintln!(
+            "numalens: note: {STAND_IN_VAR} is a test stand-in taken only with --backend pmu; \
+             --backend auto leaves it out and records with what this machine has"
+        );
+    }
+    Ok(wanted.then(|| pmu_live::choose_hardware(period)))
+}
+
 /// Why `--backend pmu` does not record here, and what does.
 fn pmu_refusal(missing: &NoLiveEvent, program: &std::ffi::OsStr) -> String {
+    if let NoLiveEvent::BadStandIn(why) = missing {
+        return why.clone();
+    }
     let works = if numalens_inst::check_program(program).is_ok() {
         "--backend inst (this program is built with `numalens cc`) records every access here"
     } else {

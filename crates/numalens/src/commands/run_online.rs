@@ -37,7 +37,8 @@ pub fn launch(args: &RunArgs, policy: &str) -> Result<()> {
     if backend == crate::cli::BackendArg::None {
         return Err(UsageError(
             "the online engine decides from samples, and `--backend none` takes none: use the \
-             default backend (page faults), or `--backend inst` for a build with `numalens cc`"
+             default backend (page faults, or a machine's precise memory event), `--backend \
+             pmu` where the machine has one, or `--backend inst` for a build with `numalens cc`"
                 .into(),
         )
         .into());
@@ -104,8 +105,9 @@ fn soft_dirty() -> bool {
     if !supported {
         eprintln!(
             "numalens: this kernel does not track soft-dirty pages (CONFIG_MEM_SOFT_DIRTY): the \
-             engine sees first touches, the kernel's hinting faults and, for a program built \
-             with `numalens cc` and run with --backend inst, its sampled accesses"
+             engine sees first touches, the kernel's hinting faults, the PMU's loads and \
+             stores with --backend pmu and, for a program built with `numalens cc` and run \
+             with --backend inst, its sampled accesses"
         );
     }
     supported
