@@ -358,6 +358,11 @@ pub struct WhatIfArgs {
     /// the run's length / 32, between 1 ms and 1 s).
     #[arg(long, value_name = "MS")]
     pub window_ms: Option<f64>,
+    /// A policy parameter, e.g. `kmaf.age_shift=0` (online kMAF's NUMA vectors never aged) or
+    /// `spm.observe_windows=10`; repeatable, as `numalens run --policy-param`.
+    /// docs/POLICIES.md lists them.
+    #[arg(long = "policy-param", value_name = "GROUP.FIELD=VALUE")]
+    pub policy_params: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -189,6 +189,29 @@ fn bad_input_says_what_to_change() {
     assert!(text(&list.stdout).contains("marathe-hop"));
     let out = numalens(&["simulate", p, "--threads-per-node", "0"]);
     assert_eq!(out.status.code(), Some(2));
+    // A policy parameter that does not exist is named with the group's parameters.
+    let out = numalens(&["simulate", p, "--policy-param", "kmaf.age=0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = text(&out.stderr);
+    assert!(e.contains("kmaf.age=0") && e.contains("age_shift"), "{e}");
+    // One that does is written into the plan it shaped.
+    let plan = dir.path().join("kmaf-online.json");
+    let out = numalens(&[
+        "plan",
+        p,
+        "--policy",
+        "kmaf-online",
+        "--policy-param",
+        "kmaf.age_shift=3",
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let written: Value = serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
+    assert_eq!(
+        written["policy"]["parameters"]["kmaf"]["age_shift"], 3,
+        "{written}"
+    );
     // A file that is not a plan is refused, named.
     let out = numalens(&["simulate", p, "--plan", "/etc/hostname"]);
     assert_eq!(out.status.code(), Some(2));

@@ -110,6 +110,53 @@ impl NodeCounts {
         self.rows.fill(0);
     }
 
+    /// Every count divided by 2^`halvings`, rounding down: accesses of earlier windows weigh
+    /// less than the latest ones, and a count that halves to nothing is forgotten. A row in
+    /// units of 2^shift lowers its shift first, which is exact.
+    pub fn age(&mut self, halvings: u32) {
+        if halvings == 0 {
+            return;
+        }
+        if self.nodes <= ONE_WORD_UP_TO {
+            let (counts, keep) = self.word_masks(halvings);
+            for word in self.rows.chunks_exact_mut(8) {
+                let w = u64::from_le_bytes(word.try_into().unwrap_or_default());
+                word.copy_from_slice(&age_word(w, halvings, counts, &keep).to_le_bytes());
+            }
+            return;
+        }
+        for page in 0..self.rows.len() / self.row {
+            let bytes = &self.rows[page * self.row..(page + 1) * self.row];
+            if bytes.iter().all(|b| *b == 0) {
+                continue;
+            }
+            let shift = u32::from(self.shift(page));
+            let lowered = shift.min(halvings);
+            self.set_field(page, 0, SHIFT_BITS, u64::from(shift - lowered));
+            let rest = halvings - lowered;
+            if rest > 0 {
+                for n in 0..self.nodes {
+                    let c = self.cell(page, n).checked_shr(rest).unwrap_or(0);
+                    self.set_cell(page, n, c);
+                }
+            }
+        }
+    }
+
+    /// For one-word rows: the bits of the counts, and for each right shift r of the counts up
+    /// to `halvings`, the bits that stay in each count's own field (the low bits of each
+    /// count's upper neighbour must not move into it; nothing stays from `bits` on).
+    fn word_masks(&self, halvings: u32) -> (u64, Vec<u64>) {
+        let ones = |width: u32| 1u64.checked_shl(width).map_or(u64::MAX, |v| v - 1);
+        let fields = |width: u32| {
+            (0..self.nodes as u32).fold(0, |m, n| m | ones(width) << (SHIFT_BITS + n * self.bits))
+        };
+        let keep = (0..=halvings.min(self.bits))
+            .map(|r| fields(self.bits - r))
+            .collect();
+        (fields(self.bits), keep)
+    }
+
     /// `width` bits at bit `at` of `page`'s row.
     fn field(&self, page: usize, at: u32, width: u32) -> u64 {
         let first = page * self.row + at as usize / 8;
@@ -184,6 +231,19 @@ impl NodeCounts {
     }
 }
 
+/// A one-word row (shift in its low [`SHIFT_BITS`], counts above) divided by 2^`halvings`: its
+/// shift lowered as far as it goes, then each count shifted right by what is left.
+fn age_word(word: u64, halvings: u32, counts: u64, keep: &[u64]) -> u64 {
+    if word == 0 {
+        return 0;
+    }
+    let shift = (word & ((1 << SHIFT_BITS) - 1)) as u32;
+    let lowered = shift.min(halvings);
+    let rest = halvings - lowered;
+    let kept = keep.get(rest as usize).copied().unwrap_or(0);
+    ((word & counts).checked_shr(rest).unwrap_or(0) & kept) | u64::from(shift - lowered)
+}
+
 /// `count` in units of 2^shift, rounded to the nearest, and at least 1: an access is never lost.
 fn scaled(count: u64, shift: u8) -> u64 {
     let half = (1u128 << shift) >> 1;
@@ -230,6 +290,45 @@ mod tests {
         assert_eq!(counts(&c, 2), [1 << 30, 0, 0, 0]);
         c.clear();
         assert_eq!(counts(&c, 0), [0; 4]);
+    }
+
+    /// Ageing on one-word rows (4 and 2 nodes) and on byte rows (8 nodes): counts halve
+    /// exactly, a row in units lowers its shift, neighbours' bits do not leak into a count.
+    #[test]
+    fn ageing_divides_every_count_and_forgets_small_ones() {
+        for nodes in [4, 2, 8] {
+            let mut c = NodeCounts::new(nodes);
+            c.grow_to(3);
+            c.add(0, 0, 201);
+            c.add(0, 1, 6);
+            c.add(0, nodes - 1, 1);
+            // Page 1 in units of 2^shift: its largest count past the field.
+            c.add(1, 0, 3 << 20);
+            c.add(1, 1, 1 << 20);
+            let before = counts(&c, 1);
+            c.age(1);
+            let mut want = vec![0; nodes];
+            want[0] = 100;
+            want[1] = 3;
+            assert_eq!(counts(&c, 0), want, "{nodes} nodes");
+            let halved: Vec<u64> = before.iter().map(|v| v / 2).collect();
+            assert_eq!(counts(&c, 1), halved, "{nodes} nodes: exact by the shift");
+            assert_eq!(counts(&c, 2), vec![0; nodes]);
+            c.age(3);
+            want[0] = 12;
+            want[1] = 0;
+            assert_eq!(counts(&c, 0), want, "{nodes} nodes");
+            c.age(0);
+            assert_eq!(counts(&c, 0), want, "no ageing");
+            c.age(63);
+            assert_eq!(counts(&c, 0), vec![0; nodes]);
+            assert_eq!(counts(&c, 1), vec![0; nodes]);
+            // Counting goes on exactly after ageing.
+            c.add(0, 1, 9);
+            want[0] = 0;
+            want[1] = 9;
+            assert_eq!(counts(&c, 0), want, "{nodes} nodes");
+        }
     }
 
     #[test]

@@ -32,6 +32,17 @@ pub struct KmafParams {
     pub map_threads: bool,
     /// The prototype maps threads only once at least 4 are active.
     pub min_threads_to_map: usize,
+    /// Online kMAF divides every NUMA vector by 2^this at each window's end, before the
+    /// window's accesses count, as Linux's NUMA balancing halves its fault statistics at each
+    /// scan: a page first used from one node and then from another moves within a few windows
+    /// of the change instead of waiting until the new node's accesses outweigh all the old
+    /// ones four to one. 0 keeps the counts of the whole run (the paper leaves ageing open).
+    #[serde(default = "default_age_shift")]
+    pub age_shift: u32,
+}
+
+fn default_age_shift() -> u32 {
+    1
 }
 
 impl Default for KmafParams {
@@ -41,6 +52,7 @@ impl Default for KmafParams {
             balance_factor: 1.5,
             map_threads: true,
             min_threads_to_map: 4,
+            age_shift: default_age_shift(),
         }
     }
 }

@@ -1,9 +1,11 @@
-//! kMAF online: at the end of every window, each page seen so far is placed by the kMAF rules
-//! (locality, balance) on its NUMA vector, and threads are remapped by the communication seen
-//! so far (kMAF's greedy groups, each group placed where its data is) when what that saves on
-//! communication is at least `REMAP_GAIN` of the latency of every access so far: below it,
-//! threads with private data would chase crumbs of sharing away from their pages. After a
-//! remap the NUMA vectors start over: they counted nodes the threads have left.
+//! kMAF online: at the end of every window, the NUMA vectors age (each count divided by
+//! 2^`age_shift`), the window's accesses add to them, and each page the window accessed is
+//! placed by the kMAF rules (locality, balance) on its NUMA vector. Threads are remapped by
+//! the communication seen so far (kMAF's greedy groups, each group placed where its data is)
+//! when what that saves on communication is at least `REMAP_GAIN` of the latency of every
+//! access so far: below it, threads with private data would chase crumbs of sharing away from
+//! their pages. After a remap the NUMA vectors start over: they counted nodes the threads have
+//! left.
 
 use crate::accesses::Cell;
 use crate::layout::{Move, Schedule, ThreadMove};
@@ -73,6 +75,7 @@ impl Online {
         let n = input.machine.node_count();
         let memory = input.machine.memory_nodes();
         let nv = self.nv.get_or_insert_with(|| NodeCounts::new(n));
+        nv.age(input.params.kmaf.age_shift);
         nv.grow_to(self.pages.len());
         let mut touched: Vec<u32> = Vec::new();
         for c in cells {

@@ -9,6 +9,8 @@ mod first_touch;
 mod hot_blocks;
 mod interleave;
 mod kmaf;
+#[cfg(test)]
+mod kmaf_ageing_tests;
 mod kmaf_online;
 mod marathe;
 #[cfg(test)]

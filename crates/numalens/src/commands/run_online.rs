@@ -116,16 +116,7 @@ fn soft_dirty() -> bool {
 /// The policies' parameters with the command line's `--policy-param`s.
 fn params(args: &RunArgs) -> Result<Params, UsageError> {
     let mut params = Params::default();
-    for setting in &args.policy_params {
-        let (key, value) = setting.split_once('=').ok_or_else(|| {
-            UsageError(format!(
-                "--policy-param {setting}: write it as GROUP.FIELD=VALUE"
-            ))
-        })?;
-        params
-            .set(key, value)
-            .map_err(|e| UsageError(format!("--policy-param {setting}: {e}")))?;
-    }
+    super::whatif_setup::set_policy_params(&mut params, &args.policy_params)?;
     Ok(params)
 }
 

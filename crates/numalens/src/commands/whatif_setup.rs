@@ -45,12 +45,13 @@ impl Setup {
         // Beside load and store samples, page faults only say who placed each page.
         let memory_samples = numalens_analyze::has_memory_samples(&profile)?;
         let accesses = numalens_analyze::without_fault_counts(accesses, memory_samples);
-        let params = Params {
+        let mut params = Params {
             spread: args
                 .threads_per_node
                 .map_or(ThreadSpread::Even, ThreadSpread::PerNode),
             ..Params::default()
         };
+        set_policy_params(&mut params, &args.policy_params)?;
         Ok(Setup {
             profile,
             accesses,
@@ -59,6 +60,21 @@ impl Setup {
             notes: vec![note],
         })
     }
+}
+
+/// `--policy-param GROUP.FIELD=VALUE` settings applied to `params`.
+pub fn set_policy_params(params: &mut Params, settings: &[String]) -> Result<(), UsageError> {
+    for setting in settings {
+        let (key, value) = setting.split_once('=').ok_or_else(|| {
+            UsageError(format!(
+                "--policy-param {setting}: write it as GROUP.FIELD=VALUE"
+            ))
+        })?;
+        params
+            .set(key, value)
+            .map_err(|e| UsageError(format!("--policy-param {setting}: {e}")))?;
+    }
+    Ok(())
 }
 
 /// The topology asked for, else the recorded one when it has several nodes, else the default
