@@ -117,7 +117,7 @@ fn imported(dir: &Path) -> (std::path::PathBuf, Written) {
     (profile, written)
 }
 
-fn findings_of<'a>(model: &'a Value, start: u64) -> Vec<&'a Value> {
+fn findings_of(model: &Value, start: u64) -> Vec<&Value> {
     let name = format!("{start:#x}");
     model["findings"]
         .as_array()
