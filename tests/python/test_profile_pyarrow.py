@@ -51,7 +51,7 @@ def test_sample_columns_have_the_documented_types(profile):
     t = pq.read_table(profile / "samples.parquet")
     assert t.column_names == [
         "time_ns", "pid", "tid", "cpu", "address", "kind", "weight",
-        "object_id", "node", "data_source", "latency", "ip", "page_size",
+        "object_id", "node", "data_source", "latency", "ip", "page_size", "snoop",
     ]
     assert str(t.schema.field("time_ns").type) == "uint64"
     assert str(t.schema.field("address").type) == "uint64"

@@ -92,6 +92,7 @@ impl Scenario {
             latency: None,
             ip: None,
             page_size: Some(PAGE as u32),
+            snoop: None,
         });
     }
 

@@ -208,6 +208,7 @@ fn findings(
                     remote: f.remote,
                 },
                 predicted: None,
+                rests_on: None,
             }
         })
         .collect();
@@ -228,7 +229,7 @@ fn findings(
     (out, advice_of)
 }
 
-fn site_text(site: &SiteReport) -> String {
+pub(crate) fn site_text(site: &SiteReport) -> String {
     let f = &site.location;
     match (f.function.as_deref(), &f.file, f.line) {
         (Some(function), Some(file), Some(line)) => format!("{function} {file}:{line}"),

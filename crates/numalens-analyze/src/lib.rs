@@ -14,8 +14,11 @@ mod error;
 mod fill;
 mod findings;
 mod groups;
+mod hitm;
 mod index;
+mod latency;
 mod limits;
+mod measured;
 mod memory_only;
 pub use memory_only::{has_memory_samples, without_fault_counts};
 pub mod model;
@@ -193,7 +196,9 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         objects: object_selected.as_deref(),
         threads: thread_selected.as_deref(),
     };
-    model.data_sources = sources::data_sources(profile, &objects, &threads, &selected)?;
+    model.data_sources =
+        sources::data_sources(profile, &objects, &threads, &selected, &placement.machine)?;
+    measured::add_findings(&mut model, &objects);
     let selected = model.selection.filters();
     let recording = limits::Recording::of(&model);
     if limits::faults_only(&model.totals.samples, is_exact, selected, recording) {

@@ -6,10 +6,13 @@
 use std::collections::{BTreeMap, HashMap};
 
 use numalens_format::table::Row;
-use numalens_format::{DataSource, Object, Profile, Sample, SampleKind, Thread};
+use numalens_format::{DataSource, Object, Profile, Sample, SampleKind, Snoop, Thread};
 
 use crate::Result;
-use crate::model::{DataSources, NodePairLatency, ObjectSources, SourceCounts, ThreadSources};
+use crate::hitm::HitmLines;
+use crate::model::{
+    DataSources, LatencyModel, NodePairLatency, ObjectSources, SourceCounts, ThreadSources,
+};
 use crate::samples::ThreadKey;
 
 /// At most this many objects are listed, most remote accesses first.
@@ -44,9 +47,34 @@ fn add(counts: &mut SourceCounts, s: &Sample) {
         DataSource::Unknown => &mut counts.unknown,
     };
     *slot = slot.saturating_add(w);
+    counts.known_samples += u64::from(s.data_source != DataSource::Unknown);
+    let remote = matches!(
+        s.data_source,
+        DataSource::RemoteDram | DataSource::RemoteCache
+    );
+    counts.beyond_cache_samples += u64::from(remote || s.data_source == DataSource::LocalDram);
+    if let Some(snoop) = s.snoop {
+        counts.snoop_samples += 1;
+        if snoop == Snoop::Hitm {
+            let hitm = if remote {
+                &mut counts.hitm_remote
+            } else {
+                &mut counts.hitm_local
+            };
+            *hitm = hitm.saturating_add(w);
+        }
+    }
     if let Some(l) = s.latency {
+        let l = u64::from(l);
         counts.latency_samples += 1;
-        counts.latency_cycles = counts.latency_cycles.saturating_add(u64::from(l));
+        counts.latency_cycles = counts.latency_cycles.saturating_add(l);
+        if remote {
+            counts.remote_latency_samples += 1;
+            counts.remote_latency_cycles = counts.remote_latency_cycles.saturating_add(l);
+        } else if s.data_source == DataSource::LocalDram {
+            counts.local_dram_latency_samples += 1;
+            counts.local_dram_latency_cycles = counts.local_dram_latency_cycles.saturating_add(l);
+        }
     }
 }
 
@@ -59,6 +87,7 @@ struct Tally {
     pairs: BTreeMap<(u32, u32), (u64, u64)>,
     /// Samples with a known source or a latency: without one, the section is left out.
     informative: u64,
+    hitm: HitmLines,
 }
 
 impl Tally {
@@ -70,6 +99,9 @@ impl Tally {
         add(&mut self.totals, s);
         if let Some(id) = s.object_id {
             add(self.objects.entry(id).or_default(), s);
+            if s.snoop == Some(Snoop::Hitm) {
+                self.hitm.add_hitm(id, s);
+            }
         }
         add(self.threads.entry((s.pid, s.tid)).or_default(), s);
         let cpu = s.cpu.and_then(|c| cpu_node.get(&c).copied());
@@ -81,12 +113,19 @@ impl Tally {
     }
 }
 
-/// The data sources of the selected samples, when some sample has one.
+/// Keeps the objects the report lists, once the findings have looked at all of them.
+pub(crate) fn keep_top_objects(d: &mut DataSources) {
+    d.objects.truncate(TOP_OBJECTS);
+}
+
+/// The data sources of the selected samples, when some sample has one; `machine` is the
+/// topology whose latencies the measured ones are set beside.
 pub(crate) fn data_sources(
     profile: &Profile,
     objects: &[Object],
     threads: &[Thread],
     selected: &Selected<'_>,
+    machine: &numalens_topology::Topology,
 ) -> Result<Option<DataSources>> {
     // Only PMU samples carry a source or a latency; other profiles are not read again.
     if profile.meta().backend.name != "pmu" {
@@ -111,10 +150,31 @@ pub(crate) fn data_sources(
     if tally.informative == 0 {
         return Ok(None);
     }
-    Ok(Some(report(tally, objects, threads)))
+    if !tally.hitm.is_empty() {
+        // A second pass, only when some sample found a modified line: the stores to those
+        // lines, which the samples' order (by thread) does not put beside the HITM samples.
+        for batch in profile.batches::<Sample>(None, None)? {
+            for s in Sample::from_batch(&batch?, &path)? {
+                if s.kind == SampleKind::Store && selected.keeps(&s) {
+                    tally.hitm.add_store(&s);
+                }
+            }
+        }
+    }
+    let clock = profile
+        .meta()
+        .topology
+        .as_ref()
+        .and_then(|t| t.cpu_ghz.as_ref())
+        .map(|q| q.value)
+        .filter(|g| *g > 0.0);
+    let mut report = report(tally, objects, threads);
+    report.model = crate::latency::compare(&mut report.node_pairs, machine, clock);
+    Ok(Some(report))
 }
 
-fn report(tally: Tally, objects: &[Object], threads: &[Thread]) -> DataSources {
+fn report(mut tally: Tally, objects: &[Object], threads: &[Thread]) -> DataSources {
+    let mut sharing = tally.hitm.sharing();
     let mut by_object: Vec<ObjectSources> = tally
         .objects
         .into_iter()
@@ -125,6 +185,7 @@ fn report(tally: Tally, objects: &[Object], threads: &[Thread]) -> DataSources {
                 .get(id as usize)
                 .map_or_else(|| format!("object {id}"), |o| o.name.clone()),
             counts,
+            sharing: sharing.remove(&id),
         })
         .collect();
     by_object.sort_by_key(|o| {
@@ -134,7 +195,6 @@ fn report(tally: Tally, objects: &[Object], threads: &[Thread]) -> DataSources {
             o.object_id,
         )
     });
-    by_object.truncate(TOP_OBJECTS);
     let logical: HashMap<ThreadKey, u32> = threads
         .iter()
         .map(|t| ((t.pid, t.tid), t.logical_id))
@@ -164,8 +224,12 @@ fn report(tally: Tally, objects: &[Object], threads: &[Thread]) -> DataSources {
                     memory_node,
                     samples,
                     mean_cycles: cycles / samples.max(1),
+                    measured_ns: None,
+                    modelled_ns: None,
+                    modelled_cycles: None,
                 },
             )
             .collect(),
+        model: LatencyModel::default(),
     }
 }

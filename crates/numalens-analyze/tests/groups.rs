@@ -46,6 +46,7 @@ fn sample(tid: u32, address: u64, kind: SampleKind, object_id: u64) -> Sample {
         latency: None,
         ip: None,
         page_size: None,
+        snoop: None,
     }
 }
 

@@ -49,6 +49,7 @@ fn sample(tid: u32, address: u64, kind: SampleKind, object_id: Option<u64>) -> S
         latency: Some(u32::MAX),
         ip: Some(u64::MAX),
         page_size: Some(u32::MAX),
+        snoop: None,
     }
 }
 

@@ -72,6 +72,7 @@ fn memory_sample(tid: u32, cpu: u32, address: u64, time_ns: u64, kind: SampleKin
         latency: None,
         node: None,
         page_size: None,
+        snoop: None,
     }
 }
 

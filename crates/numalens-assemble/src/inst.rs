@@ -78,6 +78,7 @@ pub fn write_inst(
             latency: None,
             ip: Some(ip),
             page_size: None,
+            snoop: None,
         })?;
     }
     Ok(counts)

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use numalens_format::{DataSource, Host, Migration, SampleKind};
+use numalens_format::{DataSource, Host, Migration, SampleKind, Snoop};
 
 use crate::attribute::ObjectSpec;
 use crate::procmaps::MapsHistory;
@@ -138,6 +138,9 @@ pub struct Access {
     /// says which node holds it.
     pub node: Option<u32>,
     pub page_size: Option<u32>,
+    /// What the coherence snoop found (HITM: modified in another core's cache), when the
+    /// hardware says.
+    pub snoop: Option<Snoop>,
 }
 
 /// Memory samples produced on demand, in time order.

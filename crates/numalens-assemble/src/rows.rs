@@ -54,6 +54,7 @@ impl FaultRows<'_> {
                 latency: None,
                 ip: Some(fault.ip),
                 page_size: Some(a.page_size as u32),
+                snoop: None,
             })?;
         }
         Ok(())
@@ -124,6 +125,7 @@ fn access_row(a: &Access, object_id: Option<u64>, origin: u64) -> Sample {
         latency: a.latency,
         ip: Some(a.ip),
         page_size: a.page_size,
+        snoop: a.snoop,
     }
 }
 

@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::procmaps::MapsHistory;
-use numalens_format::{DataSource, Label, SampleKind};
+use numalens_format::{DataSource, Label, SampleKind, Snoop};
 
 use crate::raw::{Access, Fault, PerfEvent};
 
@@ -192,6 +192,8 @@ fn put_access(b: &mut Vec<u8>, a: &Access) {
     }
     put_str(b, a.kind.label());
     put_str(b, a.data_source.label());
+    // Last, so that a record written before the field was added still reads (without it).
+    put_str(b, a.snoop.map_or("", |s| s.label()));
 }
 
 fn put32(b: &mut Vec<u8>, v: u32) {
@@ -326,6 +328,7 @@ fn read_access(r: &mut Reader<'_>) -> Option<Access> {
         latency,
         node,
         page_size,
+        snoop: r.string().and_then(|s| Snoop::from_label(&s)),
     })
 }
 
@@ -383,6 +386,7 @@ mod tests {
             latency: None,
             node: Some(1),
             page_size: None,
+            snoop: Some(Snoop::Hitm),
         }
     }
 

@@ -187,6 +187,50 @@ pub(crate) fn extract_labels<L: Label>(
         .collect())
 }
 
+/// An optional label column: missing values are nulls of the dictionary column.
+pub(crate) fn build_optional_labels<'a, L: Label>(
+    values: impl ExactSizeIterator<Item = &'a Option<L>>,
+) -> ArrayRef {
+    let keys: UInt8Array = values.map(|v| v.map(Label::code)).collect();
+    let dictionary = Arc::new(StringArray::from_iter_values(L::LABELS.iter()));
+    Arc::new(DictionaryArray::<UInt8Type>::try_new(keys, dictionary).expect("codes index LABELS"))
+}
+
+pub(crate) fn extract_optional_labels<L: Label>(
+    array: &ArrayRef,
+    path: &Path,
+    column: &str,
+) -> Result<Vec<Option<L>>> {
+    let a = downcast::<DictionaryArray<UInt8Type>>(array, path, column)?;
+    let dictionary = downcast::<StringArray>(a.values(), path, column)?;
+    // A dictionary read back from Parquet may hold an entry no row uses (an empty string for
+    // a column of nulls): only the entries rows point at must be labels.
+    let codes: Vec<Option<L>> = dictionary
+        .iter()
+        .map(|label| L::from_label(label.unwrap_or("")))
+        .collect();
+    a.keys()
+        .iter()
+        .map(|key| {
+            let Some(key) = key else { return Ok(None) };
+            codes
+                .get(key as usize)
+                .copied()
+                .flatten()
+                .map(Some)
+                .ok_or_else(|| {
+                    let label = dictionary.iter().nth(key as usize).flatten().unwrap_or("");
+                    let known = L::LABELS.join(", ");
+                    column_error(
+                        path,
+                        column,
+                        format!("unknown value `{label}` (known: {known})"),
+                    )
+                })
+        })
+        .collect()
+}
+
 /// Declares a [`Label`] enum and its column mapping.
 macro_rules! label_enum {
     ($(#[$meta:meta])* pub enum $name:ident { $( $(#[$vmeta:meta])* $variant:ident = $label:literal ),* $(,)? }) => {
@@ -219,6 +263,28 @@ macro_rules! label_enum {
                 column: &str,
             ) -> $crate::error::Result<Vec<Self>> {
                 $crate::columns::extract_labels(array, path, column)
+            }
+        }
+
+        impl $crate::columns::ColumnValue for Option<$name> {
+            fn data_type() -> arrow_schema::DataType {
+                $crate::columns::label_data_type()
+            }
+            fn nullable() -> bool {
+                true
+            }
+            fn build<'a>(values: impl ExactSizeIterator<Item = &'a Self>) -> arrow_array::ArrayRef {
+                $crate::columns::build_optional_labels(values)
+            }
+            fn extract(
+                array: &arrow_array::ArrayRef,
+                path: &std::path::Path,
+                column: &str,
+            ) -> $crate::error::Result<Vec<Self>> {
+                $crate::columns::extract_optional_labels(array, path, column)
+            }
+            fn absent(rows: usize) -> Option<Vec<Self>> {
+                Some(vec![None; rows])
             }
         }
     };

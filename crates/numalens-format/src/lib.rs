@@ -34,6 +34,6 @@ pub use rungs::distinct_rungs;
 pub use table::{ColumnEncoding, ColumnSpec, ROW_GROUP_ROWS, Row};
 pub use tables::{
     CodeLocation, DataSource, Migration, Object, ObjectKind, PageNodes, PageStat, Sample,
-    SampleKind, SiteFrame, Thread, is_system_source,
+    SampleKind, SiteFrame, Snoop, Thread, is_system_source,
 };
 pub use writer::{ProfileWriter, TableWriter};

@@ -14,7 +14,7 @@ mod check;
 /// a newer minor version only adds tables, columns or fields, which older readers ignore.
 pub const FORMAT_MAJOR: u32 = 1;
 /// Minor version of the profile format written by this crate.
-pub const FORMAT_MINOR: u32 = 2;
+pub const FORMAT_MINOR: u32 = 3;
 /// Version of the numalens crates writing the profile.
 pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
 

@@ -111,6 +111,7 @@ impl Iterator for SynthSamples {
             latency: None,
             ip: Some(0x40_1000 + 16 * (thread as u64 % 4) + self.rng.below(4) * 4),
             page_size: Some(4096),
+            snoop: None,
         })
     }
 }

@@ -35,6 +35,26 @@ label_enum! {
 }
 
 label_enum! {
+    /// What the cache-coherence snoop found for the sampled access, when the hardware says
+    /// (`perf_mem_data_src` `mem_snoop` and `mem_snoopx`).
+    pub enum Snoop {
+        /// No snoop was needed.
+        None = "none",
+        /// Another core's cache held the line, unmodified.
+        Hit = "hit",
+        /// No other cache held the line.
+        Miss = "miss",
+        /// Another core's cache held the line modified (HITM): the line was written by another
+        /// core, the signal of true or false sharing.
+        Hitm = "hitm",
+        /// Another core's cache forwarded the line (`snoopx` FWD), unmodified.
+        Forward = "forward",
+        /// A peer cache transferred the line (`snoopx` PEER), unmodified.
+        Peer = "peer",
+    }
+}
+
+label_enum! {
     /// What kind of memory an object is.
     pub enum ObjectKind {
         Heap = "heap",
@@ -77,6 +97,8 @@ table! {
         pub ip: Option<u64> => Dict,
         /// Size in bytes of the page the address lies in (4096, or 2097152 for a transparent huge page), when known; a first touch places the whole page. Since 1.1.
         pub page_size: Option<u32> => Dict,
+        /// What the coherence snoop found, when the hardware says: `none`, `hit`, `miss`, `hitm` (modified in another core's cache), `forward`, `peer`. Since 1.3.
+        pub snoop: Option<Snoop> => Dict,
     }
 }
 

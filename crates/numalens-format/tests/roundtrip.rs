@@ -209,13 +209,18 @@ fn arb_sample() -> impl Strategy<Value = Sample> {
             any::<Option<u32>>(),
             any::<Option<u64>>(),
             any::<Option<u32>>(),
+            prop::option::of(prop::sample::select(vec![
+                Snoop::Hitm,
+                Snoop::Hit,
+                Snoop::Forward,
+            ])),
         ),
     )
         .prop_map(
             |(
                 (time_ns, pid, tid, cpu, address),
                 (kind, weight, object_id, node),
-                (data_source, latency, ip, page_size),
+                (data_source, latency, ip, page_size, snoop),
             )| Sample {
                 time_ns,
                 pid,
@@ -230,6 +235,7 @@ fn arb_sample() -> impl Strategy<Value = Sample> {
                 latency,
                 ip,
                 page_size,
+                snoop,
             },
         )
 }

@@ -69,11 +69,21 @@ pub(crate) fn findings(out: &mut String, s: Style, m: &ReportModel) {
         line(out, "evidence", &f.summary);
         line(out, "fix", &format!("{} ({})", f.fix, f.advice));
         line(out, "why", &f.why);
+        if let Some(basis) = &f.rests_on {
+            line(out, "rests on", basis);
+        }
+        let measured = f.rests_on.is_some();
         let cost = format!(
-            "{} accesses ({} of all), {} remote under the placement",
+            "{} accesses ({} of all{}), {} remote {}",
             count(f.cost.accesses),
             percent(f.cost.share),
-            count(f.cost.remote)
+            if measured { " with a known source" } else { "" },
+            count(f.cost.remote),
+            if measured {
+                "as the PMU measured"
+            } else {
+                "under the placement"
+            }
         );
         line(out, "cost", &cost);
         if let Some(p) = &f.predicted {

@@ -338,6 +338,11 @@ pub struct Finding {
     /// What the simulator predicts the fix gives, when the fix is a placement.
     #[serde(default)]
     pub predicted: Option<numalens_place::fixes::Prediction>,
+    /// The evidence the finding rests on when it is the PMU's measurement (data sources,
+    /// measured latency, HITM snoops); absent for findings from the accesses and the placement
+    /// (recorded or modelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rests_on: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

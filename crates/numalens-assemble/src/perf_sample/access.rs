@@ -87,5 +87,6 @@ fn access_of_fields(
             .map(|l| l.min(u64::from(u32::MAX)) as u32),
         node: s.phys_addr.and_then(|p| physical.node_of(p)),
         page_size: s.data_page_size.and_then(|p| u32::try_from(p).ok()),
+        snoop: s.data_src.and_then(super::data_src::snoop),
     }
 }

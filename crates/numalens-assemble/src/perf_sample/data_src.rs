@@ -4,7 +4,7 @@
 //! Bit fields (from bit 0): `mem_op` 5, `mem_lvl` 14, `mem_snoop` 5, `mem_lock` 2, `mem_dtlb` 7,
 //! `mem_lvl_num` 4, `mem_remote` 1, `mem_snoopx` 2, `mem_blk` 3, `mem_hops` 3.
 
-use numalens_format::{DataSource, SampleKind};
+use numalens_format::{DataSource, SampleKind, Snoop};
 
 const OP_LOAD: u64 = 0x02;
 const OP_STORE: u64 = 0x04;
@@ -33,7 +33,13 @@ const NUM_LFB: u64 = 0xc;
 const NUM_RAM: u64 = 0xd;
 const NUM_PMEM: u64 = 0xe;
 
+const SNOOP_NONE: u64 = 0x02;
+const SNOOP_HIT: u64 = 0x04;
+const SNOOP_MISS: u64 = 0x08;
 const SNOOP_HITM: u64 = 0x10;
+// mem_snoopx, bits 38-39.
+const SNOOPX_FWD: u64 = 0x01;
+const SNOOPX_PEER: u64 = 0x02;
 
 /// The fields of a data source numalens uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +76,30 @@ pub fn decode(value: u64) -> MemSource {
         source,
         hitm: snoop & SNOOP_HITM != 0,
     }
+}
+
+/// What the coherence snoop found, from `mem_snoop` and `mem_snoopx`; `None` when the PMU did
+/// not say (`PERF_MEM_SNOOP_NA` alone, or nothing). A modified line (HITM) says the most and
+/// wins over the other bits; a forward or peer transfer (a clean line from another cache) over a
+/// plain hit.
+pub fn snoop(value: u64) -> Option<Snoop> {
+    let snoop = field(value, 19, 5);
+    let snoopx = field(value, 38, 2);
+    Some(if snoop & SNOOP_HITM != 0 {
+        Snoop::Hitm
+    } else if snoopx & SNOOPX_FWD != 0 {
+        Snoop::Forward
+    } else if snoopx & SNOOPX_PEER != 0 {
+        Snoop::Peer
+    } else if snoop & SNOOP_HIT != 0 {
+        Snoop::Hit
+    } else if snoop & SNOOP_MISS != 0 {
+        Snoop::Miss
+    } else if snoop & SNOOP_NONE != 0 {
+        Snoop::None
+    } else {
+        return None;
+    })
 }
 
 /// The level from `mem_lvl_num` and `mem_remote`, when the PMU filled them and the access hit
@@ -170,5 +200,37 @@ mod tests {
             (d.kind, d.source, d.hitm),
             (None, DataSource::Unknown, false)
         );
+        assert_eq!(snoop(na), None);
+    }
+
+    #[test]
+    fn the_snoop_says_hitm_forward_peer_hit_miss_or_nothing() {
+        let remote_hitm = encode(OP_LOAD, LVL_HIT | LVL_REM_CCE1, SNOOP_HITM, 0, 0);
+        assert_eq!(snoop(remote_hitm), Some(Snoop::Hitm));
+        // A local HITM in the level-number encoding: L3, not remote.
+        let local_hitm = encode(OP_LOAD, LVL_HIT, SNOOP_HITM, NUM_L3, 0);
+        assert_eq!(snoop(local_hitm), Some(Snoop::Hitm));
+        assert_eq!(decode(local_hitm).source, DataSource::L3);
+        // Intel's L3 hit with a clean line forwarded: snoop HIT beside snoopx FWD.
+        let forward = encode(OP_LOAD, LVL_HIT | LVL_L3, SNOOP_HIT, 0, 0) | SNOOPX_FWD << 38;
+        assert_eq!(snoop(forward), Some(Snoop::Forward));
+        assert!(!decode(forward).hitm);
+        let peer = encode(OP_LOAD, LVL_HIT, 0x01, NUM_ANY_CACHE, 1) | SNOOPX_PEER << 38;
+        assert_eq!(snoop(peer), Some(Snoop::Peer));
+        assert_eq!(
+            snoop(encode(OP_LOAD, LVL_HIT | LVL_L3, SNOOP_HIT, 0, 0)),
+            Some(Snoop::Hit)
+        );
+        assert_eq!(
+            snoop(encode(OP_LOAD, LVL_HIT | LVL_LOC_RAM, SNOOP_MISS, 0, 0)),
+            Some(Snoop::Miss)
+        );
+        assert_eq!(
+            snoop(encode(OP_LOAD, LVL_HIT | LVL_L1, SNOOP_NONE, 0, 0)),
+            Some(Snoop::None)
+        );
+        // Bits above the snoop fields (mem_lock, mem_dtlb, mem_blk, mem_hops) do not leak in.
+        let noisy = encode(OP_LOAD, LVL_HIT | LVL_L1, SNOOP_NONE, 0, 0) | 0x3f << 24 | 0x3f << 40;
+        assert_eq!(snoop(noisy), Some(Snoop::None));
     }
 }

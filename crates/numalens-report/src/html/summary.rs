@@ -265,6 +265,9 @@ fn finding(out: &mut String, rank: usize, f: &Finding) {
         &format!("<b>{}</b>: {}", esc(&f.advice), esc(&f.fix)),
     );
     fact(out, "why", &esc(&f.why));
+    if let Some(basis) = &f.rests_on {
+        fact(out, "rests on", &esc(basis));
+    }
     if let Some(p) = &f.predicted {
         let sentence = crate::whatif::prediction_sentence(&f.object.name, p);
         fact(out, "predicted", &esc(&sentence));

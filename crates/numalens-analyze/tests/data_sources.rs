@@ -1,0 +1,147 @@
+//! Profiles written with the format's writer whose samples carry data sources, latencies and
+//! snoop results: the recorded clock converts measured cycles for the comparison with the
+//! model, and the measured findings keep to their documented minimum.
+
+#[allow(dead_code)] // only its meta.json is used here, not the fixture
+mod common;
+
+use std::path::Path;
+
+use numalens_analyze::{Options, ReportModel, analyze};
+use numalens_format::{
+    Completeness, DataSource, Object, ObjectKind, Profile, ProfileWriter, Sample, SampleKind,
+    Snoop, Thread,
+};
+
+const PID: u32 = 7;
+
+/// Machine A of the Lepers thesis as the recorded machine: 4 nodes, a published 2.5 GHz clock.
+fn machine() -> numalens_topology::Topology {
+    numalens_topology::presets::preset("machine-a").unwrap()
+}
+
+fn load(i: u64, node: u32, source: DataSource, latency: Option<u32>) -> Sample {
+    Sample {
+        time_ns: 1_000 + i * 1_000,
+        pid: PID,
+        tid: PID,
+        cpu: Some(machine().nodes[0].cpus[0]),
+        address: 0x10_0000 + i * 64,
+        kind: SampleKind::Load,
+        weight: 1000,
+        object_id: Some(0),
+        node: Some(node),
+        data_source: source,
+        latency,
+        ip: Some(0x401000),
+        page_size: Some(4096),
+        snoop: Some(Snoop::Miss),
+    }
+}
+
+/// A `pmu` profile on machine A with these samples of one thread on one heap object.
+fn profile(dir: &Path, samples: impl IntoIterator<Item = Sample>) -> ReportModel {
+    let mut meta = common::faults_meta(&["./measured"]);
+    meta.backend.name = "pmu".into();
+    meta.topology = Some(machine());
+    let mut w = ProfileWriter::create(dir, meta).unwrap();
+    w.push_thread(Thread {
+        pid: PID,
+        tid: PID,
+        logical_id: 0,
+        name: None,
+        start_routine: None,
+        create_ns: 0,
+        exit_ns: None,
+        parent_tid: None,
+    })
+    .unwrap();
+    w.push_object(Object {
+        object_id: 0,
+        pid: PID,
+        kind: ObjectKind::Heap,
+        name: "table".into(),
+        start: 0x10_0000,
+        size: 1 << 20,
+        alloc_ns: 0,
+        free_ns: None,
+        alloc_tid: Some(PID),
+        site_key: None,
+    })
+    .unwrap();
+    for s in samples {
+        w.push_sample(s).unwrap();
+    }
+    w.finish(Completeness {
+        complete: true,
+        exit: None,
+        reasons: vec![],
+    })
+    .unwrap();
+    analyze(&Profile::open(dir).unwrap(), &Options::default()).unwrap()
+}
+
+fn remote_samples(n: u64) -> Vec<Sample> {
+    (0..n)
+        .map(|i| load(i, 1, DataSource::RemoteDram, Some(500)))
+        .collect()
+}
+
+fn measured(m: &ReportModel) -> Vec<&str> {
+    m.findings
+        .iter()
+        .filter(|f| f.rests_on.is_some())
+        .map(|f| f.id.as_str())
+        .collect()
+}
+
+#[test]
+fn the_recorded_clock_converts_measured_cycles_beside_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut samples = remote_samples(60);
+    samples.extend((60..100).map(|i| load(i, 0, DataSource::LocalDram, Some(250))));
+    let m = profile(&dir.path().join("p.numalens"), samples);
+    let d = m.data_sources.as_ref().expect("pmu samples with sources");
+    let model = numalens_place::Machine::from_topology(&machine()).latency_ns;
+    let pair = |memory: u32| {
+        d.node_pairs
+            .iter()
+            .find(|p| p.memory_node == memory)
+            .unwrap()
+    };
+    assert_eq!(pair(1).mean_cycles, 500);
+    assert_eq!(pair(1).measured_ns, Some(500.0 / 2.5));
+    assert_eq!(pair(1).modelled_ns, Some(model[0][1]));
+    assert_eq!(pair(0).modelled_ns, Some(model[0][0]));
+    assert_eq!(pair(1).modelled_cycles, Some(model[0][1] * 2.5));
+    assert_eq!(d.model.clock_ghz, Some(2.5));
+    assert!(d.model.units.contains("2.5 GHz"), "{}", d.model.units);
+    assert_eq!(d.model.topology, "machine-a");
+    // Snoop results without a HITM: counted, and nothing to share.
+    assert_eq!(d.totals.snoop_samples, 100);
+    assert_eq!(d.totals.hitm(), 0);
+    assert_eq!(measured(&m), vec!["measured-remote"]);
+}
+
+#[test]
+fn the_remote_finding_needs_its_minimum_of_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let below = profile(&dir.path().join("below.numalens"), remote_samples(29));
+    assert!(measured(&below).is_empty(), "{:?}", measured(&below));
+    let at = profile(&dir.path().join("at.numalens"), remote_samples(30));
+    assert_eq!(measured(&at), vec!["measured-remote"]);
+}
+
+#[test]
+fn samples_without_sources_give_no_section_and_no_measured_finding() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = (0..200).map(|i| Sample {
+        latency: None,
+        snoop: None,
+        ..load(i, 1, DataSource::Unknown, None)
+    });
+    let m = profile(&dir.path().join("p.numalens"), samples);
+    assert!(m.data_sources.is_none());
+    assert!(measured(&m).is_empty());
+    assert!(m.findings.iter().all(|f| f.rests_on.is_none()));
+}
