@@ -135,11 +135,13 @@ pub fn write_profile(
     let mut symbols = Symbolizer::with_files(raw.module_files.clone());
     // The hooks' files (hundreds of MiB in a sampled run) are read beside the runtime's logs
     // and the objects they give, which need none of them.
+    let inst_live = raw.inst_live.take();
+    let read_live = inst_live.as_ref().map(|l| l.held() as u64);
     let (logs, views, inst_data) = std::thread::scope(|s| {
-        let inst = s.spawn(|| {
-            inst_dir
-                .map(numalens_inst::files::read_inst_dir)
-                .unwrap_or_default()
+        let inst = s.spawn(|| match (inst_dir, inst_live) {
+            (Some(dir), Some(live)) => live.finish(dir),
+            (Some(dir), None) => numalens_inst::files::read_inst_dir(dir),
+            (None, _) => Default::default(),
         });
         let logs = match &raw.events_dir {
             Some(dir) => read_logs(dir, &mut reasons),
@@ -230,6 +232,14 @@ pub fn write_profile(
                 .backend
                 .settings
                 .insert("inst_samples".into(), inst_counts.samples.into());
+        }
+        if let Some(n) = read_live {
+            // How much of the sampled stream the recorder read while the program ran.
+            writer
+                .meta_mut()
+                .backend
+                .settings
+                .insert("inst_samples_read_live".into(), n.into());
         }
         for (id, o) in objects.iter().enumerate() {
             writer.push_object(object_row(id as u64, o, origin))?;

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub use crate::sample_files::read_samples_file;
-use crate::sample_files::{merge_by_time, read_samples_files};
+use crate::sample_files::{ReadBefore, merge_by_time, read_samples_files_after};
 
 pub const MAGIC_PAGES: &[u8; 8] = b"NLIPAGES";
 pub const MAGIC_SAMPLES: &[u8; 8] = b"NLISAMPL";
@@ -249,6 +249,14 @@ pub struct InstData {
 
 /// Reads every instrumentation file in `dir`; unreadable files become problems, not errors.
 pub fn read_inst_dir(dir: &Path) -> InstData {
+    read_inst_dir_after(dir, HashMap::new())
+}
+
+/// [`read_inst_dir`], each `.samples` file after what was read of it while the program ran.
+pub(crate) fn read_inst_dir_after(
+    dir: &Path,
+    mut before: HashMap<PathBuf, ReadBefore>,
+) -> InstData {
     let (page_files, sample_files) = find_inst_files(dir);
     let mut data = InstData {
         files: page_files.len() + sample_files.len(),
@@ -279,7 +287,11 @@ pub fn read_inst_dir(dir: &Path) -> InstData {
         }
     }
     let mut per_file = Vec::with_capacity(sample_files.len());
-    for (path, read) in sample_files.iter().zip(read_samples_files(&sample_files)) {
+    let work = sample_files
+        .iter()
+        .map(|p| (p.clone(), before.remove(p)))
+        .collect();
+    for (path, read) in sample_files.iter().zip(read_samples_files_after(work)) {
         match read {
             Ok((h, samples)) => {
                 note_full(&mut data, path, &h, "samples");

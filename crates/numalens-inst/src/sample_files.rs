@@ -9,7 +9,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::files::{
@@ -22,12 +22,31 @@ const BLOCK: usize = 4096 * SAMPLE_SIZE;
 
 /// Reads a `.samples` file: its header and every finished sample.
 pub fn read_samples_file(path: &Path) -> Result<(InstHeader, Vec<InstSample>), InstFileError> {
+    read_samples_file_after(path, None)
+}
+
+/// What was read of a `.samples` file while the program ran (`live_read`): the samples before
+/// `offset`, all finished, from the file whose device and inode were `identity`.
+#[derive(Debug)]
+pub(crate) struct ReadBefore {
+    pub identity: (u64, u64),
+    pub offset: u64,
+    pub samples: Vec<InstSample>,
+}
+
+/// [`read_samples_file`], taking the samples before `before.offset` from `before` when the file
+/// is still the one read then; the rest is read as a whole file is.
+pub(crate) fn read_samples_file_after(
+    path: &Path,
+    before: Option<ReadBefore>,
+) -> Result<(InstHeader, Vec<InstSample>), InstFileError> {
     let io = |source| InstFileError::Io {
         path: path.to_path_buf(),
         source,
     };
     let mut file = File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len() as usize;
+    let meta = file.metadata().map_err(io)?;
+    let len = meta.len() as usize;
     let mut header = Vec::with_capacity(HEADER_SIZE);
     (&mut file)
         .take(HEADER_SIZE as u64)
@@ -40,8 +59,21 @@ pub fn read_samples_file(path: &Path) -> Result<(InstHeader, Vec<InstSample>), I
             format!("unexpected sample size {}", h.record_size),
         ));
     }
-    // The file's size bounds the records; unwritten records of a sparse file are never touched.
-    let mut samples = Vec::with_capacity(len.saturating_sub(HEADER_SIZE) / SAMPLE_SIZE);
+    let same_file = |b: &ReadBefore| {
+        use std::os::unix::fs::MetadataExt;
+        b.identity == (meta.dev(), meta.ino()) && b.offset <= meta.len()
+    };
+    let mut samples = match before.filter(|b| same_file(b)) {
+        Some(b) => {
+            file.seek(SeekFrom::Start(b.offset)).map_err(io)?;
+            let mut samples = b.samples;
+            samples.reserve(len.saturating_sub(b.offset as usize) / SAMPLE_SIZE);
+            samples
+        }
+        // The file's size bounds the records; unwritten records of a sparse file are never
+        // touched.
+        None => Vec::with_capacity(len.saturating_sub(HEADER_SIZE) / SAMPLE_SIZE),
+    };
     let mut block = vec![0u8; BLOCK];
     loop {
         let filled = fill(&mut file, &mut block).map_err(io)?;
@@ -73,21 +105,33 @@ fn fill(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 
 type SamplesFile = Result<(InstHeader, Vec<InstSample>), InstFileError>;
 
-/// Reads `paths`, in parallel over the machine's cores; results in the order of `paths`.
-pub fn read_samples_files(paths: &[PathBuf]) -> Vec<SamplesFile> {
+/// Reads each file after what was read of it before (all of it without), in parallel over the
+/// machine's cores; results in the order given.
+pub(crate) fn read_samples_files_after(
+    work: Vec<(PathBuf, Option<ReadBefore>)>,
+) -> Vec<SamplesFile> {
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .min(paths.len());
+        .min(work.len());
     if workers <= 1 {
-        return paths.iter().map(|p| read_samples_file(p)).collect();
+        return work
+            .into_iter()
+            .map(|(p, b)| read_samples_file_after(&p, b))
+            .collect();
+    }
+    let mut shares: Vec<Vec<(usize, PathBuf, Option<ReadBefore>)>> =
+        (0..workers).map(|_| Vec::new()).collect();
+    for (i, (path, before)) in work.into_iter().enumerate() {
+        shares[i % workers].push((i, path, before));
     }
     let mut read: Vec<(usize, SamplesFile)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
+        let handles: Vec<_> = shares
+            .into_iter()
+            .map(|share| {
                 s.spawn(move || {
-                    (w..paths.len())
-                        .step_by(workers)
-                        .map(|i| (i, read_samples_file(&paths[i])))
+                    share
+                        .into_iter()
+                        .map(|(i, p, b)| (i, read_samples_file_after(&p, b)))
                         .collect::<Vec<_>>()
                 })
             })
