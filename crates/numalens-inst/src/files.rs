@@ -5,11 +5,11 @@
 //! whatever was counted when the process ended, even if it was killed; an unfinished chunk or
 //! sample record is recognised and skipped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 pub use crate::sample_files::read_samples_file;
-use crate::sample_files::{ReadBefore, merge_by_time, read_samples_files_after};
+use crate::sample_files::{ReadBefore, add_code, merge_by_time, read_samples_files_after};
 
 pub const MAGIC_PAGES: &[u8; 8] = b"NLIPAGES";
 pub const MAGIC_SAMPLES: &[u8; 8] = b"NLISAMPL";
@@ -245,6 +245,9 @@ pub struct InstData {
     pub sample_every: Option<u32>,
     pub files: usize,
     pub problems: Vec<String>,
+    /// The distinct (pid, ip) of `samples`, when they were gathered as the files were read
+    /// while the program ran (`live_read`); `None`: not gathered.
+    pub sample_code: Option<HashSet<(u32, u64)>>,
 }
 
 /// Reads every instrumentation file in `dir`; unreadable files become problems, not errors.
@@ -257,6 +260,8 @@ pub(crate) fn read_inst_dir_after(
     dir: &Path,
     mut before: HashMap<PathBuf, ReadBefore>,
 ) -> InstData {
+    // After a live read, the distinct code addresses come with the samples.
+    let live = !before.is_empty();
     let (page_files, sample_files) = find_inst_files(dir);
     let mut data = InstData {
         files: page_files.len() + sample_files.len(),
@@ -291,17 +296,25 @@ pub(crate) fn read_inst_dir_after(
         .iter()
         .map(|p| (p.clone(), before.remove(p)))
         .collect();
+    let mut code = live.then(HashSet::new);
     for (path, read) in sample_files.iter().zip(read_samples_files_after(work)) {
         match read {
-            Ok((h, samples)) => {
+            Ok((h, samples, read_code)) => {
                 note_full(&mut data, path, &h, "samples");
                 data.sample_every.get_or_insert(h.sample_every);
+                if let Some(code) = &mut code {
+                    match read_code {
+                        Some(read_code) => code.extend(read_code),
+                        None => add_code(code, &samples),
+                    }
+                }
                 per_file.push(samples);
             }
             Err(e) => data.problems.push(e.to_string()),
         }
     }
     data.samples = merge_by_time(per_file);
+    data.sample_code = code;
     data
 }
 

@@ -16,7 +16,7 @@ use crate::files::{
     HEADER_SIZE, InstData, MAGIC_SAMPLES, SAMPLE_SIZE, find_inst_files, parse_header,
     read_inst_dir_after, sample_from,
 };
-use crate::sample_files::ReadBefore;
+use crate::sample_files::{ReadBefore, add_code};
 
 /// Bytes read at a time from one file.
 const BLOCK: usize = 4096 * SAMPLE_SIZE;
@@ -84,6 +84,7 @@ fn open_live(path: &Path) -> Option<LiveFile> {
             identity: (meta.dev(), meta.ino()),
             offset: HEADER_SIZE as u64,
             samples: Vec::new(),
+            code: Default::default(),
         },
     })
 }
@@ -94,16 +95,16 @@ fn read_finished(f: &mut LiveFile, block: &mut [u8]) {
         let Ok(n) = f.file.read_at(block, f.read.offset) else {
             return;
         };
-        let mut whole = 0;
-        for r in block[..n].chunks_exact(SAMPLE_SIZE) {
-            // Being written, or the file's unused tail: read again next time.
-            if r[31] != 1 {
-                return;
-            }
-            f.read.samples.push(sample_from(f.pid, f.tid, r));
-            f.read.offset += SAMPLE_SIZE as u64;
-            whole += 1;
-        }
+        let first = f.read.samples.len();
+        // Up to the first record being written, or the file's unused tail: the rest next time.
+        let finished = block[..n]
+            .chunks_exact(SAMPLE_SIZE)
+            .take_while(|r| r[31] == 1)
+            .map(|r| sample_from(f.pid, f.tid, r));
+        f.read.samples.extend(finished);
+        let whole = f.read.samples.len() - first;
+        f.read.offset += (whole * SAMPLE_SIZE) as u64;
+        add_code(&mut f.read.code, &f.read.samples[first..]);
         if whole * SAMPLE_SIZE < block.len() {
             return;
         }
@@ -118,9 +119,12 @@ mod tests {
 
     fn write(path: &Path, records: &[(u64, bool)]) {
         let mut bytes = header(7, 8);
-        records
-            .iter()
-            .for_each(|(t, valid)| bytes.extend(record(*t, 0x1000 + t, *valid)));
+        for (t, valid) in records {
+            let mut r = record(*t, 0x1000 + t, *valid);
+            // The last instruction is only in the record read at the end.
+            r[16..24].copy_from_slice(&(0x400000 + t / 10).to_le_bytes());
+            bytes.extend(r);
+        }
         std::fs::write(path, bytes).unwrap();
     }
 
@@ -148,6 +152,14 @@ mod tests {
         assert_eq!(live.samples.len(), 6);
         assert_eq!(live.problems, after.problems);
         assert_eq!(live.sample_every, after.sample_every);
+        let mut code: Vec<(u32, u64)> = live.sample_code.unwrap().into_iter().collect();
+        code.sort();
+        let mut expected: Vec<(u32, u64)> = after.samples.iter().map(|s| (s.pid, s.ip)).collect();
+        expected.sort();
+        expected.dedup();
+        assert_eq!(code, expected);
+        assert_eq!(code.len(), 5, "{code:x?}");
+        assert!(after.sample_code.is_none(), "not gathered after the run");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! samples, each already in time order, are merged rather than sorted again.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -22,7 +22,7 @@ const BLOCK: usize = 4096 * SAMPLE_SIZE;
 
 /// Reads a `.samples` file: its header and every finished sample.
 pub fn read_samples_file(path: &Path) -> Result<(InstHeader, Vec<InstSample>), InstFileError> {
-    read_samples_file_after(path, None)
+    read_samples_file_after(path, None).map(|(h, samples, _)| (h, samples))
 }
 
 /// What was read of a `.samples` file while the program ran (`live_read`): the samples before
@@ -32,6 +32,23 @@ pub(crate) struct ReadBefore {
     pub identity: (u64, u64),
     pub offset: u64,
     pub samples: Vec<InstSample>,
+    /// The distinct (pid, ip) of `samples`.
+    pub code: HashSet<(u32, u64)>,
+}
+
+/// A file's samples, and the distinct (pid, ip) of them when they were gathered as it was read
+/// (the file was read live before).
+pub(crate) type FileSamples = (InstHeader, Vec<InstSample>, Option<HashSet<(u32, u64)>>);
+
+/// Adds the distinct (pid, ip) of `samples` to `code`: runs of one instruction skip the set.
+pub(crate) fn add_code(code: &mut HashSet<(u32, u64)>, samples: &[InstSample]) {
+    let mut last = None;
+    for s in samples {
+        if last != Some((s.pid, s.ip)) {
+            last = Some((s.pid, s.ip));
+            code.insert((s.pid, s.ip));
+        }
+    }
 }
 
 /// [`read_samples_file`], taking the samples before `before.offset` from `before` when the file
@@ -39,7 +56,7 @@ pub(crate) struct ReadBefore {
 pub(crate) fn read_samples_file_after(
     path: &Path,
     before: Option<ReadBefore>,
-) -> Result<(InstHeader, Vec<InstSample>), InstFileError> {
+) -> Result<FileSamples, InstFileError> {
     let io = |source| InstFileError::Io {
         path: path.to_path_buf(),
         source,
@@ -63,17 +80,21 @@ pub(crate) fn read_samples_file_after(
         use std::os::unix::fs::MetadataExt;
         b.identity == (meta.dev(), meta.ino()) && b.offset <= meta.len()
     };
-    let mut samples = match before.filter(|b| same_file(b)) {
+    let (mut samples, code) = match before.filter(|b| same_file(b)) {
         Some(b) => {
             file.seek(SeekFrom::Start(b.offset)).map_err(io)?;
             let mut samples = b.samples;
             samples.reserve(len.saturating_sub(b.offset as usize) / SAMPLE_SIZE);
-            samples
+            (samples, Some(b.code))
         }
         // The file's size bounds the records; unwritten records of a sparse file are never
         // touched.
-        None => Vec::with_capacity(len.saturating_sub(HEADER_SIZE) / SAMPLE_SIZE),
+        None => (
+            Vec::with_capacity(len.saturating_sub(HEADER_SIZE) / SAMPLE_SIZE),
+            None,
+        ),
     };
+    let read_before = samples.len();
     let mut block = vec![0u8; BLOCK];
     loop {
         let filled = fill(&mut file, &mut block).map_err(io)?;
@@ -84,7 +105,11 @@ pub(crate) fn read_samples_file_after(
             .map(|r| sample_from(h.pid, h.tid, r));
         samples.extend(finished);
         if filled < BLOCK {
-            return Ok((h, samples));
+            let code = code.map(|mut code| {
+                add_code(&mut code, &samples[read_before..]);
+                code
+            });
+            return Ok((h, samples, code));
         }
     }
 }
@@ -103,7 +128,7 @@ fn fill(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(filled)
 }
 
-type SamplesFile = Result<(InstHeader, Vec<InstSample>), InstFileError>;
+type SamplesFile = Result<FileSamples, InstFileError>;
 
 /// Reads each file after what was read of it before (all of it without), in parallel over the
 /// machine's cores; results in the order given.

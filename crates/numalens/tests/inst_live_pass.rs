@@ -1,8 +1,8 @@
 //! The recorder's live pass reads the `inst` hooks' sample files while the program runs; the
 //! profile it writes must be the one the after-the-run read gives. A real sampled recording is
 //! kept with its events directory (the hooks' files copied into it), assembled again from that
-//! directory with the after-the-run read alone, and both profiles' `samples` and `objects`
-//! tables are compared row by row.
+//! directory with the after-the-run read alone, and both profiles' `samples`, `objects` and
+//! `code_locations` tables are compared row by row.
 
 mod common;
 
@@ -11,7 +11,7 @@ use std::process::Command;
 
 use numalens_assemble::stored::write_stored_profile;
 use numalens_assemble::symbols::ModuleFiles;
-use numalens_format::{Object, Profile, Sample, SampleKind};
+use numalens_format::{CodeLocation, Object, Profile, Sample, SampleKind};
 
 /// How long the program samples: long enough for a dozen reads of the live pass.
 const RUN_MS: &str = "1200";
@@ -76,6 +76,9 @@ fn the_live_pass_gives_the_profile_of_the_after_the_run_read() {
     let objects: Vec<Object> = live.read_all().unwrap();
     assert!(objects.len() > 50, "{} objects", objects.len());
     assert_eq!(objects, after.read_all::<Object>().unwrap());
+    // The distinct code addresses, gathered live, name the same instructions.
+    let code: Vec<CodeLocation> = live.read_all().unwrap();
+    assert_eq!(code, after.read_all::<CodeLocation>().unwrap());
 }
 
 /// The page-fault rows beside the hooks' samples.
