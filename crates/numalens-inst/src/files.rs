@@ -9,7 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 pub use crate::sample_files::read_samples_file;
-use crate::sample_files::{ReadBefore, add_code, merge_by_time, read_samples_files_after};
+use crate::sample_files::{
+    ReadBefore, Released, add_code, merge_by_time, read_samples_files_after,
+};
 
 pub const MAGIC_PAGES: &[u8; 8] = b"NLIPAGES";
 pub const MAGIC_SAMPLES: &[u8; 8] = b"NLISAMPL";
@@ -252,16 +254,23 @@ pub struct InstData {
 
 /// Reads every instrumentation file in `dir`; unreadable files become problems, not errors.
 pub fn read_inst_dir(dir: &Path) -> InstData {
-    read_inst_dir_after(dir, HashMap::new())
+    read_inst_dir_after(dir, HashMap::new(), Released::default())
+        .expect("nothing read before: nothing to contradict")
 }
 
-/// [`read_inst_dir`], each `.samples` file after what was read of it while the program ran.
+/// [`read_inst_dir`], each `.samples` file after what was read of it while the program ran,
+/// with the samples already merged there (`released`) ahead of the merge of the rest. `None`
+/// when what was merged cannot stand: a file read live is not the one found now, or could not
+/// be read, or its rest goes back before what was merged (a damaged file); the caller then
+/// reads everything again.
 pub(crate) fn read_inst_dir_after(
     dir: &Path,
     mut before: HashMap<PathBuf, ReadBefore>,
-) -> InstData {
+    released: Released,
+) -> Option<InstData> {
     // After a live read, the distinct code addresses come with the samples.
     let live = !before.is_empty();
+    let merged_live = !released.samples.is_empty();
     let (page_files, sample_files) = find_inst_files(dir);
     let mut data = InstData {
         files: page_files.len() + sample_files.len(),
@@ -292,9 +301,14 @@ pub(crate) fn read_inst_dir_after(
         }
     }
     let mut per_file = Vec::with_capacity(sample_files.len());
-    let work = sample_files
+    let work: Vec<(PathBuf, Option<ReadBefore>)> = sample_files
         .iter()
         .map(|p| (p.clone(), before.remove(p)))
+        .collect();
+    let work_live: HashSet<PathBuf> = work
+        .iter()
+        .filter(|(_, b)| b.is_some())
+        .map(|(p, _)| p.clone())
         .collect();
     let mut code = live.then(HashSet::new);
     for (path, read) in sample_files.iter().zip(read_samples_files_after(work)) {
@@ -302,6 +316,10 @@ pub(crate) fn read_inst_dir_after(
             Ok((h, samples, read_code)) => {
                 note_full(&mut data, path, &h, "samples");
                 data.sample_every.get_or_insert(h.sample_every);
+                let was_read_live = work_live.contains(path);
+                if merged_live && was_read_live && read_code.is_none() {
+                    return None;
+                }
                 if let Some(code) = &mut code {
                     match read_code {
                         Some(read_code) => code.extend(read_code),
@@ -310,12 +328,23 @@ pub(crate) fn read_inst_dir_after(
                 }
                 per_file.push(samples);
             }
+            Err(_) if merged_live && work_live.contains(path) => return None,
             Err(e) => data.problems.push(e.to_string()),
         }
     }
-    data.samples = merge_by_time(per_file);
+    // A file read live and gone now had samples in the merged part.
+    if merged_live && !before.is_empty() {
+        return None;
+    }
+    let rest = |f: &Vec<InstSample>| f.iter().all(|s| s.time_ns >= released.below);
+    if !per_file.iter().all(rest) {
+        return None;
+    }
+    let mut samples = released.samples;
+    samples.extend(merge_by_time(per_file));
+    data.samples = samples;
     data.sample_code = code;
-    data
+    Some(data)
 }
 
 /// A file that stopped growing makes the profile incomplete, saying what was lost.

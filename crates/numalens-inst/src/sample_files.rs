@@ -36,6 +36,14 @@ pub(crate) struct ReadBefore {
     pub code: HashSet<(u32, u64)>,
 }
 
+/// The samples of every file strictly older than `below`, merged while the program ran: the
+/// start of what the merge of all of them gives.
+#[derive(Debug, Default)]
+pub(crate) struct Released {
+    pub samples: Vec<InstSample>,
+    pub below: u64,
+}
+
 /// A file's samples, and the distinct (pid, ip) of them when they were gathered as it was read
 /// (the file was read live before).
 pub(crate) type FileSamples = (InstHeader, Vec<InstSample>, Option<HashSet<(u32, u64)>>);

@@ -1,5 +1,6 @@
-//! The recorder's live pass reads the `inst` hooks' sample files while the program runs; the
-//! profile it writes must be the one the after-the-run read gives. A real sampled recording is
+//! The recorder's live pass reads the `inst` hooks' sample files while the program runs and
+//! merges what it can in time order; the profile it writes must be the one the after-the-run
+//! read gives. A real sampled recording is
 //! kept with its events directory (the hooks' files copied into it), assembled again from that
 //! directory with the after-the-run read alone, and both profiles' `samples`, `objects` and
 //! `code_locations` tables are compared row by row.
@@ -59,9 +60,10 @@ fn the_live_pass_gives_the_profile_of_the_after_the_run_read() {
     let read_live = settings["inst_samples_read_live"].as_u64().unwrap();
     // The pass runs at SCHED_IDLE: how much it reads depends on how idle the machine is (the
     // program sleeps between its blocks to leave it some time), but never on what it writes.
+    let merged_live = settings["inst_samples_merged_live"].as_u64().unwrap();
     assert!(
-        read_live > 0 && read_live <= total,
-        "{read_live} of {total} samples were read while the program ran"
+        merged_live > 0 && merged_live <= read_live && read_live <= total,
+        "{read_live} of {total} samples were read while the program ran, {merged_live} merged"
     );
     let samples: Vec<Sample> = live.read_all().unwrap();
     assert_eq!(samples.len() as u64, total + first_touches(&samples));
