@@ -17,11 +17,12 @@ use std::io::Read;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use crate::files::InstSample;
 use crate::files::{
     HEADER_SIZE, InstData, MAGIC_SAMPLES, SAMPLE_SIZE, find_inst_files, parse_header,
     read_inst_dir, read_inst_dir_after, sample_from,
 };
-use crate::sample_files::{ReadBefore, Released, add_code, merge_by_time};
+use crate::sample_files::{ReadBefore, Released, add_code, merge_sorted_into};
 
 /// Bytes read at a time from one file.
 const BLOCK: usize = 4096 * SAMPLE_SIZE;
@@ -88,15 +89,20 @@ impl LiveSampleFiles {
         if below <= self.released.below {
             return;
         }
-        let ready: Vec<Vec<_>> = self
+        // Merged straight from each file's queue: each sample is copied once more, not thrice.
+        let ready: Vec<&[InstSample]> = self
             .files
-            .values_mut()
+            .values()
             .map(|f| {
                 let n = f.read.samples.partition_point(|s| s.time_ns < below);
-                f.read.samples.drain(..n).collect()
+                &f.read.samples[..n]
             })
             .collect();
-        self.released.samples.extend(merge_by_time(ready));
+        let counts: Vec<usize> = ready.iter().map(|r| r.len()).collect();
+        merge_sorted_into(&ready, &mut self.released.samples);
+        for (f, n) in self.files.values_mut().zip(counts) {
+            f.read.samples.drain(..n);
+        }
         self.released.below = below;
     }
 
@@ -171,6 +177,14 @@ fn read_finished(f: &mut LiveFile, block: &mut [u8], floor: u64) -> bool {
             return ordered;
         };
         let first = f.read.samples.len();
+        if first == f.read.samples.capacity()
+            && let Ok(meta) = f.file.metadata()
+        {
+            // Room for what the file holds now at once, as the after-the-run read makes it:
+            // growing by doubling would copy every sample again.
+            let records = meta.len().saturating_sub(f.read.offset) as usize / SAMPLE_SIZE;
+            f.read.samples.reserve(records.max(BLOCK / SAMPLE_SIZE));
+        }
         // Up to the first record being written, or the file's unused tail: the rest next time.
         let finished = block[..n]
             .chunks_exact(SAMPLE_SIZE)

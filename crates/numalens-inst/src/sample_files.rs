@@ -190,6 +190,14 @@ pub fn merge_by_time(files: Vec<Vec<InstSample>>) -> Vec<InstSample> {
         merged.sort_by_key(|s| s.time_ns);
         return merged;
     }
+    let slices: Vec<&[InstSample]> = files.iter().map(Vec::as_slice).collect();
+    merge_sorted_into(&slices, &mut merged);
+    merged
+}
+
+/// Appends the samples of `files`, each in time order, to `merged` in one time order, ties in
+/// the order of `files`.
+pub(crate) fn merge_sorted_into(files: &[&[InstSample]], merged: &mut Vec<InstSample>) {
     let mut next = vec![0usize; files.len()];
     let mut heads: BinaryHeap<Reverse<(u64, usize)>> = files
         .iter()
@@ -200,7 +208,7 @@ pub fn merge_by_time(files: Vec<Vec<InstSample>>) -> Vec<InstSample> {
         // Take the file's run up to the next file's head at once: threads' samples interleave
         // in long stretches.
         let bound = heads.peek().map(|Reverse(k)| *k);
-        let file = &files[i];
+        let file = files[i];
         let start = next[i];
         let run = file[start..]
             .iter()
@@ -212,7 +220,6 @@ pub fn merge_by_time(files: Vec<Vec<InstSample>>) -> Vec<InstSample> {
             heads.push(Reverse((s.time_ns, i)));
         }
     }
-    merged
 }
 
 #[cfg(test)]
