@@ -68,12 +68,19 @@ pub fn code_addresses(
         .into_iter()
         .collect();
     ips.extend(distinct(accesses.iter().map(|a| (a.pid, a.ip))));
-    ips.extend(distinct(
-        inst_data
-            .samples
-            .iter()
-            .map(|s| (s.pid, crate::inst::sample_ip(s))),
-    ));
+    match &inst_data.sample_code {
+        // Gathered as the samples were read while the program ran.
+        Some(code) => ips.extend(
+            code.iter()
+                .map(|(pid, ip)| (*pid, crate::inst::code_address(*ip))),
+        ),
+        None => ips.extend(distinct(
+            inst_data
+                .samples
+                .iter()
+                .map(|s| (s.pid, crate::inst::sample_ip(s))),
+        )),
+    }
     for view in views {
         ips.extend(
             view.threads

@@ -21,9 +21,14 @@ pub struct InstCounts {
 
 /// The code address of an access sample.
 pub fn sample_ip(s: &InstSample) -> u64 {
+    code_address(s.ip)
+}
+
+/// The code address of a sample whose hook returned to `return_ip`.
+pub fn code_address(return_ip: u64) -> u64 {
     // The hook returns to the instruction after its call; one byte back is inside the call that
     // precedes the access, so the line found is the access's.
-    s.ip.saturating_sub(1)
+    return_ip.saturating_sub(1)
 }
 
 /// Writes `data` into the profile.

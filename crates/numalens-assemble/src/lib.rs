@@ -135,20 +135,24 @@ pub fn write_profile(
     let mut symbols = Symbolizer::with_files(raw.module_files.clone());
     // The hooks' files (hundreds of MiB in a sampled run) are read beside the runtime's logs
     // and the objects they give, which need none of them.
+    let inst_live = raw.inst_live.take();
+    let read_live = inst_live.as_ref().map(|l| l.held() as u64);
+    let mut merged_live = 0;
     let (logs, views, inst_data) = std::thread::scope(|s| {
-        let inst = s.spawn(|| {
-            inst_dir
-                .map(numalens_inst::files::read_inst_dir)
-                .unwrap_or_default()
+        let inst = s.spawn(|| match (inst_dir, inst_live) {
+            (Some(dir), Some(live)) => live.finish(dir),
+            (Some(dir), None) => (numalens_inst::files::read_inst_dir(dir), 0),
+            (None, _) => Default::default(),
         });
         let logs = match &raw.events_dir {
             Some(dir) => read_logs(dir, &mut reasons),
             None => Vec::new(),
         };
         let views = process_views(&logs, opts.min_object, &mut symbols);
-        let inst_data = inst
+        let (inst_data, merged) = inst
             .join()
             .expect("reading the hooks' files does not panic");
+        merged_live = merged as u64;
         (logs, views, inst_data)
     });
     reasons.extend(inst_data.problems.iter().cloned());
@@ -230,6 +234,13 @@ pub fn write_profile(
                 .backend
                 .settings
                 .insert("inst_samples".into(), inst_counts.samples.into());
+        }
+        if let Some(read) = read_live {
+            // How much of the sampled stream the recorder read, and merged in time order, while
+            // the program ran (0 merged: what was read live could not be used).
+            let settings = &mut writer.meta_mut().backend.settings;
+            settings.insert("inst_samples_read_live".into(), read.into());
+            settings.insert("inst_samples_merged_live".into(), merged_live.into());
         }
         for (id, o) in objects.iter().enumerate() {
             writer.push_object(object_row(id as u64, o, origin))?;

@@ -4,17 +4,16 @@
 //! Each thread appends its records to its own buffer and the runtime writes a buffer out as
 //! one chunk of its oldest unwritten records, so a log holds a prefix of every thread's
 //! records. A thread's records are in time order, so those still in its buffer are no older
-//! than the last one of it in the log. A thread that is not in any log yet was created (or its
-//! process forked) by a known thread after that thread's last logged record, so it changes
-//! nothing below the minimum over the known threads. The main thread is the exception: it
-//! created no one's records, and an idle main thread's buffer reaches the log only when another
-//! thread's large allocation or the process's end writes it out, after workers that exited
-//! (the stored recordings show it). Until a process's main thread has a record in the log,
-//! nothing can be attributed. Otherwise, below that minimum every allocation and free of a
-//! tracked object is in the logs: a sample older than it has the tracked object the
-//! after-the-run assembly gives it. Not yet true with flush marks, which write out only the
-//! marking thread's buffer: a creator's time can pass a new thread's buffered records
-//! (docs/RECORD.md, "Known gap"); to be closed before the recorder uses this live.
+//! than the last one of it in the log. A thread that is not in any log yet was announced by its
+//! creator (`THREAD_CREATE`, written before `pthread_create`) at a time no later than its first
+//! record: while only the announcement is logged, its time stands for the new thread; before
+//! it is logged, the creator's last logged time is older than it. A forked process starts at
+//! a `FORK` its parent logs. The main thread is the exception: nobody announced it, and an
+//! idle main thread's buffer reaches the log only at a flush mark, another thread's large
+//! allocation or the process's end, after workers that exited (the stored recordings show it).
+//! Until a process's main thread has a record in the log, nothing can be attributed. Otherwise,
+//! below the minimum every allocation and free of a tracked object is in the logs: a sample
+//! older than it has the tracked object the after-the-run assembly gives it.
 
 use std::collections::{HashMap, HashSet};
 
@@ -27,6 +26,11 @@ pub struct FlushWatermark {
     threads: HashMap<(u32, u32), Option<u64>>,
     /// Processes whose main thread (tid = pid) has no record in the log yet.
     without_main: HashSet<u32>,
+    /// (pid, logical id) → the time its creator announced it, until it starts in the log.
+    announced: HashMap<(u32, i64), u64>,
+    /// (pid, logical id) → the time of its `THREAD_START`, to tell an announcement read after
+    /// the start (another log order) from a later thread given the same id (after an exec).
+    started: HashMap<(u32, i64), u64>,
 }
 
 impl FlushWatermark {
@@ -45,6 +49,7 @@ impl FlushWatermark {
         } else if !self.threads.contains_key(&(pid, pid)) {
             self.without_main.insert(pid);
         }
+        self.follow_creation(pid, record);
         let ended = match record.event {
             // The child's log may not be listed yet; its main thread's records start at the
             // fork, which may be older than the parent's next logged record.
@@ -60,6 +65,7 @@ impl FlushWatermark {
                     .iter_mut()
                     .filter(|((p, _), _)| *p == pid)
                     .for_each(|(_, t)| *t = None);
+                self.announced.retain(|(p, _), _| *p != pid);
                 true
             }
             // A record of a thread after its end (a sampling thread's flush mark before the
@@ -75,6 +81,37 @@ impl FlushWatermark {
         };
     }
 
+    /// Announcements of new threads: each holds the watermark at its time until the thread's
+    /// `THREAD_START` (its first record) is logged, or its creation failed.
+    fn follow_creation(&mut self, pid: u32, record: &TimedEvent) {
+        let t = record.time_ns;
+        match record.event {
+            Event::ThreadCreate {
+                logical_id,
+                error: 0,
+            } => {
+                let key = (pid, logical_id);
+                if self.started.get(&key).is_none_or(|start| *start < t) {
+                    self.announced.insert(key, t);
+                }
+            }
+            Event::ThreadCreate { logical_id, .. } => {
+                self.announced.remove(&(pid, logical_id));
+            }
+            Event::ThreadStart { logical_id, .. } => {
+                let key = (pid, logical_id);
+                self.started.insert(key, t);
+                if self.announced.get(&key).is_some_and(|at| *at <= t) {
+                    self.announced.remove(&key);
+                }
+            }
+            // The image's threads that had not started never will; the new image's are
+            // announced after the exec.
+            Event::Exec { .. } => self.announced.retain(|(p, _), at| *p != pid || *at > t),
+            _ => {}
+        }
+    }
+
     /// Samples strictly older than this have every tracked object's allocation and free
     /// logged; `None` while no thread is known and `Some(0)` while a known process's main
     /// thread is not (nothing can be attributed yet);
@@ -88,11 +125,10 @@ impl FlushWatermark {
             return Some(0);
         }
         // A record still buffered may carry its thread's last logged time: strictly below.
+        let logged = self.threads.values().flatten().copied();
         Some(
-            self.threads
-                .values()
-                .flatten()
-                .copied()
+            logged
+                .chain(self.announced.values().copied())
                 .min()
                 .unwrap_or(u64::MAX),
         )
@@ -168,6 +204,61 @@ mod tests {
         // A record of the thread after its exit (a thread given its id later) revives it.
         w.observe(10, &free(11, 70));
         assert_eq!(w.watermark(), Some(70));
+    }
+
+    fn create(tid: u32, time_ns: u64, logical_id: i64, error: i32) -> TimedEvent {
+        at(tid, time_ns, Event::ThreadCreate { logical_id, error })
+    }
+
+    fn start(tid: u32, time_ns: u64, logical_id: i64) -> TimedEvent {
+        let event = Event::ThreadStart {
+            logical_id,
+            start_routine: 0,
+            parent_tid: 10,
+            stack_low: 0,
+            stack_size: 0,
+            parent_logical_id: 0,
+        };
+        at(tid, time_ns, event)
+    }
+
+    #[test]
+    fn an_announced_thread_holds_it_until_it_starts_in_the_log() {
+        let mut w = after(&[(10, free(10, 100)), (10, create(10, 120, 1, 0))]);
+        w.observe(10, &at(10, 900, Event::FlushMark));
+        assert_eq!(
+            w.watermark(),
+            Some(120),
+            "thread 1 may hold records from 120 on"
+        );
+        w.observe(10, &start(11, 130, 1));
+        assert_eq!(w.watermark(), Some(130));
+        // Its start read before the announcement (another log order) does not hold it again.
+        let mut w = after(&[(10, free(10, 100)), (10, start(11, 130, 1))]);
+        w.observe(10, &create(10, 120, 1, 0));
+        w.observe(10, &free(11, 800));
+        w.observe(10, &at(10, 900, Event::FlushMark));
+        assert_eq!(w.watermark(), Some(800));
+    }
+
+    #[test]
+    fn a_failed_creation_or_an_exec_drops_the_announcement() {
+        let mut w = after(&[(10, create(10, 120, 1, 0)), (10, free(10, 500))]);
+        assert_eq!(w.watermark(), Some(120));
+        w.observe(10, &create(10, 125, 1, 11));
+        assert_eq!(w.watermark(), Some(500));
+        w.observe(10, &create(10, 600, 2, 0));
+        let exec = Event::Exec {
+            exec_count: 1,
+            path: "/bin/true".into(),
+        };
+        w.observe(10, &at(10, 700, exec));
+        w.observe(10, &free(10, 800));
+        assert_eq!(
+            w.watermark(),
+            Some(800),
+            "thread 2 never starts after the exec"
+        );
     }
 
     #[test]

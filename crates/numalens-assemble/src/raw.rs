@@ -20,6 +20,9 @@ pub struct RawRecording {
     pub events_dir: Option<PathBuf>,
     /// Where the `inst` hooks wrote their files, when not in `events_dir`.
     pub inst_dir: Option<PathBuf>,
+    /// What the recorder read of the hooks' sample files while the program ran: only the rest
+    /// is read after its end.
+    pub inst_live: Option<numalens_inst::live_read::LiveSampleFiles>,
     pub faults: Vec<Fault>,
     /// Sampled loads and stores with what the hardware said of them (PMU samples).
     pub accesses: Vec<Access>,

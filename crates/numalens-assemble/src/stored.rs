@@ -121,6 +121,7 @@ fn raw_recording(
         command: meta.command.clone(),
         events_dir: Some(events_dir),
         inst_dir: None,
+        inst_live: None,
         faults: spilled.faults,
         accesses: spilled.accesses,
         access_stream: None,

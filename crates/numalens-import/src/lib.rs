@@ -327,6 +327,7 @@ fn raw_recording(d: read::Decoded, start_unix_ns: u64, origin: u64) -> RawRecord
         command,
         events_dir: None,
         inst_dir: None,
+        inst_live: None,
         faults: d.faults,
         accesses: Vec::new(),
         access_stream: None,

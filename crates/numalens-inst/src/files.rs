@@ -5,11 +5,13 @@
 //! whatever was counted when the process ended, even if it was killed; an unfinished chunk or
 //! sample record is recognised and skipped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 pub use crate::sample_files::read_samples_file;
-use crate::sample_files::{merge_by_time, read_samples_files};
+use crate::sample_files::{
+    ReadBefore, Released, add_code, merge_by_time, read_samples_files_after,
+};
 
 pub const MAGIC_PAGES: &[u8; 8] = b"NLIPAGES";
 pub const MAGIC_SAMPLES: &[u8; 8] = b"NLISAMPL";
@@ -245,10 +247,30 @@ pub struct InstData {
     pub sample_every: Option<u32>,
     pub files: usize,
     pub problems: Vec<String>,
+    /// The distinct (pid, ip) of `samples`, when they were gathered as the files were read
+    /// while the program ran (`live_read`); `None`: not gathered.
+    pub sample_code: Option<HashSet<(u32, u64)>>,
 }
 
 /// Reads every instrumentation file in `dir`; unreadable files become problems, not errors.
 pub fn read_inst_dir(dir: &Path) -> InstData {
+    read_inst_dir_after(dir, HashMap::new(), Released::default())
+        .expect("nothing read before: nothing to contradict")
+}
+
+/// [`read_inst_dir`], each `.samples` file after what was read of it while the program ran,
+/// with the samples already merged there (`released`) ahead of the merge of the rest. `None`
+/// when what was merged cannot stand: a file read live is not the one found now, or could not
+/// be read, or its rest goes back before what was merged (a damaged file); the caller then
+/// reads everything again.
+pub(crate) fn read_inst_dir_after(
+    dir: &Path,
+    mut before: HashMap<PathBuf, ReadBefore>,
+    released: Released,
+) -> Option<InstData> {
+    // After a live read, the distinct code addresses come with the samples.
+    let live = !before.is_empty();
+    let merged_live = !released.samples.is_empty();
     let (page_files, sample_files) = find_inst_files(dir);
     let mut data = InstData {
         files: page_files.len() + sample_files.len(),
@@ -279,18 +301,50 @@ pub fn read_inst_dir(dir: &Path) -> InstData {
         }
     }
     let mut per_file = Vec::with_capacity(sample_files.len());
-    for (path, read) in sample_files.iter().zip(read_samples_files(&sample_files)) {
+    let work: Vec<(PathBuf, Option<ReadBefore>)> = sample_files
+        .iter()
+        .map(|p| (p.clone(), before.remove(p)))
+        .collect();
+    let work_live: HashSet<PathBuf> = work
+        .iter()
+        .filter(|(_, b)| b.is_some())
+        .map(|(p, _)| p.clone())
+        .collect();
+    let mut code = live.then(HashSet::new);
+    for (path, read) in sample_files.iter().zip(read_samples_files_after(work)) {
         match read {
-            Ok((h, samples)) => {
+            Ok((h, samples, read_code)) => {
                 note_full(&mut data, path, &h, "samples");
                 data.sample_every.get_or_insert(h.sample_every);
+                let was_read_live = work_live.contains(path);
+                if merged_live && was_read_live && read_code.is_none() {
+                    return None;
+                }
+                if let Some(code) = &mut code {
+                    match read_code {
+                        Some(read_code) => code.extend(read_code),
+                        None => add_code(code, &samples),
+                    }
+                }
                 per_file.push(samples);
             }
+            Err(_) if merged_live && work_live.contains(path) => return None,
             Err(e) => data.problems.push(e.to_string()),
         }
     }
-    data.samples = merge_by_time(per_file);
-    data
+    // A file read live and gone now had samples in the merged part.
+    if merged_live && !before.is_empty() {
+        return None;
+    }
+    let rest = |f: &Vec<InstSample>| f.iter().all(|s| s.time_ns >= released.below);
+    if !per_file.iter().all(rest) {
+        return None;
+    }
+    let mut samples = released.samples;
+    samples.extend(merge_by_time(per_file));
+    data.samples = samples;
+    data.sample_code = code;
+    Some(data)
 }
 
 /// A file that stopped growing makes the profile incomplete, saying what was lost.

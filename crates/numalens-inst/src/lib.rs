@@ -11,6 +11,7 @@ pub mod gcc_plugin;
 pub mod guard;
 pub mod inline;
 pub mod live_merge;
+pub mod live_read;
 pub mod per_compiler;
 mod sample_files;
 pub mod staging;

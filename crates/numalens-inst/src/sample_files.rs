@@ -7,9 +7,9 @@
 //! samples, each already in time order, are merged rather than sorted again.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::files::{
@@ -22,12 +22,56 @@ const BLOCK: usize = 4096 * SAMPLE_SIZE;
 
 /// Reads a `.samples` file: its header and every finished sample.
 pub fn read_samples_file(path: &Path) -> Result<(InstHeader, Vec<InstSample>), InstFileError> {
+    read_samples_file_after(path, None).map(|(h, samples, _)| (h, samples))
+}
+
+/// What was read of a `.samples` file while the program ran (`live_read`): the samples before
+/// `offset`, all finished, from the file whose device and inode were `identity`.
+#[derive(Debug)]
+pub(crate) struct ReadBefore {
+    pub identity: (u64, u64),
+    pub offset: u64,
+    pub samples: Vec<InstSample>,
+    /// The distinct (pid, ip) of `samples`.
+    pub code: HashSet<(u32, u64)>,
+}
+
+/// The samples of every file strictly older than `below`, merged while the program ran: the
+/// start of what the merge of all of them gives.
+#[derive(Debug, Default)]
+pub(crate) struct Released {
+    pub samples: Vec<InstSample>,
+    pub below: u64,
+}
+
+/// A file's samples, and the distinct (pid, ip) of them when they were gathered as it was read
+/// (the file was read live before).
+pub(crate) type FileSamples = (InstHeader, Vec<InstSample>, Option<HashSet<(u32, u64)>>);
+
+/// Adds the distinct (pid, ip) of `samples` to `code`: runs of one instruction skip the set.
+pub(crate) fn add_code(code: &mut HashSet<(u32, u64)>, samples: &[InstSample]) {
+    let mut last = None;
+    for s in samples {
+        if last != Some((s.pid, s.ip)) {
+            last = Some((s.pid, s.ip));
+            code.insert((s.pid, s.ip));
+        }
+    }
+}
+
+/// [`read_samples_file`], taking the samples before `before.offset` from `before` when the file
+/// is still the one read then; the rest is read as a whole file is.
+pub(crate) fn read_samples_file_after(
+    path: &Path,
+    before: Option<ReadBefore>,
+) -> Result<FileSamples, InstFileError> {
     let io = |source| InstFileError::Io {
         path: path.to_path_buf(),
         source,
     };
     let mut file = File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len() as usize;
+    let meta = file.metadata().map_err(io)?;
+    let len = meta.len() as usize;
     let mut header = Vec::with_capacity(HEADER_SIZE);
     (&mut file)
         .take(HEADER_SIZE as u64)
@@ -40,8 +84,25 @@ pub fn read_samples_file(path: &Path) -> Result<(InstHeader, Vec<InstSample>), I
             format!("unexpected sample size {}", h.record_size),
         ));
     }
-    // The file's size bounds the records; unwritten records of a sparse file are never touched.
-    let mut samples = Vec::with_capacity(len.saturating_sub(HEADER_SIZE) / SAMPLE_SIZE);
+    let same_file = |b: &ReadBefore| {
+        use std::os::unix::fs::MetadataExt;
+        b.identity == (meta.dev(), meta.ino()) && b.offset <= meta.len()
+    };
+    let (mut samples, code) = match before.filter(|b| same_file(b)) {
+        Some(b) => {
+            file.seek(SeekFrom::Start(b.offset)).map_err(io)?;
+            let mut samples = b.samples;
+            samples.reserve(len.saturating_sub(b.offset as usize) / SAMPLE_SIZE);
+            (samples, Some(b.code))
+        }
+        // The file's size bounds the records; unwritten records of a sparse file are never
+        // touched.
+        None => (
+            Vec::with_capacity(len.saturating_sub(HEADER_SIZE) / SAMPLE_SIZE),
+            None,
+        ),
+    };
+    let read_before = samples.len();
     let mut block = vec![0u8; BLOCK];
     loop {
         let filled = fill(&mut file, &mut block).map_err(io)?;
@@ -52,7 +113,11 @@ pub fn read_samples_file(path: &Path) -> Result<(InstHeader, Vec<InstSample>), I
             .map(|r| sample_from(h.pid, h.tid, r));
         samples.extend(finished);
         if filled < BLOCK {
-            return Ok((h, samples));
+            let code = code.map(|mut code| {
+                add_code(&mut code, &samples[read_before..]);
+                code
+            });
+            return Ok((h, samples, code));
         }
     }
 }
@@ -71,23 +136,35 @@ fn fill(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(filled)
 }
 
-type SamplesFile = Result<(InstHeader, Vec<InstSample>), InstFileError>;
+type SamplesFile = Result<FileSamples, InstFileError>;
 
-/// Reads `paths`, in parallel over the machine's cores; results in the order of `paths`.
-pub fn read_samples_files(paths: &[PathBuf]) -> Vec<SamplesFile> {
+/// Reads each file after what was read of it before (all of it without), in parallel over the
+/// machine's cores; results in the order given.
+pub(crate) fn read_samples_files_after(
+    work: Vec<(PathBuf, Option<ReadBefore>)>,
+) -> Vec<SamplesFile> {
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .min(paths.len());
+        .min(work.len());
     if workers <= 1 {
-        return paths.iter().map(|p| read_samples_file(p)).collect();
+        return work
+            .into_iter()
+            .map(|(p, b)| read_samples_file_after(&p, b))
+            .collect();
+    }
+    let mut shares: Vec<Vec<(usize, PathBuf, Option<ReadBefore>)>> =
+        (0..workers).map(|_| Vec::new()).collect();
+    for (i, (path, before)) in work.into_iter().enumerate() {
+        shares[i % workers].push((i, path, before));
     }
     let mut read: Vec<(usize, SamplesFile)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
+        let handles: Vec<_> = shares
+            .into_iter()
+            .map(|share| {
                 s.spawn(move || {
-                    (w..paths.len())
-                        .step_by(workers)
-                        .map(|i| (i, read_samples_file(&paths[i])))
+                    share
+                        .into_iter()
+                        .map(|(i, p, b)| (i, read_samples_file_after(&p, b)))
                         .collect::<Vec<_>>()
                 })
             })
@@ -113,6 +190,14 @@ pub fn merge_by_time(files: Vec<Vec<InstSample>>) -> Vec<InstSample> {
         merged.sort_by_key(|s| s.time_ns);
         return merged;
     }
+    let slices: Vec<&[InstSample]> = files.iter().map(Vec::as_slice).collect();
+    merge_sorted_into(&slices, &mut merged);
+    merged
+}
+
+/// Appends the samples of `files`, each in time order, to `merged` in one time order, ties in
+/// the order of `files`.
+pub(crate) fn merge_sorted_into(files: &[&[InstSample]], merged: &mut Vec<InstSample>) {
     let mut next = vec![0usize; files.len()];
     let mut heads: BinaryHeap<Reverse<(u64, usize)>> = files
         .iter()
@@ -123,7 +208,7 @@ pub fn merge_by_time(files: Vec<Vec<InstSample>>) -> Vec<InstSample> {
         // Take the file's run up to the next file's head at once: threads' samples interleave
         // in long stretches.
         let bound = heads.peek().map(|Reverse(k)| *k);
-        let file = &files[i];
+        let file = files[i];
         let start = next[i];
         let run = file[start..]
             .iter()
@@ -135,7 +220,6 @@ pub fn merge_by_time(files: Vec<Vec<InstSample>>) -> Vec<InstSample> {
             heads.push(Reverse((s.time_ns, i)));
         }
     }
-    merged
 }
 
 #[cfg(test)]

@@ -79,6 +79,48 @@ fn a_child_of_a_fork_no_handler_saw_writes_its_own_log() {
     assert_eq!(frees(child), [0xc41d]);
 }
 
+/// A creator logs a new thread's logical id before the thread exists (and that a failed creation
+/// made none): once a flush mark of the creator has written the announcement out, the log tells of
+/// a thread whose records are still in its buffer, each of them later than the announcement.
+#[test]
+fn a_creator_announces_a_new_thread_before_any_record_of_it() {
+    let d = tempfile::tempdir().unwrap();
+    let logs = d.path().join("logs");
+    let at_mark: usize = run_in(d.path(), "create", &logs).trim().parse().unwrap();
+    let files = numalens_preload::events::find_event_logs(&logs).unwrap();
+    let bytes = std::fs::read(&files[0]).unwrap();
+    let prefix = numalens_preload::events::parse_event_log(&bytes[..at_mark], &files[0]).unwrap();
+    let creator = prefix.header.pid;
+    let announced: Vec<(i64, i32)> = prefix
+        .events()
+        .filter_map(|e| match e.event {
+            Event::ThreadCreate { logical_id, error } => Some((logical_id, error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(announced, [(1, 0), (1, 11), (2, 0)], "EAGAIN is 11");
+    assert!(matches!(
+        prefix.events().last().map(|e| e.event),
+        Some(Event::FlushMark)
+    ));
+    assert!(
+        prefix.events().all(|e| e.tid == creator),
+        "the new thread's records were still in its buffer at the mark"
+    );
+    let whole = read_event_log(&files[0]).unwrap();
+    let announced_at = whole
+        .events()
+        .find(|e| matches!(e.event, Event::ThreadCreate { logical_id: 2, .. }))
+        .unwrap()
+        .time_ns;
+    let new_thread: Vec<_> = whole.events().filter(|e| e.tid != creator).collect();
+    assert!(matches!(
+        new_thread.first().map(|e| &e.event),
+        Some(Event::ThreadStart { logical_id: 2, .. })
+    ));
+    assert!(new_thread.iter().all(|e| e.time_ns > announced_at));
+}
+
 /// The pid of the log in `dir` that is not `child`'s.
 fn parent_pid(dir: &Path, child: u32) -> u32 {
     let pids: Vec<u32> = std::fs::read_dir(dir)

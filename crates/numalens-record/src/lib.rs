@@ -4,6 +4,7 @@
 
 pub mod faults;
 pub mod launch;
+mod live_pass;
 mod outlive;
 pub mod perf;
 pub mod permission;

@@ -222,6 +222,9 @@ pub fn run_with(
     if let Some(staging) = &inst_staging {
         staging.watch(launched.child.id());
     }
+    let live_pass = inst_staging
+        .as_ref()
+        .and_then(|s| crate::live_pass::LivePass::start(s.dir().to_path_buf()));
     let mut sampler = launched.sampler.take();
     // Without rings, whose hang-up reports the end, the program's exit is watched directly.
     let exit_watch = sampler
@@ -331,6 +334,7 @@ pub fn run_with(
     // What the last turns drained goes to disk too: a recorder killed while it writes the
     // profile then loses nothing of the run, and the events directory holds the whole recording.
     raw.spill.flush();
+    let inst_live = live_pass.and_then(|p| p.finish());
     if let Some(hook) = hook {
         raw.migrations.extend(hook.finish(monotonic_ns()));
     }
@@ -355,6 +359,7 @@ pub fn run_with(
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
         inst_dir: inst_staging.as_ref().map(|s| s.dir().to_path_buf()),
+        inst_live,
         events_dir: Some(events_dir),
         faults: raw.faults.into_ordered(),
         accesses: raw.accesses,

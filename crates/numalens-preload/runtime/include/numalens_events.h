@@ -79,6 +79,10 @@ enum nl_record_kind {
     NL_REC_FLUSH_MARK = 21,  /* no fields: the writing thread's buffer is written out with this
                                 record last, so the log holds every record of it up to this time
                                 (the inst hooks' sample path asks for it every 100 ms) */
+    NL_REC_THREAD_CREATE = 22, /* a=logical thread id handed to the new thread b=0, written by the
+                                creating thread before pthread_create, so before any record of
+                                the new thread; b=the error pthread_create returned in a second
+                                record when the thread was not created */
 };
 
 /** Which allocation function made an NL_REC_ALLOC. */

@@ -298,6 +298,22 @@ int nl_thread_attach(int32_t logical)
     return 0;
 }
 
+/* A flush mark writes out only the marking thread's buffer, so the creator's logged time can pass
+ * a new thread's first records while they still sit in the new thread's buffer. This record, in
+ * the creator's buffer and so logged no later than anything the creator did after it, tells the
+ * recorder that such a thread exists from this time on until its own records reach the log. */
+int32_t nl_thread_create_note(void)
+{
+    int32_t logical = atomic_fetch_add(&nl_g.next_logical, 1);
+    nl_emit(NL_REC_THREAD_CREATE, (uint64_t)logical, 0, 0, 0, 0, 0);
+    return logical;
+}
+
+void nl_thread_create_failed(int32_t logical, int err)
+{
+    nl_emit(NL_REC_THREAD_CREATE, (uint64_t)logical, (uint64_t)err, 0, 0, 0, 0);
+}
+
 void nl_thread_detach(void)
 {
     struct nl_tbuf *b = nl_self.buf;

@@ -153,6 +153,11 @@ void nl_flush_all(void);
 void nl_flush_if_large(uint64_t bytes);
 /** Gives the calling thread a buffer and a logical id (assigned from the counter if < 0). */
 int nl_thread_attach(int32_t logical);
+/** Hands out the logical id of a thread about to be created by the calling thread and records
+ * THREAD_CREATE in the calling thread's buffer (before any record of the new thread). */
+int32_t nl_thread_create_note(void);
+/** Records that the thread announced by nl_thread_create_note(@p logical) was not created. */
+void nl_thread_create_failed(int32_t logical, int err);
 /** Flushes and releases the calling thread's buffer; the thread records nothing after this. */
 void nl_thread_detach(void);
 /** In a fork child: new file, empty buffers, logical ids restart at 0 for the calling thread. */

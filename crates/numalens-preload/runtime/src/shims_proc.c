@@ -91,10 +91,21 @@ NL_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
     s->arg = arg;
     s->parent_tid = nl_gettid();
     s->parent_logical = nl_self.logical;
-    s->logical = atomic_fetch_add(&nl_g.next_logical, 1);
+    int e = errno;
+    nl_self.guard++;
+    int32_t logical = nl_thread_create_note();
+    nl_self.guard--;
+    errno = e;
+    s->logical = logical;
     int rc = nl_real.pthread_create(t, attr, nl_thread_main, s);
-    if (rc != 0)
+    if (rc != 0) {
         nl_real.free(s);
+        e = errno;
+        nl_self.guard++;
+        nl_thread_create_failed(logical, rc);
+        nl_self.guard--;
+        errno = e;
+    }
     return rc;
 }
 

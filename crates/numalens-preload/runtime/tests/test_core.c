@@ -6,13 +6,14 @@
  * Modes: `unit` runs self-checking unit tests; `write DIR` writes one record of every kind with
  * known values (the Rust round-trip test reads them back); `threads DIR N K` has N threads emit
  * K records each through their own buffers; `owned DIR` checks the event file's descriptor against
- * a program that takes it (owned_fd.c); `raw-fork DIR` forks behind the core's back; `env-table`
- * prints the configuration table.
+ * a program that takes it (owned_fd.c); `raw-fork DIR` forks behind the core's back; `create DIR`
+ * announces threads in the creator's log; `env-table` prints the configuration table.
  */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -448,8 +449,51 @@ static int threads(const char *dir, int n, int k)
     return 0;
 }
 
+/* ---- a thread's creation, logged by its creator ---- */
+
+void numalens_flush_mark(void);
+
+static atomic_int created_recorded, created_go;
+
+static void *created_main(void *p)
+{
+    nl_thread_attach(*(int32_t *)p);
+    nl_emit(NL_REC_THREAD_START, (uint64_t)nl_self.logical, 0, 0, 0, 0, 0);
+    nl_emit(NL_REC_ALLOC, 0x5000, 8192, 0, 0, NL_FN_MALLOC, 0);
+    atomic_store(&created_recorded, 1);
+    while (!atomic_load(&created_go))
+        sched_yield();
+    nl_thread_detach();
+    return NULL;
+}
+
+/* A creator announces a thread (and one whose creation failed) and writes a flush mark while the
+ * new thread's records are still in its buffer. Prints the log's size just after the mark: that
+ * prefix holds the creator's records up to the mark and none of the new thread. */
+static int create(const char *dir)
+{
+    if (start(dir, 0) != 0)
+        return 2;
+    int32_t failed = nl_thread_create_note();
+    nl_thread_create_failed(failed, EAGAIN);
+    int32_t logical = nl_thread_create_note();
+    CHECK(failed == 1 && logical == 2);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, created_main, &logical) == 0);
+    while (!atomic_load(&created_recorded))
+        sched_yield();
+    numalens_flush_mark();
+    printf("%ld\n", (long)lseek(atomic_load(&nl_g.log.fd), 0, SEEK_END));
+    atomic_store(&created_go, 1);
+    pthread_join(t, NULL);
+    nl_core_finish();
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && strcmp(argv[1], "create") == 0)
+        return create(argv[2]);
     if (argc >= 2 && strcmp(argv[1], "unit") == 0)
         return unit();
     if (argc >= 3 && strcmp(argv[1], "write") == 0)
@@ -468,6 +512,6 @@ int main(int argc, char **argv)
     }
     fprintf(stderr,
             "usage: test_core unit | write DIR | owned DIR | raw-fork DIR | threads DIR N K | "
-            "env-table\n");
+            "create DIR | env-table\n");
     return 2;
 }

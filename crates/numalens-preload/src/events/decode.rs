@@ -124,6 +124,10 @@ impl Record {
             RecordKind::End => Event::End,
             RecordKind::Daemon => Event::Daemon,
             RecordKind::FlushMark => Event::FlushMark,
+            RecordKind::ThreadCreate => Event::ThreadCreate {
+                logical_id: a as i64,
+                error: b as i32,
+            },
             RecordKind::Place => Event::Place {
                 address: a,
                 len: b,

@@ -238,6 +238,6 @@ mod tests {
             assert_eq!(RecordKind::from_u16(k as u16), Some(k));
         }
         assert_eq!(RecordKind::from_u16(0), None);
-        assert_eq!(RecordKind::from_u16(22), None);
+        assert_eq!(RecordKind::from_u16(23), None);
     }
 }

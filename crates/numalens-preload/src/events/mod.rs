@@ -71,11 +71,13 @@ pub enum RecordKind {
     Place = 20,
     /// `NL_REC_FLUSH_MARK`
     FlushMark = 21,
+    /// `NL_REC_THREAD_CREATE`
+    ThreadCreate = 22,
 }
 
 impl RecordKind {
     /// Every kind, in numeric order.
-    pub const ALL: [RecordKind; 21] = [
+    pub const ALL: [RecordKind; 22] = [
         Self::Alloc,
         Self::Free,
         Self::Realloc,
@@ -97,6 +99,7 @@ impl RecordKind {
         Self::Daemon,
         Self::Place,
         Self::FlushMark,
+        Self::ThreadCreate,
     ];
 
     /// The kind with this number, if this reader knows it.
@@ -128,6 +131,7 @@ impl RecordKind {
             Self::Daemon => "DAEMON",
             Self::Place => "PLACE",
             Self::FlushMark => "FLUSH_MARK",
+            Self::ThreadCreate => "THREAD_CREATE",
         }
     }
 }
@@ -406,6 +410,14 @@ pub enum Event {
     /// The writing thread's buffer was written out up to this record: every record of the
     /// thread up to its time is in the log.
     FlushMark,
+    /// The writing thread is about to create a thread (`pthread_create`): no record of the new
+    /// thread is older than this one. A second record with an error says it was not created.
+    ThreadCreate {
+        /// The logical id the new thread gets.
+        logical_id: i64,
+        /// 0, or the error `pthread_create` returned (the thread does not exist).
+        error: i32,
+    },
     /// A fatal signal arrived; the process died of it.
     Signal {
         /// Signal number.

@@ -1,0 +1,302 @@
+//! The hooks' `.samples` files read while the program runs, so that after its end only what
+//! they gained since is left to read and merge (docs/RECORD.md, "Assembling the sampled stream
+//! live"). Each file is read from where the last read stopped up to its first record not
+//! finished yet (a record is finished when its last byte says so, written last). The samples
+//! older than every sample still to come are merged in time order at once; the others wait per
+//! file. [`LiveSampleFiles::finish`] gives exactly what [`crate::files::read_inst_dir`] gives
+//! after the run: the same files, each read from the offset reached, the same merge.
+//!
+//! What is still to come: a thread's samples are in time order (one thread, one clock), so a
+//! file's next one is no older than the last one read, or than the file's creation
+//! (`start_ns`) when none was; a file created after the directory was listed holds only
+//! samples taken after the listing. Ties are merged in file order, as after the run.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use crate::files::InstSample;
+use crate::files::{
+    HEADER_SIZE, InstData, MAGIC_SAMPLES, SAMPLE_SIZE, find_inst_files, parse_header,
+    read_inst_dir, read_inst_dir_after, sample_from,
+};
+use crate::sample_files::{ReadBefore, Released, add_code, merge_sorted_into};
+
+/// Bytes read at a time from one file.
+const BLOCK: usize = 4096 * SAMPLE_SIZE;
+
+/// What was read of each `.samples` file of a directory so far.
+#[derive(Debug, Default)]
+pub struct LiveSampleFiles {
+    /// In file-name order, the order ties are merged in.
+    files: BTreeMap<PathBuf, LiveFile>,
+    block: Vec<u8>,
+    released: Released,
+    /// A file's samples were out of time order (a damaged file): what was merged may be
+    /// wrong, and everything is read again at the end.
+    unordered: bool,
+}
+
+#[derive(Debug)]
+struct LiveFile {
+    file: File,
+    pid: u32,
+    tid: u32,
+    /// No sample of the file is older than this: its last sample read, or its creation.
+    next_no_older: u64,
+    /// Its samples not merged yet.
+    read: ReadBefore,
+}
+
+impl LiveSampleFiles {
+    /// Reads what the `.samples` files in `dir` gained since the last call (the directory is
+    /// listed anew: a thread's file appears when it first samples), and merges what no sample
+    /// still to come can precede.
+    pub fn read_new(&mut self, dir: &Path) {
+        let listed_ns = monotonic_ns();
+        let mut unready = false;
+        for path in find_inst_files(dir).1 {
+            if let std::collections::btree_map::Entry::Vacant(slot) = self.files.entry(path) {
+                match open_live(slot.key()) {
+                    Some(f) => {
+                        slot.insert(f);
+                    }
+                    // Its header is not written yet: its samples may go back to its creation.
+                    None => unready = true,
+                }
+            }
+        }
+        self.block.resize(BLOCK, 0);
+        for f in self.files.values_mut() {
+            // Nothing read now may precede what was merged before (checked, not assumed).
+            self.unordered |= !read_finished(f, &mut self.block, self.released.below);
+        }
+        if unready || self.unordered {
+            return;
+        }
+        let below = self
+            .files
+            .values()
+            .map(|f| f.next_no_older)
+            .fold(listed_ns, u64::min);
+        self.release_below(below);
+    }
+
+    /// Merges every file's samples older than `below` after those merged before.
+    fn release_below(&mut self, below: u64) {
+        if below <= self.released.below {
+            return;
+        }
+        // Merged straight from each file's queue: each sample is copied once more, not thrice.
+        let ready: Vec<&[InstSample]> = self
+            .files
+            .values()
+            .map(|f| {
+                let n = f.read.samples.partition_point(|s| s.time_ns < below);
+                &f.read.samples[..n]
+            })
+            .collect();
+        let counts: Vec<usize> = ready.iter().map(|r| r.len()).collect();
+        merge_sorted_into(&ready, &mut self.released.samples);
+        for (f, n) in self.files.values_mut().zip(counts) {
+            f.read.samples.drain(..n);
+        }
+        self.released.below = below;
+    }
+
+    /// Samples read so far.
+    pub fn held(&self) -> usize {
+        let waiting: usize = self.files.values().map(|f| f.read.samples.len()).sum();
+        self.released.samples.len() + waiting
+    }
+
+    /// Samples merged so far.
+    pub fn merged(&self) -> usize {
+        self.released.samples.len()
+    }
+
+    /// Everything in `dir`, as [`crate::files::read_inst_dir`] reads it, with what was read
+    /// and merged live taken as done: to be called once the program has ended. Also says how
+    /// many samples were merged live, 0 when what was read live could not be used (a damaged or
+    /// replaced file) and everything was read again.
+    pub fn finish(self, dir: &Path) -> (InstData, usize) {
+        if self.unordered {
+            return (read_inst_dir(dir), 0);
+        }
+        let merged = self.merged();
+        let before: HashMap<PathBuf, ReadBefore> = self
+            .files
+            .into_iter()
+            .map(|(path, f)| (path, f.read))
+            .collect();
+        match read_inst_dir_after(dir, before, self.released) {
+            Some(data) => (data, merged),
+            None => (read_inst_dir(dir), 0),
+        }
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; CLOCK_MONOTONIC is the hooks' clock.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn open_live(path: &Path) -> Option<LiveFile> {
+    let mut file = File::open(path).ok()?;
+    let mut header = vec![0u8; HEADER_SIZE];
+    file.read_exact(&mut header).ok()?;
+    let h = parse_header(&header, MAGIC_SAMPLES).ok()?;
+    let meta = file.metadata().ok()?;
+    (h.record_size as usize == SAMPLE_SIZE).then(|| LiveFile {
+        file,
+        pid: h.pid,
+        tid: h.tid,
+        next_no_older: h.start_ns,
+        read: ReadBefore {
+            identity: (meta.dev(), meta.ino()),
+            offset: HEADER_SIZE as u64,
+            samples: Vec::new(),
+            code: Default::default(),
+        },
+    })
+}
+
+/// Reads the finished records from the file's offset on, up to the first unfinished one;
+/// false if they are not in time order after those read before, or older than `floor`.
+fn read_finished(f: &mut LiveFile, block: &mut [u8], floor: u64) -> bool {
+    let mut ordered = true;
+    loop {
+        let Ok(n) = f.file.read_at(block, f.read.offset) else {
+            return ordered;
+        };
+        let first = f.read.samples.len();
+        if first == f.read.samples.capacity()
+            && let Ok(meta) = f.file.metadata()
+        {
+            // Room for what the file holds now at once, as the after-the-run read makes it:
+            // growing by doubling would copy every sample again.
+            let records = meta.len().saturating_sub(f.read.offset) as usize / SAMPLE_SIZE;
+            f.read.samples.reserve(records.max(BLOCK / SAMPLE_SIZE));
+        }
+        // Up to the first record being written, or the file's unused tail: the rest next time.
+        let finished = block[..n]
+            .chunks_exact(SAMPLE_SIZE)
+            .take_while(|r| r[31] == 1)
+            .map(|r| sample_from(f.pid, f.tid, r));
+        f.read.samples.extend(finished);
+        let new = &f.read.samples[first..];
+        let whole = new.len();
+        f.read.offset += (whole * SAMPLE_SIZE) as u64;
+        add_code(&mut f.read.code, new);
+        if let Some(last) = new.last() {
+            let least = f.next_no_older.max(floor);
+            ordered &= new[0].time_ns >= least && new.is_sorted_by_key(|s| s.time_ns);
+            f.next_no_older = f.next_no_older.max(last.time_ns);
+        }
+        if whole * SAMPLE_SIZE < block.len() {
+            return ordered;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::read_inst_dir;
+    use crate::tail::tests::{header, record};
+
+    fn write(path: &Path, records: &[(u64, bool)]) {
+        let mut bytes = header(7, 8);
+        for (t, valid) in records {
+            let mut r = record(*t, 0x1000 + t, *valid);
+            // The last instruction is only in the record read at the end.
+            r[16..24].copy_from_slice(&(0x400000 + t / 10).to_le_bytes());
+            bytes.extend(r);
+        }
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn what_was_read_live_and_the_rest_give_the_after_the_run_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("inst-7-8-1-0.samples");
+        let b = dir.path().join("inst-7-9-1-0.samples");
+        write(&a, &[(10, true), (20, true), (0, false)]);
+        let mut live = LiveSampleFiles::default();
+        live.read_new(dir.path());
+        assert_eq!(live.held(), 2);
+        assert_eq!(live.merged(), 1, "20 may come again; 10 cannot");
+        // The unfinished record is finished, one is left unfinished in the middle (a thread
+        // killed while writing it), more follow; another thread's file appears.
+        write(
+            &a,
+            &[(10, true), (20, true), (30, true), (0, false), (50, true)],
+        );
+        write(&b, &[(25, true), (40, true)]);
+        live.read_new(dir.path());
+        assert_eq!(live.held(), 5, "stops at the unfinished record");
+        assert_eq!(
+            live.merged(),
+            3,
+            "below 30, the least of the files' last samples"
+        );
+        let after = read_inst_dir(dir.path());
+        let (live, merged) = live.finish(dir.path());
+        assert_eq!(merged, 3);
+        assert_eq!(live.samples, after.samples);
+        assert_eq!(live.samples.len(), 6);
+        assert_eq!(live.problems, after.problems);
+        assert_eq!(live.sample_every, after.sample_every);
+        let mut code: Vec<(u32, u64)> = live.sample_code.unwrap().into_iter().collect();
+        code.sort();
+        let mut expected: Vec<(u32, u64)> = after.samples.iter().map(|s| (s.pid, s.ip)).collect();
+        expected.sort();
+        expected.dedup();
+        assert_eq!(code, expected);
+        assert_eq!(code.len(), 5, "{code:x?}");
+        assert!(after.sample_code.is_none(), "not gathered after the run");
+    }
+
+    #[test]
+    fn a_file_out_of_time_order_leaves_the_merge_to_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("inst-7-8-1-0.samples");
+        write(&a, &[(10, true), (40, true)]);
+        let mut live = LiveSampleFiles::default();
+        live.read_new(dir.path());
+        // A damaged record goes back before what could have been merged.
+        write(&a, &[(10, true), (40, true), (5, true), (60, true)]);
+        live.read_new(dir.path());
+        let after = read_inst_dir(dir.path());
+        let times: Vec<u64> = after.samples.iter().map(|s| s.time_ns).collect();
+        assert_eq!(times, [5, 10, 40, 60], "sorted after the run");
+        let (data, merged) = live.finish(dir.path());
+        assert_eq!((data.samples, merged), (after.samples, 0));
+    }
+
+    #[test]
+    fn a_file_replaced_after_the_live_read_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("inst-7-8-1-0.samples");
+        write(&a, &[(10, true), (20, true)]);
+        let mut live = LiveSampleFiles::default();
+        live.read_new(dir.path());
+        std::fs::remove_file(&a).unwrap();
+        write(&a, &[(5, true)]);
+        let times: Vec<u64> = live
+            .finish(dir.path())
+            .0
+            .samples
+            .iter()
+            .map(|s| s.time_ns)
+            .collect();
+        assert_eq!(times, [5]);
+    }
+}
