@@ -15,6 +15,7 @@ use numalens_assemble::perf_sample::access::{self, EventMeaning};
 use numalens_assemble::perf_sample::bytes::{Bytes, Truncated};
 use numalens_assemble::perf_sample::sample::{self, Layout, Sample};
 
+use crate::aux_spe::{Reorder, SpeReading, SpeSample};
 use crate::machine::{self, PhysicalNodes, RecordedNode};
 use crate::{EventSummary, ImportError};
 
@@ -46,6 +47,8 @@ pub struct Decoded {
     pub sampled_faults: u64,
     /// The build id of each file the recording names, by path (`HEADER_BUILD_ID`).
     pub build_ids: std::collections::HashMap<String, Vec<u8>>,
+    /// The process of each thread the task records name (SPE samples carry only the thread).
+    pub pids: ahash::AHashMap<u32, u32>,
 }
 
 /// What the first pass saw of the memory samples.
@@ -79,6 +82,8 @@ struct EventReading {
     layout: Layout,
     faults: bool,
     meaning: EventMeaning,
+    /// The type of a PMU the kernel numbered at boot (IBS, SPE, …).
+    dynamic_type: Option<u32>,
 }
 
 fn event_reading(
@@ -118,6 +123,10 @@ fn event_reading(
             default_kind,
             fixed_period,
         },
+        dynamic_type: match attr.type_ {
+            PerfEventType::DynamicPmu(t, ..) => Some(t),
+            _ => None,
+        },
     }
 }
 
@@ -126,6 +135,35 @@ struct Reading {
     big_endian: bool,
     events: Vec<EventReading>,
     physical: PhysicalNodes,
+    /// `HEADER_CPUID`.
+    cpuid: String,
+}
+
+impl Reading {
+    /// The index of the event of the PMU type `pmu`.
+    fn event_of_pmu(&self, pmu: u32) -> Option<usize> {
+        self.events.iter().position(|e| e.dynamic_type == Some(pmu))
+    }
+
+    /// The SPE records of a record perf wrote (an AUXTRACE record's data) to `sink`.
+    fn spe_records(
+        &self,
+        spe: &mut SpeReading,
+        record: &linux_perf_data::RawUserRecord<'_>,
+        sink: &mut dyn FnMut(&SpeReading, SpeSample),
+    ) {
+        let interval = |pmu: u32| {
+            self.event_of_pmu(pmu)
+                .map(|e| self.events[e].meaning.fixed_period)
+        };
+        spe.user_record(
+            record.record_type,
+            record.data,
+            self.big_endian,
+            &interval,
+            sink,
+        );
+    }
 }
 
 /// The first pass: the header, the task and mapping records, the page faults, and what the
@@ -152,9 +190,15 @@ pub fn read_file<R: Read + Seek>(file: R) -> Result<Decoded, ImportError> {
         })
         .collect();
     let mut body = Vec::new();
+    let mut spe = SpeReading::new(&reading.cpuid);
+    let mut spe_threads = SpeThreads::default();
     while let Some(record) = record_iter.next_record(&mut perf_file)? {
-        let PerfFileRecord::EventRecord { attr_index, record } = record else {
-            continue;
+        let (attr_index, record) = match record {
+            PerfFileRecord::EventRecord { attr_index, record } => (attr_index, record),
+            PerfFileRecord::UserRecord(user) => {
+                reading.spe_records(&mut spe, &user, &mut |_, s| spe_threads.add(&s));
+                continue;
+            }
         };
         if record.record_type != RecordType::SAMPLE {
             take_task(&mut d, &record, reading.big_endian)?;
@@ -166,12 +210,71 @@ pub fn read_file<R: Read + Seek>(file: R) -> Result<Decoded, ImportError> {
             Err(_) => d.truncated += 1,
         }
     }
+    d.pids = processes(&d.tasks);
+    if let Some(e) = spe.pmu_type.and_then(|t| reading.event_of_pmu(t)) {
+        d.events[e].samples += spe_threads.count;
+        d.events[e].with_address += spe_threads.count;
+    }
+    spe_threads.into_stats(&mut d.accesses, &d.pids);
+    d.truncated += u64::from(spe.bad_bytes > 0);
     Ok(d)
+}
+
+/// What the first pass saw of the SPE samples, by thread (their processes are known once every
+/// task record is read).
+#[derive(Default)]
+struct SpeThreads {
+    count: u64,
+    first: Option<(u64, u32)>,
+    last_ns: u64,
+    threads: ahash::AHashMap<u32, u64>,
+}
+
+impl SpeThreads {
+    fn add(&mut self, s: &SpeSample) {
+        let tid = s.tid.unwrap_or(0);
+        self.count += 1;
+        if self.first.is_none_or(|(t, _)| s.time_ns < t) {
+            self.first = Some((s.time_ns, tid));
+        }
+        self.last_ns = self.last_ns.max(s.time_ns);
+        let t = self.threads.entry(tid).or_insert(s.time_ns);
+        *t = (*t).min(s.time_ns);
+    }
+
+    fn into_stats(self, stats: &mut AccessStats, pids: &ahash::AHashMap<u32, u32>) {
+        let Some((first_ns, first_tid)) = self.first else {
+            return;
+        };
+        let pid = |tid: u32| pids.get(&tid).copied().unwrap_or(tid);
+        stats.count += self.count;
+        stats.first_ns = Some(stats.first_ns.map_or(first_ns, |f| f.min(first_ns)));
+        stats.last_ns = stats.last_ns.max(self.last_ns);
+        stats.first_pid = stats.first_pid.or(Some(pid(first_tid)));
+        for (tid, time) in self.threads {
+            let t = stats.threads.entry((pid(tid), tid)).or_insert(time);
+            *t = (*t).min(time);
+        }
+    }
+}
+
+/// The process of each thread, from the task records.
+fn processes(tasks: &[PerfEvent]) -> ahash::AHashMap<u32, u32> {
+    tasks
+        .iter()
+        .filter_map(|t| match t {
+            PerfEvent::Fork { pid, tid, .. } | PerfEvent::Comm { pid, tid, .. } => {
+                Some((*tid, *pid))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The second pass: every memory sample with a data address, in time order, to `sink`.
 pub fn stream_accesses<R: Read + Seek>(
     file: R,
+    pids: &ahash::AHashMap<u32, u32>,
     sink: &mut dyn FnMut(Access),
 ) -> Result<(), ImportError> {
     let PerfFileReader {
@@ -180,9 +283,17 @@ pub fn stream_accesses<R: Read + Seek>(
     } = PerfFileReader::parse_file(BufReader::with_capacity(1 << 20, file))?;
     let reading = reading(&perf_file)?;
     let mut body = Vec::new();
+    let mut spe = SpeReading::new(&reading.cpuid);
+    let mut reorder = Reorder::default();
     while let Some(record) = record_iter.next_record(&mut perf_file)? {
-        let PerfFileRecord::EventRecord { attr_index, record } = record else {
-            continue;
+        let (attr_index, record) = match record {
+            PerfFileRecord::EventRecord { attr_index, record } => (attr_index, record),
+            PerfFileRecord::UserRecord(user) => {
+                reading.spe_records(&mut spe, &user, &mut |spe, s| {
+                    reorder.push(spe.access(&s, pids, &reading.physical), sink)
+                });
+                continue;
+            }
         };
         let r = &reading.events[attr_index];
         if record.record_type != RecordType::SAMPLE || r.faults {
@@ -194,6 +305,7 @@ pub fn stream_accesses<R: Read + Seek>(
             sink(a);
         }
     }
+    reorder.finish(sink);
     Ok(())
 }
 
@@ -211,10 +323,19 @@ fn reading(perf_file: &PerfFile) -> Result<Reading, ImportError> {
         .iter()
         .map(|a| event_reading(&a.attr, a.name.as_deref().unwrap_or(""), ibs_op_type))
         .collect();
+    let cpuid = Bytes::new(
+        perf_file
+            .feature_section_data(Feature::CPUID)
+            .unwrap_or_default(),
+        big_endian,
+    )
+    .header_string()
+    .unwrap_or_default();
     Ok(Reading {
         big_endian,
         events,
         physical,
+        cpuid,
     })
 }
 
