@@ -9,6 +9,7 @@ mod aux_spe;
 mod layout_check;
 pub mod machine;
 mod read;
+mod records;
 mod statics;
 pub mod write;
 

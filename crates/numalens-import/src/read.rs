@@ -1,7 +1,7 @@
 //! Reading a perf.data file into what the assembly takes: page-fault samples, sampled loads and
 //! stores with their data source, and the task and mapping records.
 
-use std::io::{BufReader, Read, Seek};
+use std::io::BufReader;
 
 use linux_perf_data::linux_perf_event_reader::{
     EventRecord, PerfEventType, RawData, RawEventRecord, RecordType, SamplingPolicy,
@@ -17,6 +17,7 @@ use numalens_assemble::perf_sample::sample::{self, Layout, Sample};
 
 use crate::aux_spe::{Reorder, SpeReading, SpeSample};
 use crate::machine::{self, PhysicalNodes, RecordedNode};
+use crate::records::{self, Order, Rec};
 use crate::{EventSummary, ImportError};
 
 /// `HEADER_MEM_TOPOLOGY` (feature 22; the reader names it `SAMPLE_TOPOLOGY`).
@@ -65,15 +66,16 @@ pub struct AccessStats {
 }
 
 impl AccessStats {
+    /// Adds a sample, in whatever order they come.
     fn add(&mut self, pid: u32, tid: u32, time_ns: u64) {
         self.count += 1;
-        if self.first_ns.is_none() {
+        if self.first_ns.is_none_or(|f| time_ns < f) {
             self.first_pid = Some(pid);
+            self.first_ns = Some(time_ns);
         }
-        self.first_ns = Some(self.first_ns.map_or(time_ns, |f| f.min(time_ns)));
         self.last_ns = self.last_ns.max(time_ns);
-        // Samples come in time order: a thread's first is the one that adds it.
-        self.threads.entry((pid, tid)).or_insert(time_ns);
+        let first = self.threads.entry((pid, tid)).or_insert(time_ns);
+        *first = (*first).min(time_ns);
     }
 }
 
@@ -168,10 +170,11 @@ impl Reading {
 
 /// The first pass: the header, the task and mapping records, the page faults, and what the
 /// memory samples are (not the samples themselves).
-pub fn read_file<R: Read + Seek>(file: R) -> Result<Decoded, ImportError> {
+pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
+    let own = file.try_clone().ok();
     let PerfFileReader {
         mut perf_file,
-        mut record_iter,
+        record_iter,
     } = PerfFileReader::parse_file(BufReader::with_capacity(1 << 20, file))?;
     let reading = reading(&perf_file)?;
     let mut d = header(&perf_file, reading.big_endian)?;
@@ -192,24 +195,31 @@ pub fn read_file<R: Read + Seek>(file: R) -> Result<Decoded, ImportError> {
     let mut body = Vec::new();
     let mut spe = SpeReading::new(&reading.cpuid);
     let mut spe_threads = SpeThreads::default();
-    while let Some(record) = record_iter.next_record(&mut perf_file)? {
+    // Read in the file's order: what is kept is put in time order after.
+    let order = Order::File;
+    each_record((own, order), &mut perf_file, record_iter, &mut |record| {
         let (attr_index, record) = match record {
-            PerfFileRecord::EventRecord { attr_index, record } => (attr_index, record),
-            PerfFileRecord::UserRecord(user) => {
+            Rec::Event(attr_index, record) => (attr_index, record),
+            Rec::User(user) => {
                 reading.spe_records(&mut spe, &user, &mut |_, s| spe_threads.add(&s));
-                continue;
+                return Ok(());
             }
         };
         if record.record_type != RecordType::SAMPLE {
-            take_task(&mut d, &record, reading.big_endian)?;
-            continue;
+            return take_task(&mut d, &record, reading.big_endian);
         }
-        let r = &reading.events[attr_index];
+        let Some(r) = reading.events.get(attr_index) else {
+            return Ok(());
+        };
         match sample_body(&record, &mut body, reading.big_endian, r) {
             Ok(s) => count_sample(&mut d, (attr_index, r), &s, reading.big_endian),
             Err(_) => d.truncated += 1,
         }
-    }
+        Ok(())
+    })?;
+    // perf's order of records of one time is the file's: a stable sort keeps it.
+    d.tasks.sort_by_key(task_time);
+    d.faults.sort_by_key(|f| f.time_ns);
     d.pids = processes(&d.tasks);
     if let Some(e) = spe.pmu_type.and_then(|t| reading.event_of_pmu(t)) {
         d.events[e].samples += spe_threads.count;
@@ -258,6 +268,19 @@ impl SpeThreads {
     }
 }
 
+/// When a task or mapping record happened.
+fn task_time(t: &PerfEvent) -> u64 {
+    match t {
+        PerfEvent::Comm { time_ns, .. }
+        | PerfEvent::Fork { time_ns, .. }
+        | PerfEvent::Exit { time_ns, .. }
+        | PerfEvent::Mmap { time_ns, .. } => *time_ns,
+        PerfEvent::Fault(f) => f.time_ns,
+        PerfEvent::Access(a) => a.time_ns,
+        PerfEvent::Lost { .. } => 0,
+    }
+}
+
 /// The process of each thread, from the task records.
 fn processes(tasks: &[PerfEvent]) -> ahash::AHashMap<u32, u32> {
     tasks
@@ -272,40 +295,69 @@ fn processes(tasks: &[PerfEvent]) -> ahash::AHashMap<u32, u32> {
 }
 
 /// The second pass: every memory sample with a data address, in time order, to `sink`.
-pub fn stream_accesses<R: Read + Seek>(
-    file: R,
+pub fn stream_accesses(
+    file: std::fs::File,
     pids: &ahash::AHashMap<u32, u32>,
     sink: &mut dyn FnMut(Access),
 ) -> Result<(), ImportError> {
+    let own = file.try_clone().ok();
     let PerfFileReader {
         mut perf_file,
-        mut record_iter,
+        record_iter,
     } = PerfFileReader::parse_file(BufReader::with_capacity(1 << 20, file))?;
     let reading = reading(&perf_file)?;
     let mut body = Vec::new();
     let mut spe = SpeReading::new(&reading.cpuid);
     let mut reorder = Reorder::default();
-    while let Some(record) = record_iter.next_record(&mut perf_file)? {
+    let order = Order::Time;
+    each_record((own, order), &mut perf_file, record_iter, &mut |record| {
         let (attr_index, record) = match record {
-            PerfFileRecord::EventRecord { attr_index, record } => (attr_index, record),
-            PerfFileRecord::UserRecord(user) => {
+            Rec::Event(attr_index, record) => (attr_index, record),
+            Rec::User(user) => {
                 reading.spe_records(&mut spe, &user, &mut |spe, s| {
                     reorder.push(spe.access(&s, pids, &reading.physical), sink)
                 });
-                continue;
+                return Ok(());
             }
         };
-        let r = &reading.events[attr_index];
+        let Some(r) = reading.events.get(attr_index) else {
+            return Ok(());
+        };
         if record.record_type != RecordType::SAMPLE || r.faults {
-            continue;
+            return Ok(());
         }
         if let Ok(s) = sample_body(&record, &mut body, reading.big_endian, r)
             && let Some(a) = access_of(r, &s, &reading)
         {
             sink(a);
         }
-    }
+        Ok(())
+    })?;
     reorder.finish(sink);
+    Ok(())
+}
+
+/// Every record of the data section in time order: read by numalens' own round reader, or by the
+/// `linux-perf-data` crate's iterator for compressed files (or when the file cannot be opened
+/// twice).
+fn each_record(
+    (own, order): (Option<std::fs::File>, Order),
+    perf_file: &mut PerfFile,
+    mut record_iter: linux_perf_data::PerfRecordIter<BufReader<std::fs::File>>,
+    each: &mut dyn FnMut(Rec<'_>) -> Result<(), ImportError>,
+) -> Result<(), ImportError> {
+    let compressed = perf_file
+        .feature_section_data(Feature::COMPRESSED)
+        .is_some();
+    if let (Some(file), false) = (own, compressed) {
+        return records::for_each(file, perf_file, order, each);
+    }
+    while let Some(record) = record_iter.next_record(perf_file)? {
+        each(match record {
+            PerfFileRecord::EventRecord { attr_index, record } => Rec::Event(attr_index, record),
+            PerfFileRecord::UserRecord(user) => Rec::User(user),
+        })?;
+    }
     Ok(())
 }
 
