@@ -3,10 +3,11 @@
 //! ring order, not time order, and perf's rule (ordered events) is that once a round has ended,
 //! every record up to the latest time seen before the previous round ended can be handed on.
 //!
-//! Records are copied once, in file order, into one arena; at each round's end their keys (time,
-//! place) are sorted (only when out of order, which a single ring's round is not) and those that
-//! are due are handed on; the others move to the front of the arena. No allocation per record, no
-//! sorting of what is already in order: the `linux-perf-data` crate's iterator allocates a buffer
+//! The section is read in chunks into one buffer, where records stay in file order; at each
+//! round's end their keys (time, place) are sorted (only when out of order, which a single ring's
+//! round is not) and those that are due are handed on from where they lie. Before the next chunk
+//! is read, the bytes no held record needs are dropped (about one round is kept). No allocation
+//! or copy per record, no sorting of what is already in order: the `linux-perf-data` crate's iterator allocates a buffer
 //! per record and sorts every round, which was a third of the import's time. Files with
 //! compressed records (`perf record -z`) are read through that crate instead.
 
@@ -72,23 +73,20 @@ pub fn for_each(
     file.seek(SeekFrom::Start(offset))
         .map_err(|_| ImportError::Damaged("its data section is unreadable"))?;
     let mut reader = RoundReader::new(perf_file, big_endian, order);
-    // The bytes read and not yet taken: whole records are taken, a record the read cut stays.
-    let mut carry: Vec<u8> = Vec::with_capacity(CHUNK);
     let mut input = file.take(size);
     loop {
-        let held = carry.len();
-        // Room for a chunk, or for a record longer than one (an AUX trace's data).
-        carry.resize(held + CHUNK.max(held), 0);
+        reader.make_room();
+        let held = reader.buf.len();
+        reader.buf.resize(held + CHUNK, 0);
         let n = input
-            .read(&mut carry[held..])
+            .read(&mut reader.buf[held..])
             .map_err(|_| ImportError::Damaged("its data section is unreadable"))?;
-        carry.truncate(held + n);
+        reader.buf.truncate(held + n);
         if n == 0 {
             // The end of the section (a record it cut is left: layout_check refuses those).
             break;
         }
-        let used = reader.take_records(&carry, each)?;
-        carry.drain(..used);
+        reader.take_records(each)?;
     }
     reader.finish(each)
 }
@@ -116,8 +114,9 @@ struct RoundReader {
     endian: Endianness,
     parse_infos: Vec<RecordParseInfo>,
     ids: ahash::AHashMap<u64, usize>,
-    arena: Vec<u8>,
-    spare: Vec<u8>,
+    /// Bytes of the section read: held records, then those not yet parsed from `parsed` on.
+    buf: Vec<u8>,
+    parsed: usize,
     keys: Vec<Key>,
     seq: u64,
     /// The latest time seen, and the latest seen when the previous round ended.
@@ -144,8 +143,8 @@ impl RoundReader {
                 .map(|a| RecordParseInfo::new(&a.attr, endian))
                 .collect(),
             ids,
-            arena: Vec::new(),
-            spare: Vec::new(),
+            buf: Vec::with_capacity(2 * CHUNK),
+            parsed: 0,
             keys: Vec::new(),
             seq: 0,
             latest: 0,
@@ -173,14 +172,23 @@ impl RoundReader {
         }
     }
 
-    /// Takes the whole records at the start of `bytes`; returns how many bytes they were.
+    /// Drops the bytes before the first held record and the unparsed ones.
+    fn make_room(&mut self) {
+        let first_held = self.keys.iter().map(|k| k.start).min();
+        let keep_from = first_held.map_or(self.parsed, |s| s.min(self.parsed));
+        self.buf.drain(..keep_from);
+        self.parsed -= keep_from;
+        self.keys.iter_mut().for_each(|k| k.start -= keep_from);
+    }
+
+    /// Takes the whole records from `parsed` on.
     fn take_records(
         &mut self,
-        bytes: &[u8],
         each: &mut dyn FnMut(Rec<'_>) -> Result<(), ImportError>,
-    ) -> Result<usize, ImportError> {
-        let mut at = 0;
-        while bytes.len() - at >= 8 {
+    ) -> Result<(), ImportError> {
+        let mut at = self.parsed;
+        while self.buf.len() - at >= 8 {
+            let bytes = &self.buf;
             let h = &bytes[at..at + 8];
             let kind = self.u32_at(h);
             let misc = u16::from_le_bytes([h[4], h[5]]);
@@ -209,23 +217,25 @@ impl RoundReader {
             if bytes.len() - at < len {
                 break;
             }
-            self.take(kind, misc, &bytes[at..at + len], each)?;
+            self.take(kind, misc, at..at + len, each)?;
             at += len;
+            self.parsed = at;
         }
-        Ok(at)
+        Ok(())
     }
 
     fn take(
         &mut self,
         kind: u32,
         misc: u16,
-        record: &[u8],
+        record: std::ops::Range<usize>,
         each: &mut dyn FnMut(Rec<'_>) -> Result<(), ImportError>,
     ) -> Result<(), ImportError> {
         if kind == RECORD_FINISHED_ROUND {
             return self.round_end(each);
         }
-        let body = &record[8..];
+        let (start, len) = (record.start + 8, record.len() - 8);
+        let body = &self.buf[start..record.end];
         let event = self.event_of(kind, body);
         if self.order == Order::File {
             return each(self.rec(kind, misc, event, body)?);
@@ -235,14 +245,13 @@ impl RoundReader {
         self.keys.push(Key {
             time,
             seq: self.seq,
-            start: self.arena.len(),
-            len: body.len(),
+            start,
+            len,
             kind,
             misc,
             event,
         });
         self.seq += 1;
-        self.arena.extend_from_slice(body);
         self.bytes_since_round += record.len();
         if self.bytes_since_round > ROUND_BYTES {
             self.round_end(each)?;
@@ -325,7 +334,7 @@ impl RoundReader {
         ))
     }
 
-    /// A round ended: hands on the records due, keeps the rest at the arena's front.
+    /// A round ended: hands on the records due and forgets them.
     fn round_end(
         &mut self,
         each: &mut dyn FnMut(Rec<'_>) -> Result<(), ImportError>,
@@ -336,16 +345,7 @@ impl RoundReader {
         }
         let due = self.keys.partition_point(|k| k.time <= self.due_until);
         self.hand_on(0..due, each)?;
-        // Keep the rest: usually the whole latest round, copied once to the front.
-        self.spare.clear();
-        for k in &mut self.keys[due..] {
-            let start = self.spare.len();
-            self.spare
-                .extend_from_slice(&self.arena[k.start..k.start + k.len]);
-            k.start = start;
-        }
         self.keys.drain(..due);
-        std::mem::swap(&mut self.arena, &mut self.spare);
         self.due_until = self.latest;
         Ok(())
     }
@@ -356,7 +356,7 @@ impl RoundReader {
         each: &mut dyn FnMut(Rec<'_>) -> Result<(), ImportError>,
     ) -> Result<(), ImportError> {
         for k in &self.keys[range] {
-            let body = &self.arena[k.start..k.start + k.len];
+            let body = &self.buf[k.start..k.start + k.len];
             each(self.rec(k.kind, k.misc, k.event, body)?)?;
         }
         Ok(())
