@@ -86,6 +86,8 @@ struct EventReading {
     meaning: EventMeaning,
     /// The type of a PMU the kernel numbered at boot (IBS, SPE, …).
     dynamic_type: Option<u32>,
+    /// The size of its samples, when the layout has no field of variable size.
+    fixed_size: Option<usize>,
 }
 
 fn event_reading(
@@ -111,14 +113,16 @@ fn event_reading(
         SamplingPolicy::Period(p) => p.get(),
         _ => 1,
     };
+    let layout = Layout {
+        sample_type: attr.sample_format.bits(),
+        read_format: attr.read_format.bits(),
+        branch_sample_type: attr.branch_sample_format.bits(),
+        sample_regs_user: attr.sample_regs_user,
+        sample_regs_intr: attr.sample_regs_intr,
+    };
     EventReading {
-        layout: Layout {
-            sample_type: attr.sample_format.bits(),
-            read_format: attr.read_format.bits(),
-            branch_sample_type: attr.branch_sample_format.bits(),
-            sample_regs_user: attr.sample_regs_user,
-            sample_regs_intr: attr.sample_regs_intr,
-        },
+        fixed_size: sample::fixed_size(&layout),
+        layout,
         faults,
         meaning: EventMeaning {
             ibs,
@@ -211,7 +215,18 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
         let Some(r) = reading.events.get(attr_index) else {
             return Ok(());
         };
-        match sample_body(&record, &mut body, reading.big_endian, r) {
+        // A memory sample is only counted here: its first fields are enough.
+        let counted = match r.fixed_size {
+            Some(size) if !r.faults && !r.meaning.ibs => Some(size),
+            _ => None,
+        };
+        let decoded = match (counted, record.data) {
+            (Some(size), RawData::Single(bytes)) => {
+                sample::decode_head(bytes, reading.big_endian, &r.layout, size)
+            }
+            _ => sample_body(&record, &mut body, reading.big_endian, r),
+        };
+        match decoded {
             Ok(s) => count_sample(&mut d, (attr_index, r), &s, reading.big_endian),
             Err(_) => d.truncated += 1,
         }
