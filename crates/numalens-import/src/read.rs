@@ -63,7 +63,14 @@ pub struct AccessStats {
     pub first_pid: Option<u32>,
     /// Each thread's first memory sample.
     pub threads: ahash::AHashMap<(u32, u32), u64>,
+    /// The threads of the latest samples and their first times, before they go to `threads`:
+    /// one slot per thread id's low bits, so that a few threads' samples, however interleaved,
+    /// cost no hash lookup each.
+    recent: Vec<Option<((u32, u32), u64)>>,
 }
+
+/// Slots of [`AccessStats::recent`].
+const RECENT_THREADS: usize = 64;
 
 impl AccessStats {
     /// Adds a sample, in whatever order they come.
@@ -74,8 +81,30 @@ impl AccessStats {
             self.first_ns = Some(time_ns);
         }
         self.last_ns = self.last_ns.max(time_ns);
-        let first = self.threads.entry((pid, tid)).or_insert(time_ns);
-        *first = (*first).min(time_ns);
+        if self.recent.is_empty() {
+            self.recent = vec![None; RECENT_THREADS];
+        }
+        let slot = &mut self.recent[tid as usize % RECENT_THREADS];
+        match slot {
+            Some((thread, first)) if *thread == (pid, tid) => *first = (*first).min(time_ns),
+            _ => {
+                if let Some((thread, first)) = slot.replace(((pid, tid), time_ns)) {
+                    Self::keep_first(&mut self.threads, thread, first);
+                }
+            }
+        }
+    }
+
+    fn keep_first(threads: &mut ahash::AHashMap<(u32, u32), u64>, thread: (u32, u32), t: u64) {
+        let first = threads.entry(thread).or_insert(t);
+        *first = (*first).min(t);
+    }
+
+    /// Moves the recent threads into `threads`, once every sample was added.
+    fn settle(&mut self) {
+        for (thread, first) in self.recent.drain(..).flatten() {
+            Self::keep_first(&mut self.threads, thread, first);
+        }
     }
 }
 
@@ -232,6 +261,7 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
         }
         Ok(())
     })?;
+    d.accesses.settle();
     // perf's order of records of one time is the file's: a stable sort keeps it.
     d.tasks.sort_by_key(task_time);
     d.faults.sort_by_key(|f| f.time_ns);
