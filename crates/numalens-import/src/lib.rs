@@ -6,6 +6,7 @@
 //! file's MMAP records name (no allocation sites: no runtime ran beside the program).
 
 mod aux_spe;
+mod first_pass;
 mod layout_check;
 pub mod machine;
 mod read;

@@ -16,6 +16,8 @@ use numalens_assemble::perf_sample::bytes::{Bytes, Truncated};
 use numalens_assemble::perf_sample::sample::{self, Layout, Sample};
 
 use crate::aux_spe::{Reorder, SpeReading, SpeSample};
+pub use crate::first_pass::AccessStats;
+use crate::first_pass::SpeThreads;
 use crate::machine::{self, PhysicalNodes, RecordedNode};
 use crate::records::{self, Order, Rec};
 use crate::{EventSummary, ImportError};
@@ -50,62 +52,6 @@ pub struct Decoded {
     pub build_ids: std::collections::HashMap<String, Vec<u8>>,
     /// The process of each thread the task records name (SPE samples carry only the thread).
     pub pids: ahash::AHashMap<u32, u32>,
-}
-
-/// What the first pass saw of the memory samples.
-#[derive(Default)]
-pub struct AccessStats {
-    pub count: u64,
-    /// Time of the first and the last.
-    pub first_ns: Option<u64>,
-    pub last_ns: u64,
-    /// The process of the first.
-    pub first_pid: Option<u32>,
-    /// Each thread's first memory sample.
-    pub threads: ahash::AHashMap<(u32, u32), u64>,
-    /// The threads of the latest samples and their first times, before they go to `threads`:
-    /// one slot per thread id's low bits, so that a few threads' samples, however interleaved,
-    /// cost no hash lookup each.
-    recent: Vec<Option<((u32, u32), u64)>>,
-}
-
-/// Slots of [`AccessStats::recent`].
-const RECENT_THREADS: usize = 64;
-
-impl AccessStats {
-    /// Adds a sample, in whatever order they come.
-    fn add(&mut self, pid: u32, tid: u32, time_ns: u64) {
-        self.count += 1;
-        if self.first_ns.is_none_or(|f| time_ns < f) {
-            self.first_pid = Some(pid);
-            self.first_ns = Some(time_ns);
-        }
-        self.last_ns = self.last_ns.max(time_ns);
-        if self.recent.is_empty() {
-            self.recent = vec![None; RECENT_THREADS];
-        }
-        let slot = &mut self.recent[tid as usize % RECENT_THREADS];
-        match slot {
-            Some((thread, first)) if *thread == (pid, tid) => *first = (*first).min(time_ns),
-            _ => {
-                if let Some((thread, first)) = slot.replace(((pid, tid), time_ns)) {
-                    Self::keep_first(&mut self.threads, thread, first);
-                }
-            }
-        }
-    }
-
-    fn keep_first(threads: &mut ahash::AHashMap<(u32, u32), u64>, thread: (u32, u32), t: u64) {
-        let first = threads.entry(thread).or_insert(t);
-        *first = (*first).min(t);
-    }
-
-    /// Moves the recent threads into `threads`, once every sample was added.
-    fn settle(&mut self) {
-        for (thread, first) in self.recent.drain(..).flatten() {
-            Self::keep_first(&mut self.threads, thread, first);
-        }
-    }
 }
 
 /// How the samples of one event are read.
@@ -273,44 +219,6 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
     spe_threads.into_stats(&mut d.accesses, &d.pids);
     d.truncated += u64::from(spe.bad_bytes > 0);
     Ok(d)
-}
-
-/// What the first pass saw of the SPE samples, by thread (their processes are known once every
-/// task record is read).
-#[derive(Default)]
-struct SpeThreads {
-    count: u64,
-    first: Option<(u64, u32)>,
-    last_ns: u64,
-    threads: ahash::AHashMap<u32, u64>,
-}
-
-impl SpeThreads {
-    fn add(&mut self, s: &SpeSample) {
-        let tid = s.tid.unwrap_or(0);
-        self.count += 1;
-        if self.first.is_none_or(|(t, _)| s.time_ns < t) {
-            self.first = Some((s.time_ns, tid));
-        }
-        self.last_ns = self.last_ns.max(s.time_ns);
-        let t = self.threads.entry(tid).or_insert(s.time_ns);
-        *t = (*t).min(s.time_ns);
-    }
-
-    fn into_stats(self, stats: &mut AccessStats, pids: &ahash::AHashMap<u32, u32>) {
-        let Some((first_ns, first_tid)) = self.first else {
-            return;
-        };
-        let pid = |tid: u32| pids.get(&tid).copied().unwrap_or(tid);
-        stats.count += self.count;
-        stats.first_ns = Some(stats.first_ns.map_or(first_ns, |f| f.min(first_ns)));
-        stats.last_ns = stats.last_ns.max(self.last_ns);
-        stats.first_pid = stats.first_pid.or(Some(pid(first_tid)));
-        for (tid, time) in self.threads {
-            let t = stats.threads.entry((pid(tid), tid)).or_insert(time);
-            *t = (*t).min(time);
-        }
-    }
 }
 
 /// When a task or mapping record happened.
