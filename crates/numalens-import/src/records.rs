@@ -74,14 +74,18 @@ pub fn for_each(
         .map_err(|_| ImportError::Damaged("its data section is unreadable"))?;
     let mut reader = RoundReader::new(perf_file, big_endian, order);
     let mut input = file.take(size);
+    let mut left = size;
     loop {
         reader.make_room();
         let held = reader.buf.len();
-        reader.buf.resize(held + CHUNK, 0);
+        // A small file is not given a whole chunk.
+        let want = usize::try_from(left).map_or(CHUNK, |l| l.clamp(1, CHUNK));
+        reader.buf.resize(held + want, 0);
         let n = input
             .read(&mut reader.buf[held..])
             .map_err(|_| ImportError::Damaged("its data section is unreadable"))?;
         reader.buf.truncate(held + n);
+        left = left.saturating_sub(n as u64);
         if n == 0 {
             // The end of the section (a record it cut is left: layout_check refuses those).
             break;
@@ -143,7 +147,7 @@ impl RoundReader {
                 .map(|a| RecordParseInfo::new(&a.attr, endian))
                 .collect(),
             ids,
-            buf: Vec::with_capacity(2 * CHUNK),
+            buf: Vec::new(),
             parsed: 0,
             keys: Vec::new(),
             seq: 0,
