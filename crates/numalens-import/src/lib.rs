@@ -5,14 +5,17 @@
 //! of their physical page when the file says which node holds it. Objects are the mappings the
 //! file's MMAP records name (no allocation sites: no runtime ran beside the program).
 
+mod aux_spe;
+mod first_pass;
 mod layout_check;
 pub mod machine;
 mod read;
+mod records;
 mod statics;
 pub mod write;
 
 // The decoders of sample records, shared with the live sampler of `numalens record`.
-pub use numalens_assemble::perf_sample::{data_src, ibs, sample};
+pub use numalens_assemble::perf_sample::{bytes, data_src, ibs, sample, spe};
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek};
@@ -135,6 +138,7 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
     d.tasks.extend(threads_seen_running(&d));
     let sampled_faults = d.sampled_faults;
     let build_ids = std::mem::take(&mut d.build_ids);
+    let pids = std::mem::take(&mut d.pids);
     let mut raw = raw_recording(d, start_unix_ns, first);
     raw.end_unix_ns = Some(start_unix_ns.saturating_add(last - first));
     if imported.truncated > 0 {
@@ -151,7 +155,7 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
              pages between them are missing; record with `-c 1` to keep every fault"
         ));
     }
-    raw.access_stream = Some(Box::new(SecondPass(input.to_path_buf())));
+    raw.access_stream = Some(Box::new(SecondPass(input.to_path_buf(), pids)));
     let this_host = raw.host.hostname == numalens_assemble::this_host().hostname;
     raw.objects = statics::statics(&raw.tasks, opts.min_object, &build_ids, this_host);
     let profile = write_profile(&mut raw, output, assemble, |_| Ok(ProgramEnd::default()))?;
@@ -169,7 +173,7 @@ fn open(input: &Path) -> Result<std::fs::File, ImportError> {
 }
 
 /// The memory samples, read again from the file as the profile is written.
-struct SecondPass(PathBuf);
+struct SecondPass(PathBuf, ahash::AHashMap<u32, u32>);
 
 /// Accesses handed from the reading thread to the writing one at a time.
 const BATCH: usize = 4096;
@@ -179,12 +183,12 @@ impl AccessStream for SecondPass {
     /// writes the accesses already read.
     fn for_each(self: Box<Self>, sink: &mut dyn FnMut(Access)) -> Result<(), String> {
         let (send, receive) = std::sync::mpsc::sync_channel::<Vec<Access>>(8);
-        let path = self.0;
+        let SecondPass(path, pids) = *self;
         let reader = std::thread::spawn(move || {
             let file = open(&path).map_err(|e| e.to_string())?;
             let mut batch = Vec::with_capacity(BATCH);
             let mut stopped = false;
-            let read = read::stream_accesses(file, &mut |a| {
+            let read = read::stream_accesses(file, &pids, &mut |a| {
                 batch.push(a);
                 if batch.len() == BATCH && !stopped {
                     let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));

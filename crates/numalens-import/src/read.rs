@@ -1,7 +1,7 @@
 //! Reading a perf.data file into what the assembly takes: page-fault samples, sampled loads and
 //! stores with their data source, and the task and mapping records.
 
-use std::io::{BufReader, Read, Seek};
+use std::io::BufReader;
 
 use linux_perf_data::linux_perf_event_reader::{
     EventRecord, PerfEventType, RawData, RawEventRecord, RecordType, SamplingPolicy,
@@ -15,7 +15,11 @@ use numalens_assemble::perf_sample::access::{self, EventMeaning};
 use numalens_assemble::perf_sample::bytes::{Bytes, Truncated};
 use numalens_assemble::perf_sample::sample::{self, Layout, Sample};
 
+use crate::aux_spe::{Reorder, SpeReading, SpeSample};
+pub use crate::first_pass::AccessStats;
+use crate::first_pass::SpeThreads;
 use crate::machine::{self, PhysicalNodes, RecordedNode};
+use crate::records::{self, Order, Rec};
 use crate::{EventSummary, ImportError};
 
 /// `HEADER_MEM_TOPOLOGY` (feature 22; the reader names it `SAMPLE_TOPOLOGY`).
@@ -46,32 +50,8 @@ pub struct Decoded {
     pub sampled_faults: u64,
     /// The build id of each file the recording names, by path (`HEADER_BUILD_ID`).
     pub build_ids: std::collections::HashMap<String, Vec<u8>>,
-}
-
-/// What the first pass saw of the memory samples.
-#[derive(Default)]
-pub struct AccessStats {
-    pub count: u64,
-    /// Time of the first and the last.
-    pub first_ns: Option<u64>,
-    pub last_ns: u64,
-    /// The process of the first.
-    pub first_pid: Option<u32>,
-    /// Each thread's first memory sample.
-    pub threads: ahash::AHashMap<(u32, u32), u64>,
-}
-
-impl AccessStats {
-    fn add(&mut self, pid: u32, tid: u32, time_ns: u64) {
-        self.count += 1;
-        if self.first_ns.is_none() {
-            self.first_pid = Some(pid);
-        }
-        self.first_ns = Some(self.first_ns.map_or(time_ns, |f| f.min(time_ns)));
-        self.last_ns = self.last_ns.max(time_ns);
-        // Samples come in time order: a thread's first is the one that adds it.
-        self.threads.entry((pid, tid)).or_insert(time_ns);
-    }
+    /// The process of each thread the task records name (SPE samples carry only the thread).
+    pub pids: ahash::AHashMap<u32, u32>,
 }
 
 /// How the samples of one event are read.
@@ -79,6 +59,10 @@ struct EventReading {
     layout: Layout,
     faults: bool,
     meaning: EventMeaning,
+    /// The type of a PMU the kernel numbered at boot (IBS, SPE, …).
+    dynamic_type: Option<u32>,
+    /// The size of its samples, when the layout has no field of variable size.
+    fixed_size: Option<usize>,
 }
 
 fn event_reading(
@@ -104,19 +88,25 @@ fn event_reading(
         SamplingPolicy::Period(p) => p.get(),
         _ => 1,
     };
+    let layout = Layout {
+        sample_type: attr.sample_format.bits(),
+        read_format: attr.read_format.bits(),
+        branch_sample_type: attr.branch_sample_format.bits(),
+        sample_regs_user: attr.sample_regs_user,
+        sample_regs_intr: attr.sample_regs_intr,
+    };
     EventReading {
-        layout: Layout {
-            sample_type: attr.sample_format.bits(),
-            read_format: attr.read_format.bits(),
-            branch_sample_type: attr.branch_sample_format.bits(),
-            sample_regs_user: attr.sample_regs_user,
-            sample_regs_intr: attr.sample_regs_intr,
-        },
+        fixed_size: sample::fixed_size(&layout),
+        layout,
         faults,
         meaning: EventMeaning {
             ibs,
             default_kind,
             fixed_period,
+        },
+        dynamic_type: match attr.type_ {
+            PerfEventType::DynamicPmu(t, ..) => Some(t),
+            _ => None,
         },
     }
 }
@@ -126,14 +116,44 @@ struct Reading {
     big_endian: bool,
     events: Vec<EventReading>,
     physical: PhysicalNodes,
+    /// `HEADER_CPUID`.
+    cpuid: String,
+}
+
+impl Reading {
+    /// The index of the event of the PMU type `pmu`.
+    fn event_of_pmu(&self, pmu: u32) -> Option<usize> {
+        self.events.iter().position(|e| e.dynamic_type == Some(pmu))
+    }
+
+    /// The SPE records of a record perf wrote (an AUXTRACE record's data) to `sink`.
+    fn spe_records(
+        &self,
+        spe: &mut SpeReading,
+        record: &linux_perf_data::RawUserRecord<'_>,
+        sink: &mut dyn FnMut(&SpeReading, SpeSample),
+    ) {
+        let interval = |pmu: u32| {
+            self.event_of_pmu(pmu)
+                .map(|e| self.events[e].meaning.fixed_period)
+        };
+        spe.user_record(
+            record.record_type,
+            record.data,
+            self.big_endian,
+            &interval,
+            sink,
+        );
+    }
 }
 
 /// The first pass: the header, the task and mapping records, the page faults, and what the
 /// memory samples are (not the samples themselves).
-pub fn read_file<R: Read + Seek>(file: R) -> Result<Decoded, ImportError> {
+pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
+    let own = file.try_clone().ok();
     let PerfFileReader {
         mut perf_file,
-        mut record_iter,
+        record_iter,
     } = PerfFileReader::parse_file(BufReader::with_capacity(1 << 20, file))?;
     let reading = reading(&perf_file)?;
     let mut d = header(&perf_file, reading.big_endian)?;
@@ -152,47 +172,144 @@ pub fn read_file<R: Read + Seek>(file: R) -> Result<Decoded, ImportError> {
         })
         .collect();
     let mut body = Vec::new();
-    while let Some(record) = record_iter.next_record(&mut perf_file)? {
-        let PerfFileRecord::EventRecord { attr_index, record } = record else {
-            continue;
+    let mut spe = SpeReading::new(&reading.cpuid);
+    let mut spe_threads = SpeThreads::default();
+    // Read in the file's order: what is kept is put in time order after.
+    let order = Order::File;
+    each_record((own, order), &mut perf_file, record_iter, &mut |record| {
+        let (attr_index, record) = match record {
+            Rec::Event(attr_index, record) => (attr_index, record),
+            Rec::User(user) => {
+                reading.spe_records(&mut spe, &user, &mut |_, s| spe_threads.add(&s));
+                return Ok(());
+            }
         };
         if record.record_type != RecordType::SAMPLE {
-            take_task(&mut d, &record, reading.big_endian)?;
-            continue;
+            return take_task(&mut d, &record, reading.big_endian);
         }
-        let r = &reading.events[attr_index];
-        match sample_body(&record, &mut body, reading.big_endian, r) {
+        let Some(r) = reading.events.get(attr_index) else {
+            return Ok(());
+        };
+        // A memory sample is only counted here: its first fields are enough.
+        let counted = match r.fixed_size {
+            Some(size) if !r.faults && !r.meaning.ibs => Some(size),
+            _ => None,
+        };
+        let decoded = match (counted, record.data) {
+            (Some(size), RawData::Single(bytes)) => {
+                sample::decode_head(bytes, reading.big_endian, &r.layout, size)
+            }
+            _ => sample_body(&record, &mut body, reading.big_endian, r),
+        };
+        match decoded {
             Ok(s) => count_sample(&mut d, (attr_index, r), &s, reading.big_endian),
             Err(_) => d.truncated += 1,
         }
+        Ok(())
+    })?;
+    d.accesses.settle();
+    // perf's order of records of one time is the file's: a stable sort keeps it.
+    d.tasks.sort_by_key(task_time);
+    d.faults.sort_by_key(|f| f.time_ns);
+    d.pids = processes(&d.tasks);
+    if let Some(e) = spe.pmu_type.and_then(|t| reading.event_of_pmu(t)) {
+        d.events[e].samples += spe_threads.count;
+        d.events[e].with_address += spe_threads.count;
     }
+    spe_threads.into_stats(&mut d.accesses, &d.pids);
+    d.truncated += u64::from(spe.bad_bytes > 0);
     Ok(d)
 }
 
+/// When a task or mapping record happened.
+fn task_time(t: &PerfEvent) -> u64 {
+    match t {
+        PerfEvent::Comm { time_ns, .. }
+        | PerfEvent::Fork { time_ns, .. }
+        | PerfEvent::Exit { time_ns, .. }
+        | PerfEvent::Mmap { time_ns, .. } => *time_ns,
+        PerfEvent::Fault(f) => f.time_ns,
+        PerfEvent::Access(a) => a.time_ns,
+        PerfEvent::Lost { .. } => 0,
+    }
+}
+
+/// The process of each thread, from the task records.
+fn processes(tasks: &[PerfEvent]) -> ahash::AHashMap<u32, u32> {
+    tasks
+        .iter()
+        .filter_map(|t| match t {
+            PerfEvent::Fork { pid, tid, .. } | PerfEvent::Comm { pid, tid, .. } => {
+                Some((*tid, *pid))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// The second pass: every memory sample with a data address, in time order, to `sink`.
-pub fn stream_accesses<R: Read + Seek>(
-    file: R,
+pub fn stream_accesses(
+    file: std::fs::File,
+    pids: &ahash::AHashMap<u32, u32>,
     sink: &mut dyn FnMut(Access),
 ) -> Result<(), ImportError> {
+    let own = file.try_clone().ok();
     let PerfFileReader {
         mut perf_file,
-        mut record_iter,
+        record_iter,
     } = PerfFileReader::parse_file(BufReader::with_capacity(1 << 20, file))?;
     let reading = reading(&perf_file)?;
     let mut body = Vec::new();
-    while let Some(record) = record_iter.next_record(&mut perf_file)? {
-        let PerfFileRecord::EventRecord { attr_index, record } = record else {
-            continue;
+    let mut spe = SpeReading::new(&reading.cpuid);
+    let mut reorder = Reorder::default();
+    let order = Order::Time;
+    each_record((own, order), &mut perf_file, record_iter, &mut |record| {
+        let (attr_index, record) = match record {
+            Rec::Event(attr_index, record) => (attr_index, record),
+            Rec::User(user) => {
+                reading.spe_records(&mut spe, &user, &mut |spe, s| {
+                    reorder.push(spe.access(&s, pids, &reading.physical), sink)
+                });
+                return Ok(());
+            }
         };
-        let r = &reading.events[attr_index];
+        let Some(r) = reading.events.get(attr_index) else {
+            return Ok(());
+        };
         if record.record_type != RecordType::SAMPLE || r.faults {
-            continue;
+            return Ok(());
         }
         if let Ok(s) = sample_body(&record, &mut body, reading.big_endian, r)
             && let Some(a) = access_of(r, &s, &reading)
         {
             sink(a);
         }
+        Ok(())
+    })?;
+    reorder.finish(sink);
+    Ok(())
+}
+
+/// Every record of the data section in time order: read by numalens' own round reader, or by the
+/// `linux-perf-data` crate's iterator for compressed files (or when the file cannot be opened
+/// twice).
+fn each_record(
+    (own, order): (Option<std::fs::File>, Order),
+    perf_file: &mut PerfFile,
+    mut record_iter: linux_perf_data::PerfRecordIter<BufReader<std::fs::File>>,
+    each: &mut dyn FnMut(Rec<'_>) -> Result<(), ImportError>,
+) -> Result<(), ImportError> {
+    let compressed = perf_file
+        .feature_section_data(Feature::COMPRESSED)
+        .is_some();
+    if let (Some(file), false) = (own, compressed) {
+        return records::for_each(file, perf_file, order, each);
+    }
+    while let Some(record) = record_iter.next_record(perf_file)? {
+        each(match record {
+            PerfFileRecord::EventRecord { attr_index, record } => Rec::Event(attr_index, record),
+            PerfFileRecord::UserRecord(user) => Rec::User(user),
+        })?;
     }
     Ok(())
 }
@@ -211,10 +328,19 @@ fn reading(perf_file: &PerfFile) -> Result<Reading, ImportError> {
         .iter()
         .map(|a| event_reading(&a.attr, a.name.as_deref().unwrap_or(""), ibs_op_type))
         .collect();
+    let cpuid = Bytes::new(
+        perf_file
+            .feature_section_data(Feature::CPUID)
+            .unwrap_or_default(),
+        big_endian,
+    )
+    .header_string()
+    .unwrap_or_default();
     Ok(Reading {
         big_endian,
         events,
         physical,
+        cpuid,
     })
 }
 

@@ -13,6 +13,14 @@ const RECORD_MMAP2: u32 = 10;
 const RECORD_COMM: u32 = 3;
 const RECORD_SAMPLE: u32 = 9;
 const RECORD_FINISHED_ROUND: u32 = 68;
+const RECORD_AUX: u32 = 11;
+const RECORD_AUXTRACE_INFO: u32 = 70;
+const RECORD_AUXTRACE: u32 = 71;
+const RECORD_TIME_CONV: u32 = 79;
+/// `perf_record_auxtrace_info.type` of Arm SPE.
+const AUXTRACE_ARM_SPE: u32 = 4;
+pub const FEATURE_CPUID: u32 = 9;
+pub const FEATURE_PMU_MAPPINGS: u32 = 16;
 const FEATURE_EVENT_DESC: u32 = 12;
 pub const FEATURE_NUMA_TOPOLOGY: u32 = 14;
 pub const FEATURE_MEM_TOPOLOGY: u32 = 22;
@@ -120,7 +128,7 @@ fn put32(v: &mut Vec<u8>, x: u32) {
 }
 
 /// A `perf_header_string`: length, then the text NUL-padded to 64 bytes.
-fn put_string(v: &mut Vec<u8>, s: &str) {
+pub fn put_string(v: &mut Vec<u8>, s: &str) {
     let len = (s.len() + 1).div_ceil(64) * 64;
     put32(v, len as u32);
     let mut bytes = s.as_bytes().to_vec();
@@ -220,6 +228,60 @@ impl PerfDataWriter {
         self.sample_id(&mut body, pid, pid, time);
         // PERF_RECORD_MISC_USER
         self.record(RECORD_MMAP2, 2, &body);
+    }
+
+    /// `PERF_RECORD_AUXTRACE_INFO` of an Arm SPE recording (perf's first layout: the PMU's type
+    /// and whether the AUX buffers are per CPU).
+    pub fn auxtrace_info_spe(&mut self, pmu_type: u32, per_cpu: bool) {
+        let mut body = Vec::new();
+        put32(&mut body, AUXTRACE_ARM_SPE);
+        put32(&mut body, 0);
+        put64(&mut body, u64::from(pmu_type));
+        put64(&mut body, u64::from(per_cpu));
+        self.record(RECORD_AUXTRACE_INFO, 0, &body);
+    }
+
+    /// `PERF_RECORD_TIME_CONV`: time = zero + count × mult / 2^shift (the count wrapping at
+    /// `mask` above `cycles` when `short`).
+    pub fn time_conv(&mut self, shift: u64, mult: u64, zero: u64, short: Option<(u64, u64)>) {
+        let mut body = Vec::new();
+        for x in [shift, mult, zero] {
+            put64(&mut body, x);
+        }
+        let (cycles, mask) = short.unwrap_or((0, !0));
+        put64(&mut body, cycles);
+        put64(&mut body, mask);
+        // cap_user_time_zero, cap_user_time_short, 6 reserved bytes.
+        body.extend_from_slice(&[1, u8::from(short.is_some()), 0, 0, 0, 0, 0, 0]);
+        self.record(RECORD_TIME_CONV, 0, &body);
+    }
+
+    /// `PERF_RECORD_AUX`: the kernel's note that `size` bytes at `offset` of the AUX buffer are
+    /// new (`flags`: truncated, overwrite, …), of event 0.
+    pub fn aux(&mut self, offset: u64, size: u64, flags: u64, (pid, tid, time): (u32, u32, u64)) {
+        let mut body = Vec::new();
+        for x in [offset, size, flags] {
+            put64(&mut body, x);
+        }
+        self.sample_id(&mut body, pid, tid, time);
+        self.record(RECORD_AUX, 0, &body);
+    }
+
+    /// `PERF_RECORD_AUXTRACE`: AUX data copied by perf (`data`, padded to 8 bytes), of queue
+    /// `idx`, recorded per CPU (`tid` -1) or per thread (`cpu` -1). Its data follows the record
+    /// and is not counted in the record's size.
+    pub fn auxtrace(&mut self, data: &[u8], offset: u64, idx: u32, tid: u32, cpu: u32) {
+        let mut padded = data.to_vec();
+        padded.resize(data.len().div_ceil(8) * 8, 0);
+        let mut body = Vec::new();
+        put64(&mut body, padded.len() as u64);
+        put64(&mut body, offset);
+        put64(&mut body, 0x5eed_0000 + u64::from(idx)); // reference
+        for x in [idx, tid, cpu, 0] {
+            put32(&mut body, x);
+        }
+        self.record(RECORD_AUXTRACE, 0, &body);
+        self.data.extend_from_slice(&padded);
     }
 
     /// `PERF_RECORD_FINISHED_ROUND`: what `perf record` writes after each pass over the rings, so

@@ -146,6 +146,62 @@ pub fn decode<'a>(
     Ok(s)
 }
 
+/// Fields of 8 bytes each, whatever the event.
+const FIXED: u64 = IDENTIFIER
+    | IP
+    | TID
+    | TIME
+    | ADDR
+    | ID
+    | STREAM_ID
+    | CPU
+    | PERIOD
+    | DATA_SRC
+    | TRANSACTION
+    | PHYS_ADDR
+    | CGROUP
+    | DATA_PAGE_SIZE
+    | CODE_PAGE_SIZE;
+/// Fields whose size the sample itself says.
+const VARIABLE: u64 = READ | CALLCHAIN | RAW | BRANCH_STACK | REGS_USER | STACK_USER | REGS_INTR;
+
+/// The size of every sample of `layout`, when it has no field of variable size.
+pub fn fixed_size(layout: &Layout) -> Option<usize> {
+    let t = layout.sample_type;
+    if t & VARIABLE != 0 {
+        return None;
+    }
+    let weight = u32::from(t & (WEIGHT | WEIGHT_STRUCT) != 0);
+    Some(8 * ((t & FIXED).count_ones() + weight) as usize)
+}
+
+/// The first fields of a sample of a layout of fixed size (see [`fixed_size`]): the id, IP,
+/// thread, time and data address — what counting samples needs, without the rest. It fails
+/// exactly when [`decode`] would: when the body is shorter than the layout's size.
+pub fn decode_head<'a>(
+    body: &'a [u8],
+    big_endian: bool,
+    layout: &Layout,
+    size: usize,
+) -> Result<Sample<'a>, Truncated> {
+    if body.len() < size {
+        return Err(Truncated);
+    }
+    let t = layout.sample_type;
+    let mut b = Bytes::new(body, big_endian);
+    let mut s = Sample::default();
+    let identifier = b.u64_if(t & IDENTIFIER != 0)?;
+    s.ip = b.u64_if(t & IP != 0)?;
+    if t & TID != 0 {
+        s.pid = Some(b.u32()?);
+        s.tid = Some(b.u32()?);
+    }
+    s.time = b.u64_if(t & TIME != 0)?;
+    s.addr = b.u64_if(t & ADDR != 0)?;
+    s.id = b.u64_if(t & ID != 0)?.or(identifier);
+    Ok(s)
+}
+
 /// `WEIGHT` and `WEIGHT_STRUCT` share one 8-byte slot; the struct's members are laid out in the
 /// file's byte order as the kernel's union is (`var1_dw` first on little-endian machines).
 fn decode_weight(b: &mut Bytes<'_>, t: u64) -> Result<Option<Weight>, Truncated> {
@@ -199,4 +255,34 @@ fn skip_regs(b: &mut Bytes<'_>, mask: u64) -> Result<(), Truncated> {
         b.skip_words(u64::from(mask.count_ones()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_head_of_a_fixed_layout_fails_where_the_whole_decoding_does() {
+        let layout = Layout {
+            sample_type: IP | TID | TIME | ADDR | WEIGHT_STRUCT | DATA_SRC | PHYS_ADDR,
+            ..Layout::default()
+        };
+        let size = fixed_size(&layout).unwrap();
+        assert_eq!(size, 56);
+        let body: Vec<u8> = (0..size as u8).collect();
+        for len in 0..=size {
+            let whole = decode(&body[..len], false, &layout);
+            let head = decode_head(&body[..len], false, &layout, size);
+            assert_eq!(whole.is_ok(), head.is_ok(), "{len} bytes");
+            if let (Ok(w), Ok(h)) = (whole, head) {
+                let fields = |s: &Sample<'_>| (s.ip, s.pid, s.tid, s.time, s.addr);
+                assert_eq!(fields(&w), fields(&h));
+            }
+        }
+        let callchain = Layout {
+            sample_type: IP | CALLCHAIN,
+            ..Layout::default()
+        };
+        assert_eq!(fixed_size(&callchain), None);
+    }
 }

@@ -1,0 +1,169 @@
+//! Arm SPE recordings (`perf record -e arm_spe_0//`): the samples are not sample records but
+//! the SPE packets of the AUX buffer, which perf copies into `PERF_RECORD_AUXTRACE` records. The
+//! `PERF_RECORD_AUXTRACE_INFO` record names the SPE PMU's type, `PERF_RECORD_TIME_CONV` how the
+//! generic timer's counts in the packets become perf's time, and `HEADER_CPUID` the CPU (whose
+//! data source packet's encoding depends on it).
+
+use ahash::AHashMap;
+use linux_perf_data::UserRecordType;
+use linux_perf_data::linux_perf_event_reader::RawData;
+use numalens_assemble::perf_sample::bytes::Bytes;
+use numalens_assemble::perf_sample::physical::PhysicalNodes;
+use numalens_assemble::perf_sample::spe::{self, Records, SpeRecord, TimeConv};
+use numalens_assemble::raw::Access;
+
+/// `perf_record_auxtrace_info.type` of Arm SPE.
+const AUXTRACE_ARM_SPE: u32 = 4;
+/// `PERF_RECORD_AUXTRACE`'s fields before its data: size, offset, reference, idx, tid, cpu.
+const AUXTRACE_FIELDS: usize = 40;
+
+/// What is known of the recording's SPE data, from the records read so far.
+#[derive(Debug, Clone, Default)]
+pub struct SpeReading {
+    /// The SPE PMU's type on the recording machine (from AUXTRACE_INFO).
+    pub pmu_type: Option<u32>,
+    time: Option<TimeConv>,
+    neoverse: bool,
+    /// The SPE event's sampling interval (operations a sample stands for).
+    interval: u64,
+    /// Bytes of the AUX data that were not packets.
+    pub bad_bytes: u64,
+}
+
+/// An SPE record of a load or store, with what the AUXTRACE record says of where it was taken.
+pub struct SpeSample {
+    pub record: SpeRecord,
+    /// Thread id: the context packet's, else the AUXTRACE record's (per-thread recording).
+    pub tid: Option<u32>,
+    pub cpu: Option<u32>,
+    pub time_ns: u64,
+}
+
+impl SpeReading {
+    /// `cpuid` is `HEADER_CPUID` (on Arm the MIDR in hex).
+    pub fn new(cpuid: &str) -> Self {
+        let midr = u64::from_str_radix(cpuid.trim().trim_start_matches("0x"), 16).unwrap_or(0);
+        SpeReading {
+            neoverse: spe::neoverse_data_source(midr),
+            interval: 1,
+            ..SpeReading::default()
+        }
+    }
+
+    /// Takes a record perf wrote (not the kernel): the AUX data's description, time conversion,
+    /// or the data itself, whose load and store records go to `sink`. `interval_of` gives the
+    /// sampling interval of the event of a PMU type.
+    pub fn user_record(
+        &mut self,
+        kind: UserRecordType,
+        data: RawData<'_>,
+        big_endian: bool,
+        interval_of: &dyn Fn(u32) -> Option<u64>,
+        sink: &mut dyn FnMut(&SpeReading, SpeSample),
+    ) {
+        if kind == UserRecordType::PERF_AUXTRACE_INFO {
+            let body = data.as_slice();
+            let mut b = Bytes::new(&body, big_endian);
+            if let (Ok(AUXTRACE_ARM_SPE), Ok(_), Ok(pmu)) = (b.u32(), b.u32(), b.u64()) {
+                let pmu = u32::try_from(pmu).ok();
+                self.pmu_type = pmu;
+                self.interval = pmu.and_then(interval_of).unwrap_or(1).max(1);
+            }
+        } else if kind == UserRecordType::PERF_TIME_CONV {
+            let body = data.as_slice();
+            self.time = TimeConv::parse(&mut Bytes::new(&body, big_endian));
+        } else if kind == UserRecordType::PERF_AUXTRACE && self.pmu_type.is_some() {
+            let body = data.as_slice();
+            self.auxtrace(&body, big_endian, sink);
+        }
+    }
+
+    fn auxtrace(
+        &mut self,
+        body: &[u8],
+        big_endian: bool,
+        sink: &mut dyn FnMut(&SpeReading, SpeSample),
+    ) {
+        let mut b = Bytes::new(body, big_endian);
+        let (Ok(size), Ok(_offset), Ok(_reference), Ok(_idx), Ok(tid), Ok(cpu)) =
+            (b.u64(), b.u64(), b.u64(), b.u32(), b.u32(), b.u32())
+        else {
+            return;
+        };
+        let data = body.get(AUXTRACE_FIELDS..).unwrap_or_default();
+        let data = &data[..data.len().min(usize::try_from(size).unwrap_or(usize::MAX))];
+        // -1: per-CPU recording (no thread), or per-thread recording (no CPU).
+        let known = |v: u32| (v != u32::MAX).then_some(v);
+        let mut records = Records::new(data);
+        for record in records.by_ref() {
+            if record.kind().is_none() || record.data_virtual.unwrap_or(0) == 0 {
+                continue;
+            }
+            let count = record.timestamp.unwrap_or(0);
+            let sample = SpeSample {
+                tid: record.context.or(known(tid)),
+                cpu: known(cpu),
+                time_ns: self.time.map_or(count, |t| t.perf_time(count)),
+                record,
+            };
+            sink(self, sample);
+        }
+        self.bad_bytes += records.bad;
+    }
+
+    /// The access an SPE sample stands for; `pid_of` gives a thread's process.
+    pub fn access(
+        &self,
+        s: &SpeSample,
+        pid_of: &AHashMap<u32, u32>,
+        physical: &PhysicalNodes,
+    ) -> Access {
+        let r = &s.record;
+        let tid = s.tid.unwrap_or(0);
+        Access {
+            pid: pid_of.get(&tid).copied().unwrap_or(tid),
+            tid,
+            time_ns: s.time_ns,
+            address: r.data_virtual.unwrap_or(0),
+            cpu: s.cpu,
+            ip: r.pc.unwrap_or(0),
+            kind: r.kind().unwrap_or(numalens_format::SampleKind::Load),
+            weight: self.interval.min(u64::from(u32::MAX)) as u32,
+            data_source: spe::data_source(r, self.neoverse),
+            latency: r
+                .total_latency
+                .filter(|&l| l > 0)
+                .map(|l| l.min(u64::from(u32::MAX)) as u32),
+            node: r.data_physical.and_then(|p| physical.node_of(p)),
+            page_size: None,
+            // SPE's packets say where an access was served, not a snoop result (no HITM).
+            snoop: None,
+        }
+    }
+}
+
+/// Accesses from several CPUs' AUX buffers interleave in time: they are held in a window of
+/// this many and handed on in time order (the buffers of one round overlap; those of rounds
+/// further apart do not), so memory stays bounded whatever the file's length.
+const REORDER_WINDOW: usize = 1 << 16;
+
+/// Puts SPE accesses back in time order within [`REORDER_WINDOW`].
+#[derive(Default)]
+pub struct Reorder {
+    held: Vec<Access>,
+}
+
+impl Reorder {
+    pub fn push(&mut self, a: Access, sink: &mut dyn FnMut(Access)) {
+        self.held.push(a);
+        if self.held.len() >= 2 * REORDER_WINDOW {
+            self.held.sort_by_key(|a| a.time_ns);
+            self.held.drain(..REORDER_WINDOW).for_each(&mut *sink);
+        }
+    }
+
+    pub fn finish(mut self, sink: &mut dyn FnMut(Access)) {
+        self.held.sort_by_key(|a| a.time_ns);
+        self.held.drain(..).for_each(sink);
+    }
+}
