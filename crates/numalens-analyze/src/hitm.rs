@@ -1,6 +1,6 @@
 //! Which HITM samples show cache lines moving between writers: a sample that found its line
 //! modified in another core's cache (HITM), with a sampled store of another thread to the same
-//! line close in time. The samples are stored by thread, so the HITM samples are kept from the
+//! line shortly before it. The samples are stored by thread, so the HITM samples are kept from the
 //! first pass (they are few: a HITM is a sampled access that missed every local cache) and the
 //! stores are matched against them in a second pass.
 
@@ -61,7 +61,8 @@ impl HitmLines {
             });
     }
 
-    /// Matches a store against the HITM samples of other threads on its line within the window.
+    /// Matches a store against the HITM samples of other threads on its line within the window
+    /// after it.
     pub(crate) fn add_store(&mut self, s: &Sample) {
         let Some(object) = s.object_id else { return };
         if !self.sorted {
@@ -73,7 +74,8 @@ impl HitmLines {
         let Some(hitms) = self.lines.get_mut(&(object, s.address >> LINE_SHIFT)) else {
             return;
         };
-        let from = hitms.partition_point(|h| h.time_ns + SHARING_WINDOW_NS < s.time_ns);
+        // The store must come first: the HITM found the line modified in the writer's cache.
+        let from = hitms.partition_point(|h| h.time_ns < s.time_ns);
         let same = word(s.address);
         for h in hitms[from..]
             .iter_mut()

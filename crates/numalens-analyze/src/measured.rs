@@ -43,8 +43,10 @@ pub(crate) fn add_findings(model: &mut ReportModel, objects: &[Object]) {
         .iter()
         .filter_map(|o| Some((o.id, crate::fill::site_text(o.site.as_ref()?))))
         .collect();
+    // Object ids are unique, not row positions (FORMAT.md).
+    let by_id: HashMap<u64, &Object> = objects.iter().map(|o| (o.object_id, o)).collect();
     for (id, f) in fired {
-        let Some(o) = objects.get(id as usize) else {
+        let Some(o) = by_id.get(&id).copied() else {
             continue;
         };
         model.findings.push(Finding {
@@ -149,7 +151,9 @@ fn remote(c: &SourceCounts) -> Option<Fired> {
 /// HITM samples that followed another thread's store to the line.
 fn sharing(o: &ObjectSources, s: &HitmSharing) -> Option<Fired> {
     let matched = s.same_word + s.other_word;
-    if matched < MIN_HITM_SAMPLES || s.threads < 2 {
+    // Every matched sample pairs two threads (a reader and another writer), so the count alone
+    // is the minimum.
+    if matched < MIN_HITM_SAMPLES {
         return None;
     }
     let other = s.other_word as f64 / matched as f64;

@@ -55,7 +55,9 @@ fn add(counts: &mut SourceCounts, s: &Sample) {
     counts.beyond_cache_samples += u64::from(remote || s.data_source == DataSource::LocalDram);
     if let Some(snoop) = s.snoop {
         counts.snoop_samples += 1;
-        if snoop == Snoop::Hitm {
+        // A HITM of unknown source is neither local nor remote, and the shares divide by the
+        // accesses of known source.
+        if snoop == Snoop::Hitm && s.data_source != DataSource::Unknown {
             let hitm = if remote {
                 &mut counts.hitm_remote
             } else {
@@ -104,8 +106,14 @@ impl Tally {
             }
         }
         add(self.threads.entry((s.pid, s.tid)).or_default(), s);
+        // Only accesses served by memory are set beside the model's memory latency: cache hits
+        // on the same page would pull the mean far below it.
+        let from_memory = matches!(
+            s.data_source,
+            DataSource::LocalDram | DataSource::RemoteDram
+        );
         let cpu = s.cpu.and_then(|c| cpu_node.get(&c).copied());
-        if let (Some(cpu), Some(memory), Some(l)) = (cpu, s.node, s.latency) {
+        if let (true, Some(cpu), Some(memory), Some(l)) = (from_memory, cpu, s.node, s.latency) {
             let e = self.pairs.entry((cpu, memory)).or_default();
             e.0 += 1;
             e.1 = e.1.saturating_add(u64::from(l));

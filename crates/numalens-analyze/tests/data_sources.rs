@@ -41,6 +41,15 @@ fn load(i: u64, node: u32, source: DataSource, latency: Option<u32>) -> Sample {
 
 /// A `pmu` profile on machine A with these samples of one thread on one heap object.
 fn profile(dir: &Path, samples: impl IntoIterator<Item = Sample>) -> ReportModel {
+    profile_with(dir, &[(0, "table", 0x10_0000)], samples)
+}
+
+/// The same with these heap objects of 1 MiB, `(id, name, start)`, listed in this order.
+fn profile_with(
+    dir: &Path,
+    objects: &[(u64, &str, u64)],
+    samples: impl IntoIterator<Item = Sample>,
+) -> ReportModel {
     let mut meta = common::faults_meta(&["./measured"]);
     meta.backend.name = "pmu".into();
     meta.topology = Some(machine());
@@ -56,19 +65,21 @@ fn profile(dir: &Path, samples: impl IntoIterator<Item = Sample>) -> ReportModel
         parent_tid: None,
     })
     .unwrap();
-    w.push_object(Object {
-        object_id: 0,
-        pid: PID,
-        kind: ObjectKind::Heap,
-        name: "table".into(),
-        start: 0x10_0000,
-        size: 1 << 20,
-        alloc_ns: 0,
-        free_ns: None,
-        alloc_tid: Some(PID),
-        site_key: None,
-    })
-    .unwrap();
+    for &(object_id, name, start) in objects {
+        w.push_object(Object {
+            object_id,
+            pid: PID,
+            kind: ObjectKind::Heap,
+            name: name.into(),
+            start,
+            size: 1 << 20,
+            alloc_ns: 0,
+            free_ns: None,
+            alloc_tid: Some(PID),
+            site_key: None,
+        })
+        .unwrap();
+    }
     for s in samples {
         w.push_sample(s).unwrap();
     }
@@ -144,4 +155,67 @@ fn samples_without_sources_give_no_section_and_no_measured_finding() {
     assert!(m.data_sources.is_none());
     assert!(measured(&m).is_empty());
     assert!(m.findings.iter().all(|f| f.rests_on.is_none()));
+}
+
+#[test]
+fn cache_hits_stay_out_of_the_node_pairs_and_hitm_needs_a_known_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut samples = remote_samples(40);
+    // L2 hits of node 1's pages, fast: beside the model's memory latency they would pull the
+    // pair's mean down.
+    samples.extend((40..80).map(|i| load(i, 1, DataSource::L2, Some(12))));
+    // HITM loads whose source the hardware did not give: neither local nor remote.
+    samples.extend((80..100).map(|i| Sample {
+        snoop: Some(Snoop::Hitm),
+        ..load(i, 1, DataSource::Unknown, None)
+    }));
+    let m = profile(&dir.path().join("p.numalens"), samples);
+    let d = m.data_sources.as_ref().expect("pmu samples with sources");
+    let pair = d.node_pairs.iter().find(|p| p.memory_node == 1).unwrap();
+    assert_eq!((pair.samples, pair.mean_cycles), (40, 500));
+    assert_eq!(d.totals.hitm(), 0);
+}
+
+#[test]
+fn a_measured_finding_names_its_object_by_id_not_by_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = remote_samples(40).into_iter().map(|s| Sample {
+        object_id: Some(1),
+        address: s.address + (8 << 20),
+        ..s
+    });
+    let objects = [(1, "counters", 0x90_0000), (0, "decoy", 0x10_0000)];
+    let m = profile_with(&dir.path().join("p.numalens"), &objects, samples);
+    let f = m
+        .findings
+        .iter()
+        .find(|f| f.id == "measured-remote")
+        .unwrap();
+    assert_eq!((f.object.id, f.object.name.as_str()), (1, "counters"));
+}
+
+#[test]
+fn hitm_samples_at_the_end_of_time_are_matched_without_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let end = u64::MAX - 1_000;
+    let store = Sample {
+        time_ns: end - 500,
+        tid: PID + 1,
+        kind: SampleKind::Store,
+        ..load(0, 0, DataSource::L1, None)
+    };
+    let hitms = (0..12).map(|i| Sample {
+        time_ns: end + i,
+        snoop: Some(Snoop::Hitm),
+        ..load(0, 0, DataSource::L3, Some(90))
+    });
+    let m = profile(
+        &dir.path().join("p.numalens"),
+        [store].into_iter().chain(hitms),
+    );
+    assert!(
+        m.findings.iter().any(|f| f.id.starts_with("hitm-")),
+        "{:?}",
+        measured(&m)
+    );
 }
