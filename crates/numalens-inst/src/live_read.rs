@@ -41,7 +41,9 @@ pub struct LiveSampleFiles {
 
 #[derive(Debug)]
 struct LiveFile {
-    file: File,
+    /// Closed once its thread has ended and its last records were read: a program that
+    /// creates thousands of threads does not hold thousands of descriptors in the recorder.
+    file: Option<File>,
     pid: u32,
     tid: u32,
     /// No sample of the file is older than this: its last sample read, or its creation.
@@ -70,8 +72,18 @@ impl LiveSampleFiles {
         }
         self.block.resize(BLOCK, 0);
         for f in self.files.values_mut() {
+            if f.file.is_none() {
+                continue;
+            }
+            // Asked before the read: a thread gone then has written its last record, so what
+            // the read finds is all its file will hold, and it no longer bounds the merge (a
+            // thread that ended early would otherwise hold back every later sample).
+            let ended = !thread_exists(f.pid, f.tid);
             // Nothing read now may precede what was merged before (checked, not assumed).
             self.unordered |= !read_finished(f, &mut self.block, self.released.below);
+            if ended {
+                f.file = None;
+            }
         }
         if unready || self.unordered {
             return;
@@ -79,6 +91,7 @@ impl LiveSampleFiles {
         let below = self
             .files
             .values()
+            .filter(|f| f.file.is_some())
             .map(|f| f.next_no_older)
             .fold(listed_ns, u64::min);
         self.release_below(below);
@@ -148,6 +161,16 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Whether the thread still exists. Only a definite "no such thread" says it ended: a wrong
+/// answer would cost the live merge, not the profile, since the end checks that nothing read
+/// after it is older than what was merged.
+fn thread_exists(pid: u32, tid: u32) -> bool {
+    match std::fs::metadata(format!("/proc/{pid}/task/{tid}")) {
+        Ok(_) => true,
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    }
+}
+
 fn open_live(path: &Path) -> Option<LiveFile> {
     let mut file = File::open(path).ok()?;
     let mut header = vec![0u8; HEADER_SIZE];
@@ -155,7 +178,7 @@ fn open_live(path: &Path) -> Option<LiveFile> {
     let h = parse_header(&header, MAGIC_SAMPLES).ok()?;
     let meta = file.metadata().ok()?;
     (h.record_size as usize == SAMPLE_SIZE).then(|| LiveFile {
-        file,
+        file: Some(file),
         pid: h.pid,
         tid: h.tid,
         next_no_older: h.start_ns,
@@ -172,13 +195,16 @@ fn open_live(path: &Path) -> Option<LiveFile> {
 /// false if they are not in time order after those read before, or older than `floor`.
 fn read_finished(f: &mut LiveFile, block: &mut [u8], floor: u64) -> bool {
     let mut ordered = true;
+    let Some(file) = f.file.as_ref() else {
+        return true;
+    };
     loop {
-        let Ok(n) = f.file.read_at(block, f.read.offset) else {
+        let Ok(n) = file.read_at(block, f.read.offset) else {
             return ordered;
         };
         let first = f.read.samples.len();
         if first == f.read.samples.capacity()
-            && let Ok(meta) = f.file.metadata()
+            && let Ok(meta) = file.metadata()
         {
             // Room for what the file holds now at once, as the after-the-run read makes it:
             // growing by doubling would copy every sample again.
@@ -212,8 +238,37 @@ mod tests {
     use crate::files::read_inst_dir;
     use crate::tail::tests::{header, record};
 
+    /// This process and thread: a thread that exists, as a running program's do.
+    fn me() -> (u32, u32) {
+        (std::process::id(), thread_id())
+    }
+
+    fn thread_id() -> u32 {
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::gettid() as u32 }
+    }
+
+    /// The id of a thread that is running, and what ends it.
+    fn other_thread() -> (
+        u32,
+        std::sync::mpsc::Sender<()>,
+        std::thread::JoinHandle<()>,
+    ) {
+        let (tid_to, tid_from) = std::sync::mpsc::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let handle = std::thread::spawn(move || {
+            tid_to.send(thread_id()).unwrap();
+            let _ = stopped.recv();
+        });
+        (tid_from.recv().unwrap(), stop, handle)
+    }
+
     fn write(path: &Path, records: &[(u64, bool)]) {
-        let mut bytes = header(7, 8);
+        write_for(path, me(), records);
+    }
+
+    fn write_for(path: &Path, (pid, tid): (u32, u32), records: &[(u64, bool)]) {
+        let mut bytes = header(pid, tid);
         for (t, valid) in records {
             let mut r = record(*t, 0x1000 + t, *valid);
             // The last instruction is only in the record read at the end.
@@ -239,8 +294,11 @@ mod tests {
             &a,
             &[(10, true), (20, true), (30, true), (0, false), (50, true)],
         );
-        write(&b, &[(25, true), (40, true)]);
+        let (other, stop, handle) = other_thread();
+        write_for(&b, (me().0, other), &[(25, true), (40, true)]);
         live.read_new(dir.path());
+        drop(stop);
+        handle.join().unwrap();
         assert_eq!(live.held(), 5, "stops at the unfinished record");
         assert_eq!(
             live.merged(),
@@ -298,5 +356,28 @@ mod tests {
             .map(|s| s.time_ns)
             .collect();
         assert_eq!(times, [5]);
+    }
+
+    #[test]
+    fn a_thread_that_ended_no_longer_holds_the_merge_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ended, stop, handle) = other_thread();
+        drop(stop);
+        handle.join().unwrap();
+        let a = dir.path().join("inst-7-8-1-0.samples");
+        let b = dir.path().join("inst-7-9-1-0.samples");
+        write_for(&a, (me().0, ended), &[(10, true), (20, true)]);
+        write(&b, &[(30, true), (40, true)]);
+        let mut live = LiveSampleFiles::default();
+        live.read_new(dir.path());
+        assert_eq!(
+            live.merged(),
+            3,
+            "below 40: the ended thread's 20 bounds nothing"
+        );
+        assert!(live.files[&a].file.is_none(), "its file is closed");
+        let after = read_inst_dir(dir.path());
+        let (data, merged) = live.finish(dir.path());
+        assert_eq!((data.samples, merged), (after.samples, 3));
     }
 }
