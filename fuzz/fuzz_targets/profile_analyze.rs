@@ -9,8 +9,8 @@ use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use numalens_analyze::{Options, WhatIf, analyze};
 use numalens_format::{
-    CodeLocation, Completeness, DataSource, Migration, Object, ObjectKind, PageNodes, PageStat,
-    Profile, ProfileWriter, Sample, SampleKind, SiteFrame, Thread,
+    CodeLocation, Completeness, Label, Migration, Object, ObjectKind, PageNodes, PageStat, Profile,
+    ProfileWriter, Sample, SampleKind, SiteFrame, Snoop, Thread,
 };
 
 #[derive(Arbitrary, Debug)]
@@ -59,6 +59,9 @@ struct SampleIn {
     latency: Option<u32>,
     ip: Option<u64>,
     page_size: Option<u32>,
+    /// The data source and snoop result of a PMU sample (HITM matching, measured findings).
+    source: u8,
+    snoop: Option<u8>,
 }
 
 const PRESETS: &[&str] = &["machine-a", "machine-b", "machine-c", "altix-4", "cxl-tier"];
@@ -171,10 +174,11 @@ fn write(input: &Input, dir: &std::path::Path) -> numalens_format::Result<()> {
             weight: s.weight,
             object_id: s.object_id,
             node: s.node,
-            data_source: DataSource::Unknown,
+            data_source: label(s.source),
             latency: s.latency,
             ip: s.ip,
             page_size: s.page_size,
+            snoop: s.snoop.map(label::<Snoop>),
         })?;
     }
     for p in &input.page_stats {
@@ -241,4 +245,9 @@ fn write(input: &Input, dir: &std::path::Path) -> numalens_format::Result<()> {
         reasons: Vec::new(),
     })?;
     Ok(())
+}
+
+/// Any byte as one of the label's values.
+fn label<L: Label>(code: u8) -> L {
+    L::from_code(code % L::LABELS.len() as u8)
 }
