@@ -265,9 +265,10 @@ fn object_row(out: &mut String, s: Style, rank: usize, o: &ObjectReport) {
         "\n{head}: {} first touches, {} samples, {} resident pages",
         o.samples.first_touch, o.samples.total, resident
     );
-    // Sampled backends: what the samples stand for.
-    if o.weight != o.samples.total {
-        let _ = write!(out, ", {} accesses", o.weight);
+    // Sampled backends: what the samples stand for, counted as the analysis counts accesses
+    // (beside load and store samples, page faults are not accesses).
+    if let Some(a) = o.access.as_ref().filter(|a| a.accesses != o.samples.total) {
+        let _ = write!(out, ", {} accesses", a.accesses);
     }
     let _ = writeln!(out);
 }
