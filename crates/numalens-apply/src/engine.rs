@@ -40,11 +40,13 @@ use crate::worker::{Job, MoveWorker};
 /// SPM's observation live when not set: one second of epochs.
 const SPM_OBSERVE_NS: u64 = 1_000_000_000;
 
-/// Pages per job handed to the mover, per mover thread: a `move_pages` call lands none of its
-/// pages until the whole call ends (2,800 pages took 0.7-2.4 s in the emulated guest), so
-/// small jobs land the first (most used) pages sooner; not smaller, since kernels from 6.4
-/// flush the TLB once per call.
-const JOB_PAGES_PER_MOVER: usize = 256;
+/// Pages per job handed to the mover, per mover thread: one `move_pages` call of the default
+/// batch. A call lands none of its pages until it ends, so smaller jobs would land the first
+/// (most used) pages sooner, but each call also has a cost of its own (kernels from 6.4 flush
+/// the TLB once per call): in the emulated 4-node guest, jobs of 256 pages left 1,700-1,900
+/// pages unmoved at the end of master-init where jobs of 1,024 moved them all
+/// (docs/PLACEMENT.md).
+const JOB_PAGES_PER_MOVER: usize = 1024;
 /// A backlog larger than this many jobs is taken in this many: each take reads the backlog's
 /// bytes twice, which a backlog of millions of pages must not do per 256 pages.
 const MOST_JOBS_PER_BACKLOG: usize = 16;

@@ -225,8 +225,8 @@ fn the_engine_keeps_at_most_16_bytes_a_tracked_page() {
 #[test]
 fn the_backlog_is_handed_over_in_small_jobs_between_epochs() {
     let (mut e, cpus) = engine(Policy::Spm);
-    // 2,048 pages placed by thread 1 on node 0, then used by thread 2 on node 3 only.
-    let pages = 2_048u64;
+    // Eight jobs' pages placed by thread 1 on node 0, then used by thread 2 on node 3 only.
+    let pages = 8 * JOB_PAGES_PER_MOVER as u64;
     let first: Vec<Fault> = (0..pages).map(|p| fault(1, cpus[0], p << 12, 1)).collect();
     tick(&mut e, 0, &first);
     let mut now = 0;
@@ -238,7 +238,7 @@ fn the_backlog_is_handed_over_in_small_jobs_between_epochs() {
             .collect();
         tick(&mut e, now, &uses);
     }
-    // The round's moves, less the two jobs of 256 pages sent at once.
+    // The round's moves, less the two jobs sent at once.
     let decided = e.moves.waiting() as u64 + 2 * JOB_PAGES_PER_MOVER as u64;
     assert!(decided >= pages, "SPM moved few pages: {:?}", e.stats);
     // Within the same epoch, each turn of the loop hands over what the mover has finished.
