@@ -19,8 +19,6 @@ mod index;
 mod latency;
 mod limits;
 mod measured;
-mod memory_only;
-pub use memory_only::{has_memory_samples, without_fault_counts};
 pub mod model;
 pub use limits::UNKNOWN;
 mod names;
@@ -205,7 +203,7 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         model.analysis.limits = Some(limits::of_faults_only(&model));
         limits::withhold_verdicts(&mut model);
     } else if options.simulate {
-        whatif::add(&mut model, profile, &placement, tally.memory_samples)?;
+        whatif::add(&mut model, profile, &placement)?;
     }
     Ok(model)
 }

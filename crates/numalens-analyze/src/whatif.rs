@@ -11,19 +11,12 @@ use crate::error::Result;
 use crate::model::{PlacementReport, ReportModel};
 use crate::placement::Placement;
 
-/// Adds the what-if table and the findings' predictions to `model`; `memory_samples`: the
-/// profile has load or store samples, its only accesses (`memory_only.rs`).
-pub(crate) fn add(
-    model: &mut ReportModel,
-    profile: &Profile,
-    placement: &Placement,
-    memory_samples: bool,
-) -> Result<()> {
+/// Adds the what-if table and the findings' predictions to `model`.
+pub(crate) fn add(model: &mut ReportModel, profile: &Profile, placement: &Placement) -> Result<()> {
     if model.analysis.accesses == 0 {
         return Ok(());
     }
     let accesses = load(profile, &LoadOptions::default()).map_err(place_error)?;
-    let accesses = crate::memory_only::without_fault_counts(accesses, memory_samples);
     let machine = Machine::from_topology(&placement.machine);
     let params = Params::default();
     let computed = match numalens_place::what_if(&accesses, &machine, &Policy::all(), &params) {

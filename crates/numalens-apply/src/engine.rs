@@ -5,7 +5,9 @@
 //! `move_pages` ([`crate::migrate`]). Deciding costs one window's work, and what is kept between
 //! epochs is the policy's state per page plus the page indices ([`PageTable`]), not the run's
 //! history. Moves the mover has not taken yet wait in a backlog (the latest destination of a
-//! page wins), so a busy mover delays a decision, never loses it. What the kernel did
+//! page wins), so a busy mover delays a decision, never loses it; the mover drains it in small
+//! jobs, the pages most used in the window that decided them first, the next job always
+//! waiting behind the one being made ([`Engine::feed_mover`]). What the kernel did
 //! differently (a refused move) is seen through the mover, which asks where each page is before
 //! moving it.
 //!
@@ -37,6 +39,19 @@ use crate::worker::{Job, MoveWorker};
 
 /// SPM's observation live when not set: one second of epochs.
 const SPM_OBSERVE_NS: u64 = 1_000_000_000;
+
+/// Pages per job handed to the mover, per mover thread: one `move_pages` call of the default
+/// batch. A call lands none of its pages until it ends, so smaller jobs would land the first
+/// (most used) pages sooner, but each call also has a cost of its own (kernels from 6.4 flush
+/// the TLB once per call): in the emulated 4-node guest, jobs of 256 pages left 1,700-1,900
+/// pages unmoved at the end of master-init where jobs of 1,024 moved them all
+/// (docs/PLACEMENT.md).
+const JOB_PAGES_PER_MOVER: usize = 1024;
+/// A backlog larger than this many jobs is taken in this many: each take reads the backlog's
+/// bytes twice, which a backlog of millions of pages must not do per 256 pages.
+const MOST_JOBS_PER_BACKLOG: usize = 16;
+/// Jobs sent and not done at once: one being made, the next waiting behind it.
+const JOBS_IN_FLIGHT: usize = 2;
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -332,12 +347,7 @@ impl Engine {
     }
 
     /// Closes the epoch's window, decides, and moves; the rows of what was done.
-    fn epoch(
-        &mut self,
-        now_ns: u64,
-        origin_ns: u64,
-        live: &std::collections::BTreeSet<u32>,
-    ) -> Vec<Migration> {
+    fn epoch(&mut self, live: &std::collections::BTreeSet<u32>) -> Vec<Migration> {
         self.locate_threads();
         let (cells, numbers) = self.close_window();
         self.stats.epochs += 1;
@@ -350,7 +360,6 @@ impl Engine {
         let started = std::time::Instant::now();
         self.decide(&cells, &numbers);
         self.stats.decide_ns += started.elapsed().as_nanos() as u64;
-        self.carry_out(now_ns, origin_ns);
         Vec::new()
     }
 }
@@ -409,13 +418,22 @@ impl Engine {
             self.move_thread(t.thread, t.to);
         }
         self.moves.grow_to(self.pages.len());
+        // The window's accesses of a page: cells are in page order.
+        let accesses = |page: u32| {
+            let from = cells.partition_point(|c| c.page < page);
+            cells[from..]
+                .iter()
+                .take_while(|c| c.page == page)
+                .map(Cell::total)
+                .sum::<u64>()
+        };
         for m in step.moves {
             if m.kind == MoveKind::Replicate {
                 // User space cannot replicate transparently: the page stays where it is.
                 self.stats.replications_skipped += 1;
                 continue;
             }
-            self.moves.request(m.page, m.to);
+            self.moves.request(m.page, m.to, accesses(m.page));
         }
     }
 
@@ -430,14 +448,21 @@ impl Engine {
         }
     }
 
-    /// Hands the backlog to the mover thread unless it is still making the last batch (then
-    /// the moves wait for the next epoch).
-    fn carry_out(&mut self, now_ns: u64, origin_ns: u64) {
-        if self.moves.waiting() == 0 || self.mover.busy() {
-            return;
+    /// Hands the mover the backlog's most used pages, a small job at a time, whenever fewer
+    /// than [`JOBS_IN_FLIGHT`] are sent and not done (each tick, not only at epochs): the mover
+    /// never waits for the next epoch, and a page decided again while it waits in the backlog
+    /// goes where its latest decision says.
+    fn feed_mover(&mut self, now_ns: u64, origin_ns: u64) {
+        let job_pages = JOB_PAGES_PER_MOVER * self.opts.migrate.movers.max(1);
+        while self.moves.waiting() > 0 && self.mover.in_flight() < JOBS_IN_FLIGHT {
+            let most = job_pages.max(self.moves.waiting().div_ceil(MOST_JOBS_PER_BACKLOG));
+            self.send_job(most, now_ns, origin_ns);
         }
+    }
+
+    fn send_job(&mut self, most: usize, now_ns: u64, origin_ns: u64) {
         let mut per_pid: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();
-        let (moves, frozen) = self.moves.take(self.stats.epochs);
+        let (moves, frozen) = self.moves.take_first(most, self.stats.epochs);
         self.stats.frozen += frozen;
         let pages: Vec<u32> = moves.iter().map(|m| m.0).collect();
         for (key, (_, to)) in self.pages.keys(&pages).into_iter().zip(moves) {
@@ -452,6 +477,9 @@ impl Engine {
                 .push((number * self.page_size, self.machine.nodes[to]));
         }
         let reason = format!("{} at epoch {}", self.opts.policy.name(), self.stats.epochs);
+        if per_pid.is_empty() {
+            return;
+        }
         let jobs = per_pid
             .into_iter()
             .map(|(pid, mut requests)| {
@@ -516,7 +544,9 @@ impl LiveHook for Engine {
         let now = view.now_ns;
         let done = self.mover.poll();
         let mut rows = self.collect(now, done);
+        let origin = view.origin_ns;
         rows.extend(self.turn(view));
+        self.feed_mover(now, origin);
         self.stats.cpu_ns += thread_cpu_ns().saturating_sub(cpu);
         self.stats.peak_state_bytes = self.stats.peak_state_bytes.max(self.state_bytes());
         self.stats.peak_epoch_bytes = self.stats.peak_epoch_bytes.max(self.epoch_bytes());
@@ -568,7 +598,7 @@ impl Engine {
             return Vec::new();
         }
         self.epoch_start_ns = view.now_ns;
-        self.epoch(view.now_ns, view.origin_ns, view.live)
+        self.epoch(view.live)
     }
 }
 

@@ -222,3 +222,37 @@ fn the_engine_keeps_at_most_16_bytes_a_tracked_page() {
         assert!(per_page <= 16.0, "{policy:?}: {per_page:.2} bytes a page");
     }
 }
+
+#[test]
+fn the_backlog_is_handed_over_in_small_jobs_between_epochs() {
+    let (mut e, cpus) = engine(Policy::Spm);
+    // Eight jobs' pages placed by thread 1 on node 0, then used by thread 2 on node 3 only.
+    let pages = 8 * JOB_PAGES_PER_MOVER as u64;
+    let first: Vec<Fault> = (0..pages).map(|p| fault(1, cpus[0], p << 12, 1)).collect();
+    tick(&mut e, 0, &first);
+    let mut now = 0;
+    while e.moves.waiting() == 0 && e.stats.epochs < 10 {
+        now += 1_000_000;
+        let uses: Vec<Fault> = (0..pages)
+            .flat_map(|p| [p, p])
+            .map(|p| fault(2, cpus[3], p << 12, now))
+            .collect();
+        tick(&mut e, now, &uses);
+    }
+    // The round's moves, less the two jobs sent at once.
+    let decided = e.moves.waiting() as u64 + 2 * JOB_PAGES_PER_MOVER as u64;
+    assert!(decided >= pages, "SPM moved few pages: {:?}", e.stats);
+    // Within the same epoch, each turn of the loop hands over what the mover has finished.
+    let epochs = e.stats.epochs;
+    for turn in 1..=200 {
+        if e.moves.waiting() == 0 && !e.mover.busy() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        tick(&mut e, now + turn, &[]);
+    }
+    assert_eq!(e.stats.epochs, epochs);
+    assert_eq!(e.moves.waiting(), 0);
+    e.finish(now + 1_000);
+    assert_eq!((e.stats.requested, e.stats.unmade), (decided, 0));
+}

@@ -1,7 +1,10 @@
 //! Page moves on a thread of their own: a `move_pages` of pages that running threads use waits
 //! for every CPU of the process to drop its mappings, which can take long, and the recorder's
-//! loop (draining the sampling rings, scanning pages) must not wait with it. One job at a time:
-//! while one is in flight the engine sends none (its pages would be asked for again anyway).
+//! loop (draining the sampling rings, scanning pages) must not wait with it. Jobs are made in
+//! the order they are sent, one after the other; the sender says how many may wait at once
+//! (the online engine keeps the next small job waiting behind the one being made, so that the
+//! mover never idles until the recorder's loop comes round; a plan's timed moves send one at a
+//! time).
 
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::thread::JoinHandle;
@@ -22,7 +25,8 @@ pub struct MoveWorker {
     jobs: Option<Sender<Vec<Job>>>,
     outcomes: Receiver<Vec<Outcome>>,
     thread: Option<JoinHandle<()>>,
-    in_flight: bool,
+    /// Sends whose outcomes have not come back.
+    in_flight: usize,
 }
 
 impl MoveWorker {
@@ -51,12 +55,17 @@ impl MoveWorker {
             jobs: Some(jobs),
             outcomes,
             thread: Some(thread),
-            in_flight: false,
+            in_flight: 0,
         }
     }
 
-    /// Whether the last epoch's moves are still being made.
+    /// Whether moves sent are still being made.
     pub fn busy(&self) -> bool {
+        self.in_flight > 0
+    }
+
+    /// Sends not done yet: the one being made and those waiting behind it.
+    pub fn in_flight(&self) -> usize {
         self.in_flight
     }
 
@@ -64,31 +73,36 @@ impl MoveWorker {
         if let Some(tx) = &self.jobs
             && tx.send(jobs).is_ok()
         {
-            self.in_flight = true;
+            self.in_flight += 1;
         }
     }
 
-    /// The outcome of the job in flight, if it is done.
+    /// The outcomes of the sends done since the last poll.
     pub fn poll(&mut self) -> Vec<Outcome> {
-        match self.outcomes.try_recv() {
-            Ok(done) => {
-                self.in_flight = false;
-                done
+        let mut done = Vec::new();
+        loop {
+            match self.outcomes.try_recv() {
+                Ok(mut outcomes) => {
+                    self.in_flight -= 1;
+                    done.append(&mut outcomes);
+                }
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return done,
             }
-            Err(TryRecvError::Empty | TryRecvError::Disconnected) => Vec::new(),
         }
     }
 
-    /// Waits for the job in flight and stops the thread.
+    /// Waits for every send in flight and stops the thread.
     pub fn finish(&mut self) -> Vec<Outcome> {
         self.jobs = None;
         let mut done = Vec::new();
-        if self.in_flight
-            && let Ok(outcomes) = self.outcomes.recv()
-        {
-            done = outcomes;
+        while self.in_flight > 0 {
+            match self.outcomes.recv() {
+                Ok(mut outcomes) => done.append(&mut outcomes),
+                Err(_) => break,
+            }
+            self.in_flight -= 1;
         }
-        self.in_flight = false;
+        self.in_flight = 0;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

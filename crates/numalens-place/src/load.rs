@@ -1,7 +1,10 @@
 //! A profile's accesses as the policies see them: per page and thread, in time windows.
 //!
 //! Counts come from the samples (loads, stores, NUMA-balancing hint faults; first-touch faults
-//! say who placed each page) and from the exact `page_stats` rows. When both exist, the exact
+//! say who placed each page) and from the exact `page_stats` rows. Beside load or store samples,
+//! page faults (first touches, later faults, hints) are not accesses: they say who placed a page,
+//! not how much it is used, and a first-touched page that a load sample also hit would count
+//! twice; only a profile of faults alone counts them. When both exist, the exact
 //! totals are authoritative and the samples only say when they happened: each (page, thread)
 //! total is spread over the windows in proportion to that pair's samples, or put in the window
 //! of its first access when it has none. Memory grows with pages × threads per page × windows.
@@ -85,6 +88,8 @@ struct Builder {
     cells: Vec<HashMap<CellKey, Counts>>,
     weights: HashMap<u32, u64>,
     access_samples: u64,
+    /// Load and store samples: when there are any, page faults are not counted as accesses.
+    memory_samples: u64,
     /// Pages whose first-touch fault was sampled: the fault, not an exact count's first
     /// access, says who placed them.
     faulted: std::collections::HashSet<u32>,
@@ -128,6 +133,7 @@ impl Builder {
             cells: Vec::new(),
             weights: HashMap::default(),
             access_samples: 0,
+            memory_samples: 0,
             faulted: Default::default(),
         })
     }
@@ -235,17 +241,20 @@ impl Builder {
                 SampleKind::Store => 1,
                 SampleKind::Hint => 2,
                 SampleKind::FirstTouch => {
-                    // The fault is an access too (the report counts it as one of unknown
-                    // direction), but not one that says how much the page is used.
+                    // In a profile of faults alone, an access of unknown direction (as in the
+                    // report); beside load or store samples, only who placed the page.
                     self.touched(p, thread, t, (!node.is_null(i)).then(|| node.value(i)));
                     2
                 }
-                // Another fault on a placed page (copy-on-write): an access, as for the report.
+                // Another fault on a placed page (copy-on-write): counted as a first touch is.
                 SampleKind::Fault => 2,
             };
             if !matches!(k, SampleKind::FirstTouch | SampleKind::Fault) {
                 *self.weights.entry(w as u32).or_default() += 1;
                 self.access_samples += 1;
+            }
+            if matches!(k, SampleKind::Load | SampleKind::Store) {
+                self.memory_samples += 1;
             }
             let window = self.window(t);
             let counts = self.cells[window].entry((p, thread)).or_default();
@@ -307,6 +316,9 @@ impl Builder {
         if !exact.is_empty() {
             self.spread_exact(exact);
         }
+        if self.memory_samples > 0 {
+            self.drop_fault_counts();
+        }
         let sample_period = median(&self.weights).unwrap_or(1);
         let active = self.active_threads();
         let oversubscribed = recorded_cpus.is_some_and(|cpus| active > cpus.max(1));
@@ -354,6 +366,18 @@ impl Builder {
         accesses.sample_period = sample_period;
         accesses.retimed = oversubscribed;
         accesses
+    }
+
+    /// Beside load or store samples, the faults' counts (slot 2: first touches, later faults,
+    /// hints) are not accesses; the pages and who first touched them stay. Runs after the
+    /// exact totals are spread, which use the faults only to say when a pair was used.
+    fn drop_fault_counts(&mut self) {
+        for cells in &mut self.cells {
+            cells.retain(|_, c| {
+                c[2] = 0;
+                c[0] > 0 || c[1] > 0
+            });
+        }
     }
 
     fn active_threads(&self) -> usize {
@@ -552,3 +576,6 @@ fn column_error(path: &Path, column: &str, problem: &str) -> FormatError {
         problem: problem.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -42,9 +42,6 @@ impl Setup {
         let (topology, note) = machine_for(&profile, args.topology.as_deref())?;
         let machine = Machine::from_topology(&topology);
         let accesses = load(&profile, &LoadOptions { window_ns })?;
-        // Beside load and store samples, page faults only say who placed each page.
-        let memory_samples = numalens_analyze::has_memory_samples(&profile)?;
-        let accesses = numalens_analyze::without_fault_counts(accesses, memory_samples);
         let mut params = Params {
             spread: args
                 .threads_per_node
