@@ -92,16 +92,7 @@ pub fn decode<'a>(
 ) -> Result<Sample<'a>, Truncated> {
     let t = layout.sample_type;
     let mut b = Bytes::new(body, big_endian);
-    let mut s = Sample::default();
-    let identifier = b.u64_if(t & IDENTIFIER != 0)?;
-    s.ip = b.u64_if(t & IP != 0)?;
-    if t & TID != 0 {
-        s.pid = Some(b.u32()?);
-        s.tid = Some(b.u32()?);
-    }
-    s.time = b.u64_if(t & TIME != 0)?;
-    s.addr = b.u64_if(t & ADDR != 0)?;
-    s.id = b.u64_if(t & ID != 0)?.or(identifier);
+    let mut s = first_fields(&mut b, t)?;
     b.u64_if(t & STREAM_ID != 0)?;
     if t & CPU != 0 {
         s.cpu = Some(b.u32()?);
@@ -187,8 +178,11 @@ pub fn decode_head<'a>(
     if body.len() < size {
         return Err(Truncated);
     }
-    let t = layout.sample_type;
-    let mut b = Bytes::new(body, big_endian);
+    first_fields(&mut Bytes::new(body, big_endian), layout.sample_type)
+}
+
+/// The fields every sample starts with, in the kernel's order: up to the id.
+fn first_fields<'a>(b: &mut Bytes<'a>, t: u64) -> Result<Sample<'a>, Truncated> {
     let mut s = Sample::default();
     let identifier = b.u64_if(t & IDENTIFIER != 0)?;
     s.ip = b.u64_if(t & IP != 0)?;
