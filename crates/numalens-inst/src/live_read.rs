@@ -48,6 +48,9 @@ struct LiveFile {
     tid: u32,
     /// No sample of the file is older than this: its last sample read, or its creation.
     next_no_older: u64,
+    /// The thread was seen blocked in a system call at this time, before the last read: its
+    /// next sample is no older (a sample's record is finished before the hooks return).
+    blocked_at: Option<u64>,
     /// Its samples not merged yet.
     read: ReadBefore,
 }
@@ -79,6 +82,8 @@ impl LiveSampleFiles {
             // the read finds is all its file will hold, and it no longer bounds the merge (a
             // thread that ended early would otherwise hold back every later sample).
             let ended = !thread_exists(f.pid, f.tid);
+            let seen = monotonic_ns();
+            f.blocked_at = blocked_in_system_call(f.pid, f.tid).then_some(seen);
             // Nothing read now may precede what was merged before (checked, not assumed).
             self.unordered |= !read_finished(f, &mut self.block, self.released.below);
             if ended {
@@ -92,7 +97,10 @@ impl LiveSampleFiles {
             .files
             .values()
             .filter(|f| f.file.is_some())
-            .map(|f| f.next_no_older)
+            .map(|f| {
+                f.blocked_at
+                    .map_or(f.next_no_older, |at| at.max(f.next_no_older))
+            })
             .fold(listed_ns, u64::min);
         self.release_below(below);
     }
@@ -171,6 +179,35 @@ fn thread_exists(pid: u32, tid: u32) -> bool {
     }
 }
 
+/// Whether the thread is blocked in a system call (a main thread in `pthread_join`, a worker
+/// waiting for work): between taking a sample's time and finishing its record the hooks make
+/// none, so such a thread has no sample in flight. The clock's calls are left out: where the
+/// vDSO falls back to them, the sample's time is taken inside one. Wrong answers cost the live
+/// merge only (the end checks what was merged).
+fn blocked_in_system_call(pid: u32, tid: u32) -> bool {
+    // The reading thread itself is always in the `read` of its own file.
+    // SAFETY: getpid and gettid have no preconditions.
+    if unsafe { (libc::getpid() as u32, libc::gettid() as u32) } == (pid, tid) {
+        return false;
+    }
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")) else {
+        return false;
+    };
+    let number = text
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse::<i64>().ok());
+    number.is_some_and(|n| {
+        n >= 0
+            && ![
+                libc::SYS_clock_gettime,
+                libc::SYS_gettimeofday,
+                libc::SYS_time,
+            ]
+            .contains(&n)
+    })
+}
+
 fn open_live(path: &Path) -> Option<LiveFile> {
     let mut file = File::open(path).ok()?;
     let mut header = vec![0u8; HEADER_SIZE];
@@ -182,6 +219,7 @@ fn open_live(path: &Path) -> Option<LiveFile> {
         pid: h.pid,
         tid: h.tid,
         next_no_older: h.start_ns,
+        blocked_at: None,
         read: ReadBefore {
             identity: (meta.dev(), meta.ino()),
             offset: HEADER_SIZE as u64,
@@ -376,6 +414,34 @@ mod tests {
             "below 40: the ended thread's 20 bounds nothing"
         );
         assert!(live.files[&a].file.is_none(), "its file is closed");
+        let after = read_inst_dir(dir.path());
+        let (data, merged) = live.finish(dir.path());
+        assert_eq!((data.samples, merged), (after.samples, 3));
+    }
+
+    #[test]
+    fn a_thread_blocked_in_a_system_call_no_longer_holds_the_merge_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (waiting, stop, handle) = other_thread();
+        // Until it is seen in its system call (receiving from a channel).
+        let syscall = format!("/proc/{}/task/{waiting}/syscall", me().0);
+        while !blocked_in_system_call(me().0, waiting) {
+            assert!(std::path::Path::new(&syscall).exists());
+            std::thread::yield_now();
+        }
+        let a = dir.path().join("inst-7-8-1-0.samples");
+        let b = dir.path().join("inst-7-9-1-0.samples");
+        write_for(&a, (me().0, waiting), &[(10, true), (20, true)]);
+        write(&b, &[(30, true), (40, true)]);
+        let mut live = LiveSampleFiles::default();
+        live.read_new(dir.path());
+        drop(stop);
+        handle.join().unwrap();
+        assert_eq!(
+            live.merged(),
+            3,
+            "below 40: the waiting thread's 20 bounds nothing"
+        );
         let after = read_inst_dir(dir.path());
         let (data, merged) = live.finish(dir.path());
         assert_eq!((data.samples, merged), (after.samples, 3));
