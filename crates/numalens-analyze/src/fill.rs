@@ -165,11 +165,7 @@ fn findings(
             .into_iter()
             .filter(|(_, f)| f.accesses as f64 >= 0.01 * all as f64),
     );
-    let sites: HashMap<u64, String> = model
-        .objects
-        .iter()
-        .filter_map(|o| Some((o.id, site_text(o.site.as_ref()?))))
-        .collect();
+    let sites = site_texts(&model.objects);
     let mut advice_of: HashMap<usize, Vec<String>> = HashMap::new();
     let mut out: Vec<Finding> = fired
         .into_iter()
@@ -180,13 +176,7 @@ fn findings(
             Finding {
                 id: f.id.into(),
                 advice: advice_id.into(),
-                object: FindingObject {
-                    id: o.object_id,
-                    pid: o.pid,
-                    name: o.name.clone(),
-                    kind: o.kind.label().into(),
-                    site: sites.get(&o.object_id).cloned(),
-                },
+                object: finding_object(o, &sites),
                 summary: summary(&f, &o.name),
                 evidence: f
                     .evidence
@@ -227,6 +217,25 @@ fn findings(
             ))
     });
     (out, advice_of)
+}
+
+/// The site of each listed object, as findings name it.
+pub(crate) fn site_texts(objects: &[ObjectReport]) -> HashMap<u64, String> {
+    objects
+        .iter()
+        .filter_map(|o| Some((o.id, site_text(o.site.as_ref()?))))
+        .collect()
+}
+
+/// The object a finding is about, with its site when the object is listed.
+pub(crate) fn finding_object(o: &Object, sites: &HashMap<u64, String>) -> FindingObject {
+    FindingObject {
+        id: o.object_id,
+        pid: o.pid,
+        name: o.name.clone(),
+        kind: o.kind.label().into(),
+        site: sites.get(&o.object_id).cloned(),
+    }
 }
 
 pub(crate) fn site_text(site: &SiteReport) -> String {

@@ -5,12 +5,12 @@
 //! can support them (docs/FINDINGS.md, "Findings from measured data sources").
 
 use std::cmp::Reverse;
-use std::collections::HashMap;
 
-use numalens_format::{Label, Object};
+use numalens_format::Object;
 
+use crate::index::ObjectIndex;
 use crate::model::{
-    Cost, Evidence, Finding, FindingObject, HitmSharing, ObjectSources, ReportModel, SourceCounts,
+    Cost, Evidence, Finding, HitmSharing, ObjectSources, ReportModel, SourceCounts,
 };
 
 /// Samples served beyond the node's caches an object needs before its remote share is judged.
@@ -38,27 +38,17 @@ pub(crate) fn add_findings(model: &mut ReportModel, objects: &[Object]) {
         }
     }
     crate::sources::keep_top_objects(sources);
-    let sites: HashMap<u64, String> = model
-        .objects
-        .iter()
-        .filter_map(|o| Some((o.id, crate::fill::site_text(o.site.as_ref()?))))
-        .collect();
+    let sites = crate::fill::site_texts(&model.objects);
     // Object ids are unique, not row positions (FORMAT.md).
-    let by_id: HashMap<u64, &Object> = objects.iter().map(|o| (o.object_id, o)).collect();
+    let index = ObjectIndex::new(objects);
     for (id, f) in fired {
-        let Some(o) = by_id.get(&id).copied() else {
+        let Some(o) = index.get(id).map(|p| &objects[p as usize]) else {
             continue;
         };
         model.findings.push(Finding {
             id: f.id.into(),
             advice: f.advice.into(),
-            object: FindingObject {
-                id,
-                pid: o.pid,
-                name: o.name.clone(),
-                kind: o.kind.label().into(),
-                site: sites.get(&id).cloned(),
-            },
+            object: crate::fill::finding_object(o, &sites),
             summary: format!("{}: {}", o.name, f.summary),
             evidence: f
                 .evidence
