@@ -82,8 +82,8 @@ impl LiveSampleFiles {
             // the read finds is all its file will hold, and it no longer bounds the merge (a
             // thread that ended early would otherwise hold back every later sample).
             let ended = !thread_exists(f.pid, f.tid);
-            let seen = monotonic_ns();
-            f.blocked_at = blocked_in_system_call(f.pid, f.tid).then_some(seen);
+            // Seen blocked after the listing: no later than then, an earlier bound is safe.
+            f.blocked_at = blocked_in_system_call(f.pid, f.tid).then_some(listed_ns);
             // Nothing read now may precede what was merged before (checked, not assumed).
             self.unordered |= !read_finished(f, &mut self.block, self.released.below);
             if ended {
