@@ -225,7 +225,8 @@ fn phase_moves(input: &Input, layout: Layout, pages: &[usize]) -> Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accesses::{Cell, CountSource, ObjectInfo, Page, ThreadInfo, Windows};
+    use crate::accesses::ObjectInfo;
+    use crate::fixture::{self, cell, exact, pages_placed_by};
     use crate::sim::tests::machine;
 
     /// A table of 16 pages written by thread 0 in the first window, then read by both threads
@@ -243,22 +244,8 @@ mod tests {
             module: None,
             alloc_thread: Some(0),
         };
-        let pages = (0..16)
-            .map(|p| Page {
-                pid: 1,
-                number: p,
-                object: Some(0),
-                first_toucher: Some(0),
-                ..Page::default()
-            })
-            .collect();
-        let cell = |page, thread, reads, writes| Cell {
-            page,
-            thread,
-            reads,
-            writes,
-            other: 0,
-        };
+        let mut pages = pages_placed_by(16, 0);
+        pages.iter_mut().for_each(|p| p.object = Some(0));
         let mut cells = vec![(0..16).map(|p| cell(p, 0, 0, 10_000)).collect::<Vec<_>>()];
         for _ in 0..4 {
             cells.push(
@@ -267,27 +254,8 @@ mod tests {
                     .collect(),
             );
         }
-        let threads = (0..2)
-            .map(|t| ThreadInfo {
-                pid: 1,
-                tid: 10 + t,
-                logical_id: t,
-                name: None,
-            })
-            .collect();
-        let windows = Windows {
-            start_ns: 0,
-            length_ns: 10_000_000,
-            cells,
-        };
-        Accesses::from_cells(
-            4096,
-            CountSource::Exact,
-            threads,
-            vec![object],
-            pages,
-            windows,
-        )
+        let threads = fixture::threads(1, 10, 2);
+        exact(threads, vec![object], pages, 10_000_000, cells)
     }
 
     #[test]

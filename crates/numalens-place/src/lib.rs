@@ -8,6 +8,8 @@
 pub mod accesses;
 pub mod error;
 pub mod fixes;
+#[cfg(test)]
+pub(crate) mod fixture;
 pub mod layout;
 pub mod load;
 pub mod machine;

@@ -635,7 +635,8 @@ pub fn relative_stddev(values: &[f64]) -> Option<f64> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::accesses::{CountSource, Page, ThreadInfo, Windows};
+    use crate::accesses::Page;
+    use crate::fixture::{self, cell, exact};
     use crate::layout::Layout;
     use numalens_topology::presets::preset;
 
@@ -656,29 +657,16 @@ pub(crate) mod tests {
                     first_toucher: Some(t),
                     ..Page::default()
                 });
-                cells.push(Cell {
-                    page,
-                    thread: t,
-                    reads: per_thread,
-                    writes: 0,
-                    other: 0,
-                });
+                cells.push(cell(page, t, per_thread, 0));
             }
         }
-        let threads = (0..threads)
-            .map(|t| ThreadInfo {
-                pid: 1,
-                tid: 100 + t,
-                logical_id: t,
-                name: None,
-            })
-            .collect();
-        let windows = Windows {
-            start_ns: 0,
-            length_ns: 1_000_000_000,
-            cells: vec![cells],
-        };
-        Accesses::from_cells(4096, CountSource::Exact, threads, Vec::new(), list, windows)
+        exact(
+            fixture::threads(1, 100, threads),
+            Vec::new(),
+            list,
+            1_000_000_000,
+            vec![cells],
+        )
     }
 
     fn run(

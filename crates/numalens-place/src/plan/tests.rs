@@ -1,5 +1,6 @@
 use super::*;
-use crate::accesses::{Cell, CountSource, Page, ThreadInfo, Windows};
+use crate::accesses::Page;
+use crate::fixture::{self, cell, exact};
 use crate::layout::{Layout, Move, MoveKind};
 use crate::policies::{Input, Params};
 use numalens_topology::presets::preset;
@@ -29,13 +30,7 @@ fn accesses(objects: Vec<ObjectInfo>, spans: &[(u32, u64, u64)]) -> Accesses {
     let mut cells = Vec::new();
     for &(o, first, count) in spans {
         for k in 0..count {
-            cells.push(Cell {
-                page: pages.len() as u32,
-                thread: 0,
-                reads: 10 + o as u64,
-                writes: 0,
-                other: 0,
-            });
+            cells.push(cell(pages.len() as u32, 0, 10 + o as u64, 0));
             pages.push(Page {
                 pid: 7,
                 number: first + k,
@@ -45,26 +40,13 @@ fn accesses(objects: Vec<ObjectInfo>, spans: &[(u32, u64, u64)]) -> Accesses {
             });
         }
     }
-    let threads = vec![
-        ThreadInfo {
-            pid: 7,
-            tid: 7,
-            logical_id: 0,
-            name: None,
-        },
-        ThreadInfo {
-            pid: 7,
-            tid: 8,
-            logical_id: 1,
-            name: None,
-        },
-    ];
-    let windows = Windows {
-        start_ns: 0,
-        length_ns: 1_000_000_000,
-        cells: vec![cells],
-    };
-    Accesses::from_cells(4096, CountSource::Exact, threads, objects, pages, windows)
+    exact(
+        fixture::threads(7, 7, 2),
+        objects,
+        pages,
+        1_000_000_000,
+        vec![cells],
+    )
 }
 
 fn plan(a: &Accesses, page_node: Vec<usize>, replicated: Vec<bool>) -> Plan {
@@ -397,31 +379,14 @@ fn three_objects(seed: u64) -> Accesses {
         for page in 0..48u32 {
             for thread in 0..4 {
                 if next() % 3 == 0 {
-                    window.push(Cell {
-                        page,
-                        thread,
-                        reads: next() % 200_000,
-                        writes: if page < 16 { 0 } else { next() % 50_000 },
-                        other: 0,
-                    });
+                    let reads = next() % 200_000;
+                    let writes = if page < 16 { 0 } else { next() % 50_000 };
+                    window.push(cell(page, thread, reads, writes));
                 }
             }
         }
     }
-    let threads = (0..4)
-        .map(|t| ThreadInfo {
-            pid: 7,
-            tid: 7 + t,
-            logical_id: t,
-            name: None,
-        })
-        .collect();
-    let windows = Windows {
-        start_ns: 0,
-        length_ns: 1_000_000,
-        cells,
-    };
-    Accesses::from_cells(4096, CountSource::Exact, threads, objects, pages, windows)
+    exact(fixture::threads(7, 7, 4), objects, pages, 1_000_000, cells)
 }
 
 /// What docs/PLAN.md promises: a plan made from a profile gives, simulated on that profile,

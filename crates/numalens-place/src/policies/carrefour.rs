@@ -338,7 +338,8 @@ impl Online {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accesses::{Accesses, CountSource, Page, ThreadInfo, Windows};
+    use crate::accesses::Accesses;
+    use crate::fixture::{self, cell as c, exact, pages_placed_by};
     use crate::policies::Params;
     use crate::sim::{Model, simulate};
     use numalens_topology::presets::preset;
@@ -400,28 +401,14 @@ mod tests {
 
     /// 4 threads on machine-a's 4 nodes; pages touched by thread 0 (node 0).
     fn run(cells: Vec<Vec<Cell>>, pages: u32, length_ns: u64) -> (Accesses, Schedule) {
-        let list = (0..pages)
-            .map(|p| Page {
-                pid: 1,
-                number: p as u64,
-                first_toucher: Some(0),
-                ..Page::default()
-            })
-            .collect();
-        let threads = (0..4)
-            .map(|t| ThreadInfo {
-                pid: 1,
-                tid: 10 + t,
-                logical_id: t,
-                name: None,
-            })
-            .collect();
-        let windows = Windows {
-            start_ns: 0,
+        let list = pages_placed_by(pages, 0);
+        let a = exact(
+            fixture::threads(1, 10, 4),
+            Vec::new(),
+            list,
             length_ns,
             cells,
-        };
-        let a = Accesses::from_cells(4096, CountSource::Exact, threads, Vec::new(), list, windows);
+        );
         let m = machine();
         let params = Params::default();
         let input = Input {
@@ -432,16 +419,6 @@ mod tests {
         };
         let s = schedule(&input);
         (a, s)
-    }
-
-    fn c(page: u32, thread: u32, reads: u64, writes: u64) -> Cell {
-        Cell {
-            page,
-            thread,
-            reads,
-            writes,
-            other: 0,
-        }
     }
 
     #[test]

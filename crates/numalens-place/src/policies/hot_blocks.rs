@@ -117,51 +117,24 @@ fn range_count(a: &Accesses, layout: &Layout, pages: &[u32], lo: usize, hi: usiz
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accesses::{Cell, CountSource, Page, ThreadInfo, Windows};
+    use crate::accesses::Cell;
+    use crate::fixture::{self, cell, exact, pages_placed_by};
     use crate::policies::Params;
     use crate::sim::tests::machine;
 
     /// 64 pages of one object: thread 0 (node 0) reads them all a little, thread 1 (node 1)
     /// reads pages 16..32 a lot.
     fn hot_region() -> Accesses {
-        let list = (0..64)
-            .map(|p| Page {
-                pid: 1,
-                number: p,
-                first_toucher: Some(0),
-                ..Page::default()
-            })
-            .collect();
-        let mut cells: Vec<Cell> = (0..64)
-            .map(|page| Cell {
-                page,
-                thread: 0,
-                reads: 1_000,
-                writes: 0,
-                other: 0,
-            })
-            .collect();
-        cells.extend((16..32).map(|page| Cell {
-            page,
-            thread: 1,
-            reads: 2_000_000,
-            writes: 0,
-            other: 0,
-        }));
-        let threads = (0..2)
-            .map(|t| ThreadInfo {
-                pid: 1,
-                tid: 10 + t,
-                logical_id: t,
-                name: None,
-            })
-            .collect();
-        let windows = Windows {
-            start_ns: 0,
-            length_ns: 1_000_000_000,
-            cells: vec![cells],
-        };
-        Accesses::from_cells(4096, CountSource::Exact, threads, Vec::new(), list, windows)
+        let mut cells: Vec<Cell> = (0..64).map(|page| cell(page, 0, 1_000, 0)).collect();
+        cells.extend((16..32).map(|page| cell(page, 1, 2_000_000, 0)));
+        let threads = fixture::threads(1, 10, 2);
+        exact(
+            threads,
+            Vec::new(),
+            pages_placed_by(64, 0),
+            1_000_000_000,
+            vec![cells],
+        )
     }
 
     #[test]

@@ -362,7 +362,8 @@ fn saturating_sum(values: impl Iterator<Item = u64>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accesses::{Cell, CountSource, Page, ThreadInfo, Windows};
+    use crate::accesses::{Cell, Page};
+    use crate::fixture::{self, exact};
     use crate::layout::spread_threads;
     use crate::policies::Params;
     use numalens_topology::presets::preset;
@@ -435,41 +436,13 @@ mod tests {
         );
     }
 
-    fn threads(n: u32) -> Vec<ThreadInfo> {
-        (0..n)
-            .map(|t| ThreadInfo {
-                pid: 1,
-                tid: 10 + t,
-                logical_id: t,
-                name: None,
-            })
-            .collect()
-    }
-
     fn accesses(pages: Vec<Page>, cells: Vec<Cell>, n: u32) -> Accesses {
-        let windows = Windows {
-            start_ns: 0,
-            length_ns: 1_000_000_000,
-            cells: vec![cells],
-        };
-        Accesses::from_cells(
-            4096,
-            CountSource::Exact,
-            threads(n),
-            Vec::new(),
-            pages,
-            windows,
-        )
+        let threads = fixture::threads(1, 10, n);
+        exact(threads, Vec::new(), pages, 1_000_000_000, vec![cells])
     }
 
     fn cell(page: u32, thread: u32, reads: u64) -> Cell {
-        Cell {
-            page,
-            thread,
-            reads,
-            writes: 0,
-            other: 0,
-        }
+        fixture::cell(page, thread, reads, 0)
     }
 
     #[test]

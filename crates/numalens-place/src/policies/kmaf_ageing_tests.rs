@@ -2,7 +2,8 @@
 //! thread initialised and another then uses follows its user within a few windows, and a page
 //! two nodes share is not moved back and forth.
 
-use crate::accesses::{Accesses, Cell, CountSource, Page, ThreadInfo, Windows};
+use crate::accesses::{Accesses, Cell};
+use crate::fixture::{cell, exact, pages_placed_by, threads};
 use crate::layout::{Schedule, spread_threads};
 use crate::policies::{Input, Params, Policy, run};
 use crate::sim::tests::machine;
@@ -10,51 +11,23 @@ use crate::sim::tests::machine;
 /// Four threads (one per node of machine-b under the default spread); pages first touched by
 /// thread 0; `windows[w]` lists (page, thread, accesses) of window w.
 fn accesses(pages: u32, windows: &[Vec<(u32, u32, u64)>]) -> Accesses {
-    let pages = (0..pages)
-        .map(|p| Page {
-            pid: 1,
-            number: u64::from(p),
-            first_toucher: Some(0),
-            ..Page::default()
-        })
-        .collect();
-    let threads = (0..4)
-        .map(|t| ThreadInfo {
-            pid: 1,
-            tid: 100 + t,
-            logical_id: t,
-            name: None,
-        })
-        .collect();
     let cells = windows
         .iter()
         .map(|w| {
             let mut cells: Vec<Cell> = w
                 .iter()
-                .map(|&(page, thread, reads)| Cell {
-                    page,
-                    thread,
-                    reads,
-                    writes: 0,
-                    other: 0,
-                })
+                .map(|&(page, thread, reads)| cell(page, thread, reads, 0))
                 .collect();
             cells.sort_by_key(|c| (c.page, c.thread));
             cells
         })
         .collect();
-    let windows = Windows {
-        start_ns: 0,
-        length_ns: 200_000_000,
-        cells,
-    };
-    Accesses::from_cells(
-        4096,
-        CountSource::Exact,
-        threads,
+    exact(
+        threads(1, 100, 4),
         Vec::new(),
-        pages,
-        windows,
+        pages_placed_by(pages, 0),
+        200_000_000,
+        cells,
     )
 }
 

@@ -249,7 +249,8 @@ fn add_communication(comm: &mut [Vec<u64>], cells: &[Cell]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accesses::{Accesses, CountSource, Page, ThreadInfo, Windows};
+    use crate::accesses::{Accesses, Page};
+    use crate::fixture::{self, cell, exact};
     use crate::layout::spread_threads;
     use crate::policies::Params;
     use crate::sim::{simulate, tests::machine};
@@ -265,36 +266,14 @@ mod tests {
             })
             .collect();
         let window: Vec<Cell> = (0..4u32)
-            .flat_map(|k| {
-                [k, k + 4].map(|thread| Cell {
-                    page: k,
-                    thread,
-                    reads: 100_000,
-                    writes: 100_000,
-                    other: 0,
-                })
-            })
+            .flat_map(|k| [k, k + 4].map(|thread| cell(k, thread, 100_000, 100_000)))
             .collect();
-        let threads = (0..8)
-            .map(|t| ThreadInfo {
-                pid: 1,
-                tid: 100 + t,
-                logical_id: t,
-                name: None,
-            })
-            .collect();
-        let windows = Windows {
-            start_ns: 0,
-            length_ns: 1_000_000,
-            cells: vec![window; 3],
-        };
-        Accesses::from_cells(
-            4096,
-            CountSource::Exact,
-            threads,
+        exact(
+            fixture::threads(1, 100, 8),
             Vec::new(),
             pages,
-            windows,
+            1_000_000,
+            vec![window; 3],
         )
     }
 

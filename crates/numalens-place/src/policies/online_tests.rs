@@ -1,7 +1,8 @@
 //! The online engine feeds a stepper pages as it first sees them; a batch run gives them all
 //! before the first window. Both must decide the same moves.
 
-use crate::accesses::{Accesses, Cell, CountSource, Page, ThreadInfo, Windows};
+use crate::accesses::{Accesses, Cell, Page};
+use crate::fixture::{self, exact};
 use crate::layout::{Move, ThreadMove};
 use crate::machine::Machine;
 use crate::policies::{Input, Params, Policy, Step, StepInput, Stepper, run};
@@ -108,25 +109,12 @@ fn incremental(
 #[test]
 fn pages_given_as_they_appear_are_decided_as_in_a_batch_run() {
     let (cells, pages) = run_windows();
-    let threads_info = (0..THREADS)
-        .map(|t| ThreadInfo {
-            pid: 1,
-            tid: 100 + t,
-            logical_id: t,
-            name: None,
-        })
-        .collect();
-    let a = Accesses::from_cells(
-        4096,
-        CountSource::Exact,
-        threads_info,
+    let a = exact(
+        fixture::threads(1, 100, THREADS),
         Vec::new(),
         pages,
-        Windows {
-            start_ns: 0,
-            length_ns: 1_000,
-            cells,
-        },
+        1_000,
+        cells,
     );
     let m = Machine::from_topology(&preset("machine-b").unwrap());
     let threads: Vec<usize> = (0..THREADS as usize).map(|t| t % 4).collect();

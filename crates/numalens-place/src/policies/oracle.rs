@@ -260,7 +260,8 @@ pub fn lower_bound_s(a: &Accesses, machine: &Machine, model: &Model) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accesses::{Cell, CountSource, Page, ThreadInfo, Windows};
+    use crate::accesses::Page;
+    use crate::fixture::{self, cell, exact};
     use crate::layout::spread_threads;
     use crate::policies::Params;
     use numalens_topology::presets::preset;
@@ -291,31 +292,18 @@ mod tests {
                     if next() % 3 == 0 {
                         let reads = next() % 100_000;
                         let writes = next() % 30_000;
-                        window.push(Cell {
-                            page: p,
-                            thread: t,
-                            reads,
-                            writes,
-                            other: 0,
-                        });
+                        window.push(cell(p, t, reads, writes));
                     }
                 }
             }
         }
-        let threads = (0..4)
-            .map(|t| ThreadInfo {
-                pid: 1,
-                tid: t,
-                logical_id: t,
-                name: None,
-            })
-            .collect();
-        let windows = Windows {
-            start_ns: 0,
-            length_ns: 1_000_000,
+        exact(
+            fixture::threads(1, 0, 4),
+            Vec::new(),
+            list,
+            1_000_000,
             cells,
-        };
-        Accesses::from_cells(4096, CountSource::Exact, threads, Vec::new(), list, windows)
+        )
     }
 
     fn every_policy(a: &Accesses, m: &Machine) -> (Vec<(Policy, f64)>, Schedule, OracleReport) {

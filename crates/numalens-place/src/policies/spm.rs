@@ -135,7 +135,8 @@ impl Online {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accesses::{Accesses, Cell, CountSource, Page, ThreadInfo, Windows};
+    use crate::accesses::{Accesses, Cell, CountSource, Windows};
+    use crate::fixture::{self, pages_placed_by};
     use crate::machine::Machine;
     use crate::policies::Params;
     use numalens_topology::presets::preset;
@@ -151,27 +152,12 @@ mod tests {
     }
 
     fn run(cells: Vec<Vec<Cell>>, params: Params) -> Schedule {
-        let pages = (0..3)
-            .map(|p| Page {
-                pid: 1,
-                number: p,
-                first_toucher: Some(0),
-                ..Page::default()
-            })
-            .collect();
-        let threads = (0..2)
-            .map(|t| ThreadInfo {
-                pid: 1,
-                tid: t,
-                logical_id: t,
-                name: None,
-            })
-            .collect();
         let windows = Windows {
             start_ns: 0,
             length_ns: 1000,
             cells,
         };
+        let (threads, pages) = (fixture::threads(1, 0, 2), pages_placed_by(3, 0));
         let a = Accesses::from_cells(
             4096,
             CountSource::Sampled,
