@@ -1,7 +1,7 @@
 //! Objects of last resort: the mappings seen in `/proc/PID/maps` and those the kernel reported,
 //! for addresses no tracked object covers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use numalens_format::{Label, ObjectKind};
 
@@ -88,8 +88,21 @@ pub fn reported_object(task: &PerfEvent) -> Option<ObjectSpec> {
 /// place) is reported, and seen in the maps snapshots, once per size, all from one start. As
 /// separate objects they made a wall of overlapping rows (1 241 `[heap]` objects for one heap
 /// of a real program) and every later stage paid for each. The one kept spans the largest size
-/// from the earliest time.
-pub fn merge_grown(objects: Vec<ObjectSpec>) -> Vec<ObjectSpec> {
+/// from the earliest time. The kernel reports a heap's first `brk` as an anonymous mapping (the
+/// heap is named only once it has grown past its start), so an anonymous mapping starting where
+/// a heap starts is that heap.
+pub fn merge_grown(mut objects: Vec<ObjectSpec>) -> Vec<ObjectSpec> {
+    let heaps: HashSet<(u32, u64)> = objects
+        .iter()
+        .filter(|o| o.kind == ObjectKind::Heap && !o.tracked)
+        .map(|o| (o.pid, o.start))
+        .collect();
+    for o in &mut objects {
+        if o.kind == ObjectKind::Mmap && !o.tracked && heaps.contains(&(o.pid, o.start)) {
+            o.kind = ObjectKind::Heap;
+            o.name = HEAP.to_string();
+        }
+    }
     let mut merged: Vec<ObjectSpec> = Vec::with_capacity(objects.len());
     // Each mapping where it first appeared, so the order (and the ids) of the others stay.
     let mut at: HashMap<(u32, u64, u8, String), usize> = HashMap::new();
@@ -142,5 +155,19 @@ mod tests {
         assert_eq!(merged.len(), 2);
         assert_eq!((merged[0].size, merged[0].alloc_ns), (0x3000, 10));
         assert_eq!(merged[1].start, 0x9000);
+    }
+
+    #[test]
+    fn the_heaps_first_report_as_an_anonymous_mapping_is_the_heap() {
+        let mut first = heap(0x21000, 5);
+        first.kind = ObjectKind::Mmap;
+        first.name = "anonymous mapping 0x1000".into();
+        let merged = merge_grown(vec![first, heap(0x42000, 40)]);
+        assert_eq!(merged.len(), 1);
+        assert_eq!(
+            (merged[0].name.as_str(), merged[0].kind),
+            (HEAP, ObjectKind::Heap)
+        );
+        assert_eq!((merged[0].size, merged[0].alloc_ns), (0x42000, 5));
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use numalens_format::{DataSource, PageStat, ProfileWriter, Sample, SampleKind};
+use numalens_format::{DataSource, ObjectKind, PageStat, ProfileWriter, Sample, SampleKind};
 use numalens_inst::files::{InstData, InstSample, PAGE_SHIFT};
 
 use crate::attribute::{Locator, ObjectSpec};
@@ -101,8 +101,13 @@ fn tracked_starts(objects: &[ObjectSpec]) -> BTreeMap<(u32, u64), Vec<usize>> {
 /// The object holding most of the page's bytes. Candidates are the objects found at evenly
 /// spread probe points at the page's first access, and the tracked objects starting in the page
 /// that were not freed before it: a page filled by small allocations over time gets its first
-/// access before most of them exist. A tracked object (allocation, static, stack, TLS) beats a
-/// fallback mapping; ties go to the earliest allocated.
+/// access before most of them exist. A tracked object (allocation, static, stack, TLS) holds its
+/// own bytes. The heap outside tracked objects holds the page's bytes no tracked object covers:
+/// the allocations below `--min-object` live there, and a 4 KiB buffer that only grazes a page of
+/// a program's hot small tables must not take their counts. Any other mapping loses to a tracked
+/// object: what lies beyond a large allocation in its mapping is slack or unrelated, and the
+/// allocation's last bytes are what such a page's accesses reach. Ties go to a tracked object,
+/// then to the earliest allocated.
 fn page_owner(
     locator: &mut Locator<'_>,
     placed: &BTreeMap<(u32, u64), Vec<usize>>,
@@ -118,23 +123,96 @@ fn page_owner(
         .map(|i| page + i * step + step / 2)
         .chain([page, end - 1]);
     let mut candidates: Vec<usize> = probes.filter_map(|a| locator.find(pid, a)).collect();
+    let live = |id: &usize| objects[*id].free_ns.is_none_or(|f| f > first_ns);
     candidates.extend(
         placed
             .range((pid, page)..(pid, end))
-            .flat_map(|(_, ids)| ids)
-            .filter(|id| objects[**id].free_ns.is_none_or(|f| f > first_ns)),
+            .flat_map(|(_, ids)| ids.iter().copied())
+            .filter(live),
     );
+    candidates.sort_unstable();
+    candidates.dedup();
     let overlap = |o: &ObjectSpec| {
         end.min(o.start.saturating_add(o.size))
             .saturating_sub(page.max(o.start))
     };
+    let tracked_bytes: u64 = candidates
+        .iter()
+        .map(|id| &objects[*id])
+        .filter(|o| o.tracked)
+        .map(overlap)
+        .sum();
+    let untracked_bytes = size.saturating_sub(tracked_bytes);
+    let bytes = |o: &ObjectSpec| match (o.tracked, o.kind) {
+        (true, _) => overlap(o),
+        (false, ObjectKind::Heap) => untracked_bytes.min(overlap(o)),
+        (false, _) => 0,
+    };
     candidates.into_iter().max_by_key(|id| {
         let o = &objects[*id];
         (
+            bytes(o),
             o.tracked,
-            overlap(o),
             std::cmp::Reverse(o.alloc_ns),
             std::cmp::Reverse(*id),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(kind: ObjectKind, start: u64, size: u64, tracked: bool) -> ObjectSpec {
+        ObjectSpec {
+            pid: 1,
+            kind,
+            name: format!("{start:#x}"),
+            start,
+            size,
+            alloc_ns: 10,
+            free_ns: None,
+            alloc_tid: Some(1),
+            site_key: None,
+            tracked,
+        }
+    }
+
+    fn owner(objects: &[ObjectSpec], page: u64) -> Option<usize> {
+        let mut locator = Locator::new(objects);
+        locator.advance_to(1_000);
+        page_owner(
+            &mut locator,
+            &tracked_starts(objects),
+            objects,
+            (1, page),
+            1_000,
+        )
+    }
+
+    #[test]
+    fn the_small_allocations_region_keeps_the_pages_a_tracked_buffer_only_grazes() {
+        // The heap (its small allocations untracked) with a 4 KiB buffer at +0x3c0: the buffer
+        // holds 3,136 bytes of the first page and 960 of the second.
+        let objects = [
+            object(ObjectKind::Heap, 0x10000, 0x21000, false),
+            object(ObjectKind::Heap, 0x103c0, 0x1000, true),
+        ];
+        assert_eq!(owner(&objects, 0x10000), Some(1));
+        assert_eq!(owner(&objects, 0x11000), Some(0));
+        assert_eq!(owner(&objects, 0x12000), Some(0));
+    }
+
+    #[test]
+    fn a_large_allocations_last_bytes_keep_their_page_in_a_wider_mapping() {
+        // 16 bytes of header, 0x4000 bytes of data ending 16 bytes into a page, and other
+        // mappings merged after it into one.
+        let objects = [
+            object(ObjectKind::Mmap, 0x100000, 0x9000, false),
+            object(ObjectKind::Heap, 0x100010, 0x4000, true),
+        ];
+        assert_eq!(owner(&objects, 0x100000), Some(1));
+        assert_eq!(owner(&objects, 0x104000), Some(1));
+        assert_eq!(owner(&objects, 0x105000), Some(0));
+    }
 }
