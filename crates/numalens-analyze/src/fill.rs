@@ -165,7 +165,7 @@ fn findings(
     fired.extend(
         mixed
             .into_iter()
-            .filter(|(_, f)| f.accesses as f64 >= 0.01 * all as f64),
+            .filter(|(_, f)| f.accesses as f64 >= MIXED_SITE_SHARE * all as f64),
     );
     let sites = site_texts(&model.objects);
     let touches = i.sampled.pages.iter().any(|(_, p)| p.touch.is_some());
@@ -229,6 +229,9 @@ fn findings(
     (out, advice_of)
 }
 
+/// A site's mixed pages are a finding when they hold at least this share of all accesses.
+const MIXED_SITE_SHARE: f64 = 0.01;
+
 /// What a finding of object position `p` rests on: the accesses or samples its tests looked at
 /// (and, for a first-touch mismatch, who placed the pages), and the tests.
 fn basis_of(i: &Inputs, f: &Fired, p: usize, all: u64, placed_by: &str) -> Basis {
@@ -252,12 +255,12 @@ fn basis_of(i: &Inputs, f: &Fired, p: usize, all: u64, placed_by: &str) -> Basis
     if f.id == "first-touch-mismatch" {
         sources.push(data(placed_by, agg.touched_pages, "pages"));
     }
-    if f.data_count.is_some() {
-        // A site's mixed pages: the site's share of all accesses is its gate (`findings`).
+    if f.id == "mixed-page-ownership" {
+        // A site's mixed pages: their share of all accesses is its gate (`findings`).
         let share = f.accesses as f64 / all.max(1) as f64;
         tests.insert(
             0,
-            crate::basis::at_least("access_share_of_all", share, 0.01),
+            crate::basis::at_least("access_share_of_all", share, MIXED_SITE_SHARE),
         );
     }
     crate::basis::basis(sources, tests)
