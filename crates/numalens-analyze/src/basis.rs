@@ -58,7 +58,7 @@ pub(crate) fn basis(data: Vec<BasisData>, tests: Vec<BasisTest>) -> Basis {
 }
 
 /// The basis in one sentence: `1200 load/store samples; mismatched access share 62% ≥ 40%
-/// (at least 58% on 1180 samples); … (lower bounds at 95% confidence)`.
+/// (at least 58% on 1180 samples); …; lower bounds at 95% confidence`.
 pub(crate) fn sentence(b: &Basis) -> String {
     let mut parts: Vec<String> = b
         .data
@@ -68,7 +68,7 @@ pub(crate) fn sentence(b: &Basis) -> String {
     parts.extend(b.tests.iter().map(test_words));
     let mut text = parts.join("; ");
     if let Some(c) = b.confidence {
-        text.push_str(&format!(" (lower bounds at {:.0}% confidence)", 100.0 * c));
+        text.push_str(&format!("; lower bounds at {:.0}% confidence", 100.0 * c));
     }
     text
 }
@@ -136,7 +136,7 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(text.ends_with("(lower bounds at 95% confidence)"), "{text}");
+        assert!(text.ends_with("; lower bounds at 95% confidence"), "{text}");
     }
 
     #[test]
