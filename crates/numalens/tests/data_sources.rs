@@ -291,6 +291,7 @@ fn hitm_and_measured_findings_come_from_the_samples() {
         "the modelled pair"
     );
     assert!(page.contains("rests on"));
+    assert!(page.contains("of them remote as the PMU measured"));
     for (start, advice) in listed {
         assert!(row(&page, start, advice), "{start:#x} {advice}");
     }
