@@ -99,7 +99,7 @@ pub(crate) fn object_access(
         first_toucher: toucher.map(|(t, n)| ThreadShare {
             thread: c.pos[*t as usize],
             count: *n,
-            share: ratio(*n, agg.pages),
+            share: ratio(*n, agg.touched_pages),
         }),
         main_user: users.first().map(|u| ThreadShare {
             thread: u.thread,
@@ -204,9 +204,9 @@ pub(crate) fn mixed_ownership(
     let ranges = ObjectRanges::new(objects);
     // Site group → (representative, mixed pages, their accesses and remote, objects, threads).
     let mut groups: HashMap<(u32, String), Group> = HashMap::new();
-    // Site group → accesses, and the squares of the sample weights behind them, on pages of its
-    // small objects.
-    let mut group_accesses: HashMap<(u32, String), (u64, u64)> = HashMap::new();
+    // Site group → accesses, the squares of the sample weights behind them and the samples, on
+    // pages of its small objects.
+    let mut group_accesses: HashMap<(u32, String), (u64, u64, u64)> = HashMap::new();
     for (i, (key, page)) in pages.iter().enumerate() {
         let (v, _) = &agg.views[i];
         let lo = key.1.saturating_mul(page_size);
@@ -224,6 +224,10 @@ pub(crate) fn mixed_ownership(
         add(
             &mut on_site.1,
             page.users.iter().map(|u| u.weight_sq).saturating_sum(),
+        );
+        add(
+            &mut on_site.2,
+            page.users.iter().map(|u| u.samples).saturating_sum(),
         );
         let same: Vec<u32> = small
             .iter()
@@ -250,7 +254,7 @@ pub(crate) fn mixed_ownership(
     }
     let mut out = Vec::new();
     for (site, (rep, mixed, accesses, remote, mut objs, mut users)) in groups {
-        let (all, weight_sq) = group_accesses.get(&site).copied().unwrap_or((0, 0));
+        let (all, weight_sq, raw) = group_accesses.get(&site).copied().unwrap_or((0, 0, 0));
         let samples = crate::stats::effective_samples(all, weight_sq);
         // From samples, the share must be supported by them (docs/FINDINGS.md).
         let share = ratio(accesses, all);
@@ -285,6 +289,13 @@ pub(crate) fn mixed_ownership(
                 .collect(),
                 accesses,
                 remote,
+                data_count: Some(if samples > 0 { raw } else { all }),
+                tests: vec![crate::basis::share_at_least(
+                    "mixed_access_share",
+                    share,
+                    THRESHOLDS.majority,
+                    (samples > 0).then_some(samples),
+                )],
             },
         ));
     }

@@ -48,13 +48,19 @@ pub(crate) struct ObjAgg {
     /// Samples behind its accesses, effective (`stats::effective_samples`; 0 for exact counts),
     /// once aggregated; the sum of their weights' squares before.
     pub samples: u64,
+    /// Samples behind its accesses, as they were drawn (0 for exact counts).
+    pub raw_samples: u64,
+    /// Pages with accesses.
     pub pages: u64,
+    /// Pages whose first toucher is known: with samples, also those a first-touch fault placed
+    /// that no load or store sample hit.
+    pub touched_pages: u64,
     /// (pages, accesses) per class, in [`CLASSES`] order.
     pub classes: [(u64, u64); 5],
     pub users: HashMap<u32, Rw>,
     /// (thread, page node) → accesses.
     pub cells: HashMap<(u32, Option<u32>), Rw>,
-    /// First toucher → pages.
+    /// First toucher → pages (of `touched_pages`).
     pub touchers: HashMap<u32, u64>,
     pub mismatched: Part,
     pub wide_shared: Part,
@@ -201,6 +207,7 @@ pub(crate) fn aggregate(
                 let agg = &mut a.objects[o as usize];
                 add_rw(&mut agg.rw, u);
                 add(&mut agg.samples, u.weight_sq);
+                add(&mut agg.raw_samples, u.samples);
                 add_rw(agg.users.entry(u.thread).or_default(), u);
                 add_rw(agg.cells.entry((u.thread, node)).or_default(), u);
             }
@@ -287,6 +294,12 @@ pub(crate) fn aggregate(
 
 /// Adds one page's verdict to its object.
 fn add_page(agg: &mut ObjAgg, v: &PageView, remote: u64, active: usize, ctx: &Context) {
+    // The fault says who placed the page whether or not a sample hit it (docs/FINDINGS.md,
+    // "First toucher").
+    if let Some(t) = v.first_toucher {
+        *agg.touchers.entry(t).or_default() += 1;
+        agg.touched_pages += 1;
+    }
     if v.accesses == 0 {
         return;
     }
@@ -294,9 +307,6 @@ fn add_page(agg: &mut ObjAgg, v: &PageView, remote: u64, active: usize, ctx: &Co
     let class = CLASSES.iter().position(|c| *c == v.class).unwrap_or(0);
     agg.classes[class].0 += 1;
     add(&mut agg.classes[class].1, v.accesses);
-    if let Some(t) = v.first_toucher {
-        *agg.touchers.entry(t).or_default() += 1;
-    }
     if let (Some(d), Some(t)) = (v.dominant, v.first_toucher)
         && d != t
     {

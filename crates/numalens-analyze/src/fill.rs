@@ -23,6 +23,8 @@ pub(crate) struct Inputs<'a> {
     pub keys: &'a [ThreadKey],
     pub pages: &'a [(PageKey, PageAcc)],
     pub exact: bool,
+    /// Whether the accesses are load and store samples (else, without exact counts, faults).
+    pub memory_samples: bool,
     pub sampled: &'a AccessTally,
     pub agg: &'a Aggregates,
     pub placement: &'a Placement,
@@ -163,9 +165,15 @@ fn findings(
     fired.extend(
         mixed
             .into_iter()
-            .filter(|(_, f)| f.accesses as f64 >= 0.01 * all as f64),
+            .filter(|(_, f)| f.accesses as f64 >= MIXED_SITE_SHARE * all as f64),
     );
     let sites = site_texts(&model.objects);
+    let touches = i.sampled.pages.iter().any(|(_, p)| p.touch.is_some());
+    let placed_by = match (i.exact, touches) {
+        (true, _) => "first-access-times",
+        (false, true) => "first-touch-faults",
+        (false, false) => "earliest-samples",
+    };
     let mut advice_of: HashMap<usize, Vec<String>> = HashMap::new();
     let mut out: Vec<Finding> = fired
         .into_iter()
@@ -173,6 +181,7 @@ fn findings(
             let o = &i.objects[p];
             let (advice_id, fix, why) = advice(f.id);
             advice_of.entry(p).or_default().push(advice_id.into());
+            let basis = basis_of(i, &f, p, all, placed_by);
             Finding {
                 id: f.id.into(),
                 advice: advice_id.into(),
@@ -198,7 +207,8 @@ fn findings(
                     remote: f.remote,
                 },
                 predicted: None,
-                rests_on: None,
+                rests_on: Some(crate::basis::sentence(&basis)),
+                basis: Some(basis),
             }
         })
         .collect();
@@ -217,6 +227,43 @@ fn findings(
             ))
     });
     (out, advice_of)
+}
+
+/// A site's mixed pages are a finding when they hold at least this share of all accesses.
+const MIXED_SITE_SHARE: f64 = 0.01;
+
+/// What a finding of object position `p` rests on: the accesses or samples its tests looked at
+/// (and, for a first-touch mismatch, who placed the pages), and the tests.
+fn basis_of(i: &Inputs, f: &Fired, p: usize, all: u64, placed_by: &str) -> Basis {
+    use crate::basis::data;
+    let agg = &i.agg.objects[p];
+    let mut tests = f.tests.clone();
+    let mut sources = vec![if i.exact {
+        data(
+            "exact-counts",
+            f.data_count.unwrap_or(total(&agg.rw)),
+            "accesses",
+        )
+    } else {
+        let kind = if i.memory_samples {
+            "load-store-samples"
+        } else {
+            "fault-samples"
+        };
+        data(kind, f.data_count.unwrap_or(agg.raw_samples), "samples")
+    }];
+    if f.id == "first-touch-mismatch" {
+        sources.push(data(placed_by, agg.touched_pages, "pages"));
+    }
+    if f.id == "mixed-page-ownership" {
+        // A site's mixed pages: their share of all accesses is its gate (`findings`).
+        let share = f.accesses as f64 / all.max(1) as f64;
+        tests.insert(
+            0,
+            crate::basis::at_least("access_share_of_all", share, MIXED_SITE_SHARE),
+        );
+    }
+    crate::basis::basis(sources, tests)
 }
 
 /// The site of each listed object, as findings name it.

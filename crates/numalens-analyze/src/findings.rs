@@ -2,8 +2,10 @@
 //! mixed page ownership, at the pages small objects share) and says what is wrong, the evidence,
 //! the fix and what it costs.
 
+use crate::basis::{at_least, below, share_at_least};
 use crate::classify::THRESHOLDS;
 use crate::engine::{ObjAgg, total};
+use crate::model::BasisTest;
 
 /// What the rules need to know about one object besides its aggregates.
 pub(crate) struct Facts {
@@ -22,12 +24,18 @@ pub(crate) struct Facts {
     pub sampled: bool,
 }
 
-/// One rule that fired: (finding id, evidence, the accesses it concerns, their remote part).
+/// One rule that fired: (finding id, evidence, the accesses it concerns, their remote part, the
+/// thresholds it passed).
 pub(crate) struct Fired {
     pub id: &'static str,
     pub evidence: Vec<(&'static str, f64)>,
     pub accesses: u64,
     pub remote: u64,
+    /// Every threshold the rule passed (`basis`).
+    pub tests: Vec<BasisTest>,
+    /// The accesses (exact) or samples its tests looked at, when not the object's own (the
+    /// pages of a site's small objects).
+    pub data_count: Option<u64>,
 }
 
 /// How a share of an object's accesses is held against a rule's threshold. Exact counts are the
@@ -80,6 +88,26 @@ impl Judge {
         }
         crate::stats::evidence(part as f64 / whole as f64, self.on(basis, acc))
     }
+
+    /// The test [`Judge::reaches`] made, for the finding's basis.
+    fn test(self, measure: &str, part: u64, whole: u64, acc: u64, threshold: f64) -> BasisTest {
+        self.test_on(measure, part, whole, whole, acc, threshold)
+    }
+
+    /// The test [`Judge::reaches_on`] made.
+    fn test_on(
+        self,
+        measure: &str,
+        part: u64,
+        whole: u64,
+        basis: u64,
+        acc: u64,
+        threshold: f64,
+    ) -> BasisTest {
+        let share = part as f64 / whole.max(1) as f64;
+        let samples = self.sampled.then(|| self.on(basis, acc));
+        share_at_least(measure, share, threshold, samples)
+    }
 }
 
 /// The rules, in the order of docs/FINDINGS.md.
@@ -98,6 +126,12 @@ pub(crate) fn object_findings(agg: &ObjAgg, f: &Facts) -> Vec<Fired> {
     let major = |n: u64| n as f64 >= THRESHOLDS.majority * acc as f64;
     let (phased, wide) = (major(phase), major(agg.wide_shared.accesses));
     let mut out = Vec::new();
+    // Every finding of the object passed this first.
+    let gate = at_least(
+        "object_access_share",
+        acc as f64 / f.all.max(1) as f64,
+        THRESHOLDS.min_object_share,
+    );
     out.extend(first_touch(agg, acc, judge));
     // A thread's stack (or TLS) is its own: what other threads read there are a few shared
     // variables, which no placement of the stack improves.
@@ -119,9 +153,14 @@ pub(crate) fn object_findings(agg: &ObjAgg, f: &Facts) -> Vec<Fired> {
             evidence,
             accesses: phase,
             remote: agg.remote.min(phase),
+            data_count: None,
+            tests: vec![judge.test("phase_access_share", phase, acc, acc, THRESHOLDS.majority)],
         });
     }
     out.extend(false_sharing(agg, acc, judge));
+    for fired in &mut out {
+        fired.tests.insert(0, gate.clone());
+    }
     out
 }
 
@@ -137,7 +176,7 @@ fn first_touch(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
         ("mismatched_access_share", mismatched as f64 / acc as f64),
         (
             "top_first_toucher_page_share",
-            toucher_pages as f64 / agg.pages.max(1) as f64,
+            toucher_pages as f64 / agg.touched_pages.max(1) as f64,
         ),
         ("users", agg.users.len() as f64),
     ];
@@ -147,6 +186,14 @@ fn first_touch(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
         evidence,
         accesses: mismatched,
         remote: agg.mismatched.remote,
+        data_count: None,
+        tests: vec![judge.test(
+            "mismatched_access_share",
+            mismatched,
+            acc,
+            acc,
+            THRESHOLDS.mismatch_share,
+        )],
     })
 }
 
@@ -155,11 +202,29 @@ fn sharing(agg: &ObjAgg, acc: u64, f: &Facts, judge: Judge) -> Option<Fired> {
     let reads = agg.rw[0] as f64 / acc as f64;
     let read_only = judge.reaches(agg.classes[1].1, acc, acc, THRESHOLDS.majority)
         && judge.reaches(agg.rw[0], acc, acc, THRESHOLDS.read_ratio);
+    let wide = agg.wide_shared.accesses;
+    let mut tests = vec![judge.test("shared_access_share", wide, acc, acc, THRESHOLDS.majority)];
+    let cv = ("page_cv", f.page_cv, THRESHOLDS.hotspot_cv);
     let (id, extra) = if read_only {
+        tests.extend([
+            judge.test(
+                "read_only_access_share",
+                agg.classes[1].1,
+                acc,
+                acc,
+                THRESHOLDS.majority,
+            ),
+            judge.test("read_ratio", agg.rw[0], acc, acc, THRESHOLDS.read_ratio),
+        ]);
         ("shared-read-only", judge.evidence(agg.rw[0], acc, acc))
     } else if f.page_cv >= THRESHOLDS.hotspot_cv {
+        tests.push(at_least(cv.0, cv.1, cv.2));
         ("hotspot", vec![("page_cv", f.page_cv)])
     } else if agg.pages as usize >= f.nodes {
+        tests.extend([
+            below(cv.0, cv.1, cv.2),
+            at_least("pages", agg.pages as f64, f.nodes as f64),
+        ]);
         ("shared-read-write", vec![("page_cv", f.page_cv)])
     } else {
         return None;
@@ -181,6 +246,8 @@ fn sharing(agg: &ObjAgg, acc: u64, f: &Facts, judge: Judge) -> Option<Fired> {
         evidence,
         accesses: agg.wide_shared.accesses,
         remote: agg.wide_shared.remote,
+        data_count: None,
+        tests,
     })
 }
 
@@ -211,12 +278,25 @@ fn neighbours(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
         evidence,
         accesses: agg.neighbour_comm,
         remote: agg.neighbour.remote,
+        data_count: None,
+        tests: vec![
+            at_least("neighbour_pairs", agg.neighbour_pairs as f64, 2.0),
+            judge.test_on(
+                "neighbour_communication_share",
+                agg.neighbour_comm,
+                comm,
+                on,
+                acc,
+                share,
+            ),
+        ],
     })
 }
 
 fn false_sharing(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
     let writes = agg.rw[1].max(1);
-    let enough = |n: u64| n > 0 && judge.reaches(n, writes, acc, THRESHOLDS.false_sharing_share);
+    let share = THRESHOLDS.false_sharing_share;
+    let enough = |n: u64| n > 0 && judge.reaches(n, writes, acc, share);
     if enough(agg.false_shared_writes) {
         let mut evidence = vec![
             ("false_shared_pages", agg.false_shared.pages as f64),
@@ -232,6 +312,14 @@ fn false_sharing(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
             evidence,
             accesses: agg.false_shared.accesses,
             remote: agg.false_shared.remote,
+            data_count: None,
+            tests: vec![judge.test(
+                "false_shared_write_share",
+                agg.false_shared_writes,
+                writes,
+                acc,
+                share,
+            )],
         });
     }
     // Page counts cannot tell writers alternating on a line from writers taking the lines in
@@ -249,6 +337,14 @@ fn false_sharing(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
         ],
         accesses: agg.candidate.accesses,
         remote: agg.candidate.remote,
+        data_count: None,
+        tests: vec![judge.test(
+            "candidate_write_share",
+            agg.candidate_writes,
+            writes,
+            acc,
+            share,
+        )],
     })
 }
 

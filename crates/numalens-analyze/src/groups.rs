@@ -90,7 +90,7 @@ fn group(
     let mut weight = 0u64;
     let mut size = 0u64;
     let mut rw: Rw = [0; 3];
-    let (mut local, mut remote, mut pages_accessed) = (0u64, 0u64, 0u64);
+    let (mut local, mut remote, mut pages_touched) = (0u64, 0u64, 0u64);
     let mut classes = [0u64; 5];
     let mut touchers: HashMap<u32, u64> = HashMap::new();
     let mut users: HashMap<u32, u64> = HashMap::new();
@@ -109,7 +109,7 @@ fn group(
         }
         local = local.saturating_add(a.local);
         remote = remote.saturating_add(a.remote);
-        pages_accessed = pages_accessed.saturating_add(a.pages);
+        pages_touched = pages_touched.saturating_add(a.touched_pages);
         for (sum, (_, acc)) in classes.iter_mut().zip(a.classes) {
             *sum = sum.saturating_add(acc);
         }
@@ -182,7 +182,7 @@ fn group(
         first_toucher: toucher.map(|(t, n)| ThreadShare {
             thread: pos[*t as usize],
             count: *n,
-            share: ratio(*n, pages_accessed),
+            share: ratio(*n, pages_touched),
         }),
         main_user: user.map(|(t, n)| ThreadShare {
             thread: pos[*t as usize],
@@ -223,7 +223,7 @@ fn instance(o: &Object, a: &ObjAgg, pos: &[usize], all: u64) -> GroupInstance {
         first_toucher: own_first_toucher(a).map(|(t, n)| ThreadShare {
             thread: pos[t as usize],
             count: n,
-            share: ratio(n, a.pages),
+            share: ratio(n, a.touched_pages),
         }),
         local_ratio: (known > 0).then(|| ratio(a.local, known)),
     }

@@ -6,6 +6,7 @@
 
 mod access;
 mod assemble;
+mod basis;
 mod build;
 mod classify;
 mod coverage;
@@ -172,6 +173,7 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
         keys: &keys,
         pages: source,
         exact: is_exact,
+        memory_samples: tally.memory_samples,
         sampled: &tally.access,
         agg: &agg,
         placement: &placement,

@@ -8,9 +8,10 @@ use std::cmp::Reverse;
 
 use numalens_format::Object;
 
+use crate::basis::{at_least, basis, below, data, share_at_least};
 use crate::index::ObjectIndex;
 use crate::model::{
-    Cost, Evidence, Finding, HitmSharing, ObjectSources, ReportModel, SourceCounts,
+    Basis, Cost, Evidence, Finding, HitmSharing, ObjectSources, ReportModel, SourceCounts,
 };
 
 /// Samples served beyond the node's caches an object needs before its remote share is judged.
@@ -45,6 +46,8 @@ pub(crate) fn add_findings(model: &mut ReportModel, objects: &[Object]) {
         let Some(o) = index.get(id).map(|p| &objects[p as usize]) else {
             continue;
         };
+        list_advice(model, o, f.advice);
+        let rests_on = format!("{}: {}", f.rests_on, crate::basis::sentence(&f.basis));
         model.findings.push(Finding {
             id: f.id.into(),
             advice: f.advice.into(),
@@ -66,7 +69,8 @@ pub(crate) fn add_findings(model: &mut ReportModel, objects: &[Object]) {
                 remote: f.remote,
             },
             predicted: None,
-            rests_on: Some(f.rests_on.into()),
+            rests_on: Some(rests_on),
+            basis: Some(f.basis),
         });
     }
     // The measured findings sort among the others by the same key: remote accesses first.
@@ -80,6 +84,29 @@ pub(crate) fn add_findings(model: &mut ReportModel, objects: &[Object]) {
     });
 }
 
+/// Names the advice of a measured finding beside the others of its object: in the object's row
+/// and in its site group's, as the findings from accesses are.
+fn list_advice(model: &mut ReportModel, o: &Object, advice: &str) {
+    let add = |list: &mut Vec<String>| {
+        if !list.iter().any(|a| a == advice) {
+            list.push(advice.into());
+        }
+    };
+    for r in &mut model.objects {
+        if r.id == o.object_id
+            && r.pid == o.pid
+            && let Some(a) = r.access.as_mut()
+        {
+            add(&mut a.advice);
+        }
+    }
+    for g in &mut model.groups {
+        if g.pid == o.pid && g.members.contains(&o.object_id) {
+            add(&mut g.advice);
+        }
+    }
+}
+
 struct Fired {
     id: &'static str,
     advice: &'static str,
@@ -88,6 +115,7 @@ struct Fired {
     fix: &'static str,
     why: &'static str,
     rests_on: &'static str,
+    basis: Basis,
     accesses: u64,
     remote: u64,
 }
@@ -133,6 +161,26 @@ fn remote(c: &SourceCounts) -> Option<Fired> {
         fix: "put its pages on the node of the threads that use them most (its other findings and placement say which), or interleave it when every node uses it alike",
         why: "the hardware measured that its accesses missing the local caches were served by another node's memory or caches, each paying the remote latency",
         rests_on: "measured data sources of its load/store samples (remote DRAM and remote cache against local DRAM) and their measured latency",
+        basis: basis(
+            vec![data(
+                "data-source-samples",
+                c.beyond_cache_samples,
+                "samples",
+            )],
+            vec![
+                at_least(
+                    "samples_beyond_caches",
+                    c.beyond_cache_samples as f64,
+                    MIN_MEMORY_SAMPLES as f64,
+                ),
+                share_at_least(
+                    "measured_remote_share",
+                    share,
+                    REMOTE_SHARE,
+                    Some(c.beyond_cache_samples),
+                ),
+            ],
+        ),
         accesses: beyond,
         remote: c.remote(),
     })
@@ -187,6 +235,21 @@ fn sharing(o: &ObjectSources, s: &HitmSharing) -> Option<Fired> {
         fix,
         why,
         rests_on: "HITM snoops of its load/store samples matched with sampled stores of other threads to the same cache line",
+        basis: basis(
+            vec![data("hitm-samples", matched, "samples")],
+            vec![
+                at_least(
+                    "hitm_samples_after_other_writer",
+                    matched as f64,
+                    MIN_HITM_SAMPLES as f64,
+                ),
+                if false_sharing {
+                    at_least("other_word_share", other, FALSE_SHARING_SHARE)
+                } else {
+                    below("other_word_share", other, FALSE_SHARING_SHARE)
+                },
+            ],
+        ),
         accesses: c.hitm(),
         remote: c.hitm_remote,
     })

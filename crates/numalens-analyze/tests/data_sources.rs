@@ -101,7 +101,7 @@ fn remote_samples(n: u64) -> Vec<Sample> {
 fn measured(m: &ReportModel) -> Vec<&str> {
     m.findings
         .iter()
-        .filter(|f| f.rests_on.is_some())
+        .filter(|f| f.is_measured())
         .map(|f| f.id.as_str())
         .collect()
 }
@@ -141,6 +141,28 @@ fn the_remote_finding_needs_its_minimum_of_samples() {
     assert!(measured(&below).is_empty(), "{:?}", measured(&below));
     let at = profile(&dir.path().join("at.numalens"), remote_samples(30));
     assert_eq!(measured(&at), vec!["measured-remote"]);
+    // What it rests on: the 30 samples with a source beyond the caches, the minimum they
+    // passed, and the remote share's lower bound.
+    let f = at.findings.iter().find(|f| f.is_measured()).unwrap();
+    let b = f.basis.as_ref().unwrap();
+    assert_eq!(b.data[0].kind, "data-source-samples");
+    assert_eq!((b.data[0].count, b.data[0].unit.as_str()), (30, "samples"));
+    let test = |m: &str| b.tests.iter().find(|t| t.measure == m).unwrap();
+    let minimum = test("samples_beyond_caches");
+    assert_eq!((minimum.value, minimum.threshold), (30.0, 30.0));
+    let share = test("measured_remote_share");
+    assert_eq!(
+        (share.value, share.threshold, share.samples),
+        (1.0, 0.2, Some(30))
+    );
+    assert!(share.lower_bound.unwrap() >= 0.2);
+    assert_eq!(b.confidence, Some(0.95));
+    let words = f.rests_on.as_deref().unwrap();
+    assert!(words.starts_with("measured data sources"), "{words}");
+    assert!(
+        words.contains("30 samples with a measured data source"),
+        "{words}"
+    );
 }
 
 #[test]
@@ -154,7 +176,7 @@ fn samples_without_sources_give_no_section_and_no_measured_finding() {
     let m = profile(&dir.path().join("p.numalens"), samples);
     assert!(m.data_sources.is_none());
     assert!(measured(&m).is_empty());
-    assert!(m.findings.iter().all(|f| f.rests_on.is_none()));
+    assert!(m.findings.iter().all(|f| !f.is_measured()));
 }
 
 #[test]
@@ -192,6 +214,14 @@ fn a_measured_finding_names_its_object_by_id_not_by_row() {
         .find(|f| f.id == "measured-remote")
         .unwrap();
     assert_eq!((f.object.id, f.object.name.as_str()), (1, "counters"));
+    // Its advice is listed with its object and the object's site group, as the others are.
+    let o = m.objects.iter().find(|o| o.id == 1).unwrap();
+    assert_eq!(o.access.as_ref().unwrap().advice, ["place-near-users"]);
+    let g = m.groups.iter().find(|g| g.members.contains(&1));
+    let g = g.unwrap_or_else(|| panic!("{:#?}", m.groups));
+    assert_eq!(g.advice, ["place-near-users"]);
+    let listing = m.groups.iter().filter(|g| !g.advice.is_empty()).count();
+    assert_eq!(listing, 1, "{:#?}", m.groups);
 }
 
 #[test]
@@ -213,9 +243,25 @@ fn hitm_samples_at_the_end_of_time_are_matched_without_overflow() {
         &dir.path().join("p.numalens"),
         [store].into_iter().chain(hitms),
     );
-    assert!(
-        m.findings.iter().any(|f| f.id.starts_with("hitm-")),
-        "{:?}",
-        measured(&m)
+    let f = m
+        .findings
+        .iter()
+        .find(|f| f.id.starts_with("hitm-"))
+        .unwrap_or_else(|| panic!("{:?}", measured(&m)));
+    // Twelve HITM samples after another thread's store to the same word: true sharing, on
+    // the minimum of ten.
+    assert_eq!(f.id, "hitm-true-sharing");
+    let b = f.basis.as_ref().unwrap();
+    assert_eq!(
+        (b.data[0].kind.as_str(), b.data[0].count),
+        ("hitm-samples", 12)
     );
+    let matched = &b.tests[0];
+    assert_eq!(matched.measure, "hitm_samples_after_other_writer");
+    assert_eq!((matched.value, matched.threshold), (12.0, 10.0));
+    assert_eq!(
+        (b.tests[1].passes.as_str(), b.tests[1].threshold),
+        ("below", 0.5)
+    );
+    assert!(f.rests_on.as_deref().unwrap().contains("12 HITM samples"));
 }

@@ -72,7 +72,7 @@ pub(crate) fn findings(out: &mut String, s: Style, m: &ReportModel) {
         if let Some(basis) = &f.rests_on {
             line(out, "rests on", basis);
         }
-        let measured = f.rests_on.is_some();
+        let measured = f.is_measured();
         let cost = format!(
             "{} accesses ({} of all{}), {} remote {}",
             count(f.cost.accesses),

@@ -217,3 +217,30 @@ fn a_static_is_defined_at_its_source_line_not_allocated() {
     // The heap object's site is still an allocation.
     assert!(line_with(&text, "allocated at").ends_with("make_grid grid.c:42 by T0"));
 }
+
+/// Every finding now says what it rests on; only the measured ones have a measured cost. A model
+/// written before the basis shows no "rests on" line and renders as it did.
+#[test]
+fn a_finding_from_accesses_rests_on_them_and_costs_under_the_placement() {
+    let mut model = fixture();
+    let before = render_text(&model, false);
+    assert!(!before.contains("rests on"), "{before}");
+    let f = &mut model.findings[0];
+    f.rests_on = Some(
+        "508 exact counted accesses; object access share 99% ≥ 1%; mismatched access share 59% ≥ 40%"
+            .into(),
+    );
+    let text = render_text(&model, false);
+    let rests_on = line_with(&text, "rests on");
+    assert!(
+        rests_on.ends_with("mismatched access share 59% ≥ 40%"),
+        "{rests_on}"
+    );
+    let cost = line_with(&text, "cost ");
+    assert!(cost.ends_with("300 remote under the placement"), "{cost}");
+    // The same finding as the PMU's measurement: its cost is measured.
+    model.findings[0].id = "measured-remote".into();
+    let text = render_text(&model, false);
+    let cost = line_with(&text, "cost ");
+    assert!(cost.ends_with("as the PMU measured"), "{cost}");
+}

@@ -200,11 +200,44 @@ fn hitm_and_measured_findings_come_from_the_samples() {
         "{true_shared:?}"
     );
     assert!(!true_shared.contains(&"hitm-false-sharing".into()));
-    // Findings that do not rest on the measurement do not say they do.
+    // Every finding says what it rests on; only those resting on the measurement say so.
     for f in model["findings"].as_array().unwrap() {
         let id = f["id"].as_str().unwrap();
-        let measured_id = id.starts_with("hitm-") || id == "measured-remote";
-        assert_eq!(f.get("rests_on").is_some(), measured_id, "{f}");
+        let kind = f["basis"]["data"][0]["kind"].as_str().unwrap();
+        let expected = match id {
+            "measured-remote" => "data-source-samples",
+            "hitm-false-sharing" | "hitm-true-sharing" => "hitm-samples",
+            _ => "load-store-samples",
+        };
+        assert_eq!(kind, expected, "{f}");
+        assert!(!f["basis"]["tests"].as_array().unwrap().is_empty(), "{f}");
+        let words = f["rests_on"].as_str().unwrap();
+        assert_eq!(
+            words.contains("measured") || words.contains("HITM"),
+            expected != "load-store-samples",
+            "{f}"
+        );
+    }
+    // The measured findings are listed with their object's site group, as the others are.
+    let groups = model["groups"].as_array().unwrap();
+    let listed = [
+        (REMOTE, "place-near-users"),
+        (FALSE_SHARED, "pad-per-thread-data"),
+        (TRUE_SHARED, "per-thread-copies"),
+    ];
+    for (start, advice) in listed {
+        let f = findings_of(&model, start)[0];
+        let group = groups
+            .iter()
+            .find(|g| {
+                g["members"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&f["object"]["id"])
+            })
+            .unwrap_or_else(|| panic!("{start:#x} has a group"));
+        let advices = group["advice"].as_array().unwrap();
+        assert!(advices.iter().any(|a| a == advice), "{group}");
     }
 
     // Measured latency beside the model's, in their own units: an import has no clock.
@@ -229,6 +262,15 @@ fn hitm_and_measured_findings_come_from_the_samples() {
     let shown = text(&numalens(&["report", profile.to_str().unwrap()]).stdout);
     assert!(shown.contains("HITM remote"), "{shown}");
     assert!(shown.contains("rests on"), "{shown}");
+    // A row of the objects table, not the finding's fix line: the object and its advice.
+    let row = |text: &str, start: u64, advice: &str| {
+        let name = format!("{start:#x}");
+        text.lines()
+            .any(|l| l.contains(&name) && l.contains(advice))
+    };
+    for (start, advice) in listed {
+        assert!(row(&shown, start, advice), "{start:#x} {advice}: {shown}");
+    }
     assert!(shown.contains(&format!("{far:.0} ns")), "{shown}");
     let html = dir.path().join("c2c.html");
     let rendered = numalens(&[
@@ -249,4 +291,8 @@ fn hitm_and_measured_findings_come_from_the_samples() {
         "the modelled pair"
     );
     assert!(page.contains("rests on"));
+    assert!(page.contains("of them remote as the PMU measured"));
+    for (start, advice) in listed {
+        assert!(row(&page, start, advice), "{start:#x} {advice}");
+    }
 }

@@ -112,6 +112,13 @@ const PROBE: &str = r##"<meta http-equiv="Content-Security-Policy" content="defa
                rects: f.querySelectorAll("svg rect").length, guide: !!f.querySelector(".guide") };
     });
     r.findings = Array.prototype.map.call(document.querySelectorAll(".finding .pattern"), function (p) { return p.textContent; });
+    r.restsOn = Array.prototype.map.call(document.querySelectorAll(".finding"), function (f) {
+      var row = Array.prototype.find.call(f.querySelectorAll("table.facts tr"), function (tr) {
+        return tr.cells[0].textContent === "rests on";
+      });
+      var box = row ? row.cells[1].getBoundingClientRect() : null;
+      return row ? { text: row.cells[1].innerText, width: box.width, height: box.height } : null;
+    });
     r.resources = performance.getEntriesByType("resource").length;
     var table = document.querySelector("#objects table.sortable");
     var head = Array.prototype.find.call(table.tHead.rows[0].cells, function (th) { return th.textContent === "size"; });
@@ -221,6 +228,13 @@ fn the_html_report_of_a_recorded_program_loads_cleanly_with_every_section_and_ch
         verdict["findings"][0], "first-touch-mismatch",
         "{verdict:#}"
     );
+    // What it rests on, rendered on the page: the exact counts and the threshold it passed.
+    let rests_on = &verdict["restsOn"][0];
+    let shown = rests_on["text"].as_str().unwrap_or_default();
+    assert!(shown.contains("exact counted accesses"), "{verdict:#}");
+    assert!(shown.contains("mismatched access share"), "{verdict:#}");
+    assert!(rests_on["width"].as_f64().unwrap() > 0.0, "{rests_on}");
+    assert!(rests_on["height"].as_f64().unwrap() > 0.0, "{rests_on}");
     let figures = verdict["figures"].as_array().unwrap();
     let titled = |prefix: &str| {
         figures

@@ -252,6 +252,20 @@ fn reported_findings(profile: &Path, w: &Workload) -> FindingSet {
             names.insert(x.object_id, o.name.clone());
         }
     }
+    // Every finding says what it rests on: the profile's accesses and the thresholds passed.
+    let data = match model["analysis"]["access_source"].as_str() {
+        Some("page_stats") => "exact-counts",
+        _ => "load-store-samples",
+    };
+    for f in model["findings"].as_array().expect("findings in the model") {
+        assert!(
+            !f["rests_on"].as_str().unwrap_or_default().is_empty(),
+            "{f}"
+        );
+        assert_eq!(f["basis"]["data"][0]["kind"], data, "{f}");
+        assert!(f["basis"]["data"][0]["count"].as_u64().unwrap() > 0, "{f}");
+        assert!(!f["basis"]["tests"].as_array().unwrap().is_empty(), "{f}");
+    }
     model["findings"]
         .as_array()
         .expect("findings in the model")

@@ -338,11 +338,65 @@ pub struct Finding {
     /// What the simulator predicts the fix gives, when the fix is a placement.
     #[serde(default)]
     pub predicted: Option<numalens_place::fixes::Prediction>,
-    /// The evidence the finding rests on when it is the PMU's measurement (data sources,
-    /// measured latency, HITM snoops); absent for findings from the accesses and the placement
-    /// (recorded or modelled).
+    /// What the finding rests on, in words: the data, how much of it, and the tests it passed
+    /// ([`Basis`] in one sentence). Every finding has it; a model written before only the
+    /// measured findings (data sources, HITM snoops) had it, with their words alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rests_on: Option<String>,
+    /// What the finding rests on, structured; absent in a model written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<Basis>,
+}
+
+impl Finding {
+    /// Whether the finding is the PMU's measurement (data sources, HITM snoops) rather than a
+    /// verdict on the accesses and the placement: its cost is then measured, not modelled.
+    pub fn is_measured(&self) -> bool {
+        matches!(
+            self.id.as_str(),
+            "measured-remote" | "hitm-false-sharing" | "hitm-true-sharing"
+        )
+    }
+}
+
+/// The data a finding rests on and the tests its rule passed on them (docs/FINDINGS.md, "What a
+/// finding rests on").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Basis {
+    /// The data, the first being what the rule's shares are measured on.
+    pub data: Vec<BasisData>,
+    /// Every threshold the rule passed, in the order the rule checks them.
+    pub tests: Vec<BasisTest>,
+    /// The (one-sided) confidence of the lower bounds; null when no test is on samples.
+    pub confidence: Option<f64>,
+}
+
+/// One kind of data and how much of it the finding saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BasisData {
+    /// `exact-counts`, `load-store-samples`, `fault-samples`, `first-touch-faults`,
+    /// `first-access-times`, `earliest-samples`, `data-source-samples`, `hitm-samples`.
+    pub kind: String,
+    pub count: u64,
+    /// What `count` counts: `accesses`, `samples` or `pages`.
+    pub unit: String,
+}
+
+/// One threshold a rule passed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BasisTest {
+    /// What was measured (an evidence key where the finding has one).
+    pub measure: String,
+    pub value: f64,
+    /// `at-least` (value ≥ threshold) or `below` (value < threshold).
+    pub passes: String,
+    pub threshold: f64,
+    /// From samples: the (effective) samples the share is measured on; null for exact counts
+    /// and for counts that are not shares.
+    pub samples: Option<u64>,
+    /// From samples: the share's lower Wilson bound at `confidence`, which is what reached the
+    /// threshold.
+    pub lower_bound: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

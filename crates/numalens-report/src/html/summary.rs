@@ -247,11 +247,17 @@ fn finding(out: &mut String, rank: usize, f: &Finding) {
         "object",
         &format!("{} (id {})", esc(&f.object.kind), f.object.id),
     );
+    // A measured finding's cost is of the accesses with a known source, remote as measured.
+    let (known, measured) = if f.is_measured() {
+        (" with a known source", " as the PMU measured")
+    } else {
+        ("", "")
+    };
     fact(
         out,
         "cost",
         &format!(
-            "{} accesses ({} of all), {} of them remote",
+            "{} accesses ({} of all{known}), {} of them remote{measured}",
             count(f.cost.accesses),
             pct(Some(f.cost.share)),
             count(f.cost.remote)
