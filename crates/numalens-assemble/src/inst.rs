@@ -101,10 +101,11 @@ fn tracked_starts(objects: &[ObjectSpec]) -> BTreeMap<(u32, u64), Vec<usize>> {
 /// The object holding most of the page's bytes. Candidates are the objects found at evenly
 /// spread probe points at the page's first access, and the tracked objects starting in the page
 /// that were not freed before it: a page filled by small allocations over time gets its first
-/// access before most of them exist. A tracked object (allocation, static, stack, TLS) holds its
-/// own bytes. The heap outside tracked objects holds the page's bytes no tracked object covers:
-/// the allocations below `--min-object` live there, and a 4 KiB buffer that only grazes a page of
-/// a program's hot small tables must not take their counts. Any other mapping loses to a tracked
+/// access before most of them exist. When the bytes no tracked object covers outnumber the
+/// tracked ones, a heap page goes to the heap outside tracked objects: the allocations below
+/// `--min-object` live there, and a 4 KiB buffer that only grazes a page of a program's hot small
+/// tables must not take their counts. Otherwise the tracked object (allocation, static, stack,
+/// TLS) holding most of it wins. Any other mapping loses to a tracked
 /// object: what lies beyond a large allocation in its mapping is slack or unrelated, and the
 /// allocation's last bytes are what such a page's accesses reach. Ties go to a tracked object,
 /// then to the earliest allocated.
@@ -143,15 +144,18 @@ fn page_owner(
         .map(overlap)
         .sum();
     let untracked_bytes = size.saturating_sub(tracked_bytes);
-    let bytes = |o: &ObjectSpec| match (o.tracked, o.kind) {
-        (true, _) => overlap(o),
-        (false, ObjectKind::Heap) => untracked_bytes.min(overlap(o)),
-        (false, _) => 0,
+    // Tracked data as a whole against the heap's untracked rest: a page of many small tracked
+    // records is theirs even though each holds less of it than the gaps between them.
+    let heap_holds_most = untracked_bytes > tracked_bytes;
+    let rank = |o: &ObjectSpec| match (o.tracked, o.kind) {
+        (true, _) => (!heap_holds_most, overlap(o)),
+        (false, ObjectKind::Heap) => (heap_holds_most, untracked_bytes.min(overlap(o))),
+        (false, _) => (false, 0),
     };
     candidates.into_iter().max_by_key(|id| {
         let o = &objects[*id];
         (
-            bytes(o),
+            rank(o),
             o.tracked,
             std::cmp::Reverse(o.alloc_ns),
             std::cmp::Reverse(*id),
@@ -201,6 +205,14 @@ mod tests {
         assert_eq!(owner(&objects, 0x10000), Some(1));
         assert_eq!(owner(&objects, 0x11000), Some(0));
         assert_eq!(owner(&objects, 0x12000), Some(0));
+    }
+
+    #[test]
+    fn a_page_of_small_tracked_records_is_theirs_not_the_gaps_between_them() {
+        // Twelve 256-byte records, 320 bytes apart: 3,072 bytes tracked, 1,024 in the gaps.
+        let mut objects = vec![object(ObjectKind::Heap, 0x10000, 0x21000, false)];
+        objects.extend((0..12).map(|i| object(ObjectKind::Heap, 0x11000 + 320 * i, 256, true)));
+        assert!(owner(&objects, 0x11000).is_some_and(|o| objects[o].tracked));
     }
 
     #[test]
