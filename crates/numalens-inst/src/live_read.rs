@@ -67,9 +67,6 @@ impl LiveSampleFiles {
     /// still to come can precede.
     pub fn read_new(&mut self, dir: &Path) {
         let listed_ns = monotonic_ns();
-        // Every slot read below is read after the clock (the hooks' side of this is their
-        // fence between marking a slot and reading the clock).
-        fence(Ordering::SeqCst);
         let mut unready = false;
         for path in find_inst_files(dir).1 {
             if let std::collections::btree_map::Entry::Vacant(slot) = self.files.entry(path) {
@@ -96,7 +93,7 @@ impl LiveSampleFiles {
             // Nothing read now may precede what was merged before (checked, not assumed).
             let read = read_finished(f, &mut self.block, self.released.below);
             self.unordered |= !read.ordered;
-            f.untouched_at = read.next_untouched.then_some(listed_ns);
+            f.untouched_at = read.untouched_at;
             if ended {
                 f.file = None;
             }
@@ -112,8 +109,21 @@ impl LiveSampleFiles {
                 let seen_idle = f.blocked_at.max(f.untouched_at);
                 seen_idle.map_or(f.next_no_older, |at| at.max(f.next_no_older))
             })
-            .fold(listed_ns, u64::min);
+            .fold(self.unlisted_after(dir, listed_ns), u64::min);
         self.release_below(below);
+    }
+
+    /// No file that is not read yet holds a sample older than this: a thread's file exists
+    /// before its first sample is taken, so a file missing from a listing holds only samples
+    /// taken after it. Listed again at the end of a read (which may take a while at the lowest
+    /// priority), the directory usually shows no file that the reads did not open.
+    fn unlisted_after(&self, dir: &Path, listed_ns: u64) -> u64 {
+        let relisted_ns = monotonic_ns();
+        let all_read = find_inst_files(dir)
+            .1
+            .iter()
+            .all(|p| self.files.contains_key(p));
+        if all_read { relisted_ns } else { listed_ns }
     }
 
     /// Merges every file's samples older than `below` after those merged before.
@@ -246,21 +256,25 @@ struct FileRead {
     /// The records read are in time order after those read before, and none is older than
     /// the floor.
     ordered: bool,
-    /// The slot after the last finished record was read and untouched (all zero in its
-    /// `valid` byte): the thread had not started its next sample.
-    next_untouched: bool,
+    /// The slot after the last finished record was read after this time and found untouched
+    /// (its `valid` byte 0): the thread had not started its next sample then.
+    untouched_at: Option<u64>,
 }
 
 /// Reads the finished records from the file's offset on, up to the first unfinished one.
 fn read_finished(f: &mut LiveFile, block: &mut [u8], floor: u64) -> FileRead {
     let mut read = FileRead {
         ordered: true,
-        next_untouched: false,
+        untouched_at: None,
     };
     let Some(file) = f.file.as_ref() else {
         return read;
     };
     loop {
+        // Every slot read below is read after this clock reading (the hooks' side of this is
+        // their fence between marking a slot and reading the clock).
+        let reading_ns = monotonic_ns();
+        fence(Ordering::SeqCst);
         let Ok(n) = file.read_at(block, f.read.offset) else {
             return read;
         };
@@ -291,7 +305,7 @@ fn read_finished(f: &mut LiveFile, block: &mut [u8], floor: u64) -> FileRead {
         if whole * SAMPLE_SIZE < block.len() {
             // A slot the file holds (not its end: the hooks may be growing it) and untouched.
             let next = block[..n].chunks_exact(SAMPLE_SIZE).nth(whole);
-            read.next_untouched = next.is_some_and(|r| r[31] == 0);
+            read.untouched_at = next.is_some_and(|r| r[31] == 0).then_some(reading_ns);
             return read;
         }
     }
