@@ -436,6 +436,22 @@ mod tests {
     }
 
     #[test]
+    fn files_not_opened_are_bounded_by_a_listing_after_the_reads_only_when_it_shows_none() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("inst-7-8-1-0.samples"), &[(10, true)]);
+        let mut live = LiveSampleFiles::default();
+        live.read_new(dir.path());
+        let listed = monotonic_ns();
+        assert!(
+            live.unlisted_after(dir.path(), listed) > listed,
+            "no file left to open"
+        );
+        // A thread's file made since: its samples may be as old as the first listing.
+        write(&dir.path().join("inst-7-9-1-0.samples"), &[(20, true)]);
+        assert_eq!(live.unlisted_after(dir.path(), listed), listed);
+    }
+
+    #[test]
     fn a_file_out_of_time_order_leaves_the_merge_to_the_end() {
         let dir = tempfile::tempdir().unwrap();
         let a = dir.path().join("inst-7-8-1-0.samples");
