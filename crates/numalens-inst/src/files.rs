@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 pub use crate::sample_files::read_samples_file;
 use crate::sample_files::{
-    ReadBefore, Released, add_code, merge_by_time, read_samples_files_after,
+    ReadBefore, Released, add_code, merge_by_time_after, read_samples_files_after,
 };
 
 pub const MAGIC_PAGES: &[u8; 8] = b"NLIPAGES";
@@ -341,7 +341,7 @@ pub(crate) fn read_inst_dir_after(
         return None;
     }
     let mut samples = released.samples;
-    samples.extend(merge_by_time(per_file));
+    merge_by_time_after(&per_file, &mut samples);
     data.samples = samples;
     data.sample_code = code;
     Some(data)

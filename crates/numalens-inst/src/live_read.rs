@@ -9,13 +9,16 @@
 //! What is still to come: a thread's samples are in time order (one thread, one clock), so a
 //! file's next one is no older than the last one read, or than the file's creation
 //! (`start_ns`) when none was; a file created after the directory was listed holds only
-//! samples taken after the listing. Ties are merged in file order, as after the run.
+//! samples taken after the listing. A thread whose next record slot was still untouched when
+//! read after the listing had not taken its next sample's time then: the hooks mark a slot as
+//! being written before they read the clock. Ties are merged in file order, as after the run.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{Ordering, fence};
 
 use crate::files::InstSample;
 use crate::files::{
@@ -51,6 +54,9 @@ struct LiveFile {
     /// The thread was seen blocked in a system call at this time, before the last read: its
     /// next sample is no older (a sample's record is finished before the hooks return).
     blocked_at: Option<u64>,
+    /// The slot after its last finished record was found untouched by a read after this time:
+    /// its next sample is no older (the hooks mark the slot before they read the clock).
+    untouched_at: Option<u64>,
     /// Its samples not merged yet.
     read: ReadBefore,
 }
@@ -85,7 +91,9 @@ impl LiveSampleFiles {
             // Seen blocked after the listing: no later than then, an earlier bound is safe.
             f.blocked_at = blocked_in_system_call(f.pid, f.tid).then_some(listed_ns);
             // Nothing read now may precede what was merged before (checked, not assumed).
-            self.unordered |= !read_finished(f, &mut self.block, self.released.below);
+            let read = read_finished(f, &mut self.block, self.released.below);
+            self.unordered |= !read.ordered;
+            f.untouched_at = read.untouched_at;
             if ended {
                 f.file = None;
             }
@@ -98,11 +106,24 @@ impl LiveSampleFiles {
             .values()
             .filter(|f| f.file.is_some())
             .map(|f| {
-                f.blocked_at
-                    .map_or(f.next_no_older, |at| at.max(f.next_no_older))
+                let seen_idle = f.blocked_at.max(f.untouched_at);
+                seen_idle.map_or(f.next_no_older, |at| at.max(f.next_no_older))
             })
-            .fold(listed_ns, u64::min);
+            .fold(self.unlisted_after(dir, listed_ns), u64::min);
         self.release_below(below);
+    }
+
+    /// No file that is not read yet holds a sample older than this: a thread's file exists
+    /// before its first sample is taken, so a file missing from a listing holds only samples
+    /// taken after it. Listed again at the end of a read (which may take a while at the lowest
+    /// priority), the directory usually shows no file that the reads did not open.
+    fn unlisted_after(&self, dir: &Path, listed_ns: u64) -> u64 {
+        let relisted_ns = monotonic_ns();
+        let all_read = find_inst_files(dir)
+            .1
+            .iter()
+            .all(|p| self.files.contains_key(p));
+        if all_read { relisted_ns } else { listed_ns }
     }
 
     /// Merges every file's samples older than `below` after those merged before.
@@ -220,6 +241,7 @@ fn open_live(path: &Path) -> Option<LiveFile> {
         tid: h.tid,
         next_no_older: h.start_ns,
         blocked_at: None,
+        untouched_at: None,
         read: ReadBefore {
             identity: (meta.dev(), meta.ino()),
             offset: HEADER_SIZE as u64,
@@ -229,16 +251,32 @@ fn open_live(path: &Path) -> Option<LiveFile> {
     })
 }
 
-/// Reads the finished records from the file's offset on, up to the first unfinished one;
-/// false if they are not in time order after those read before, or older than `floor`.
-fn read_finished(f: &mut LiveFile, block: &mut [u8], floor: u64) -> bool {
-    let mut ordered = true;
+/// What one read of a file found.
+struct FileRead {
+    /// The records read are in time order after those read before, and none is older than
+    /// the floor.
+    ordered: bool,
+    /// The slot after the last finished record was read after this time and found untouched
+    /// (its `valid` byte 0): the thread had not started its next sample then.
+    untouched_at: Option<u64>,
+}
+
+/// Reads the finished records from the file's offset on, up to the first unfinished one.
+fn read_finished(f: &mut LiveFile, block: &mut [u8], floor: u64) -> FileRead {
+    let mut read = FileRead {
+        ordered: true,
+        untouched_at: None,
+    };
     let Some(file) = f.file.as_ref() else {
-        return true;
+        return read;
     };
     loop {
+        // Every slot read below is read after this clock reading (the hooks' side of this is
+        // their fence between marking a slot and reading the clock).
+        let reading_ns = monotonic_ns();
+        fence(Ordering::SeqCst);
         let Ok(n) = file.read_at(block, f.read.offset) else {
-            return ordered;
+            return read;
         };
         let first = f.read.samples.len();
         if first == f.read.samples.capacity()
@@ -261,11 +299,14 @@ fn read_finished(f: &mut LiveFile, block: &mut [u8], floor: u64) -> bool {
         add_code(&mut f.read.code, new);
         if let Some(last) = new.last() {
             let least = f.next_no_older.max(floor);
-            ordered &= new[0].time_ns >= least && new.is_sorted_by_key(|s| s.time_ns);
+            read.ordered &= new[0].time_ns >= least && new.is_sorted_by_key(|s| s.time_ns);
             f.next_no_older = f.next_no_older.max(last.time_ns);
         }
         if whole * SAMPLE_SIZE < block.len() {
-            return ordered;
+            // A slot the file holds (not its end: the hooks may be growing it) and untouched.
+            let next = block[..n].chunks_exact(SAMPLE_SIZE).nth(whole);
+            read.untouched_at = next.is_some_and(|r| r[31] == 0).then_some(reading_ns);
+            return read;
         }
     }
 }
@@ -305,10 +346,15 @@ mod tests {
         write_for(path, me(), records);
     }
 
+    /// Records finished (`true`) or being written (`false`: marked, as the hooks mark a slot
+    /// before they read the clock).
     fn write_for(path: &Path, (pid, tid): (u32, u32), records: &[(u64, bool)]) {
         let mut bytes = header(pid, tid);
-        for (t, valid) in records {
-            let mut r = record(*t, 0x1000 + t, *valid);
+        for (t, finished) in records {
+            let mut r = record(*t, 0x1000 + t, *finished);
+            if !finished {
+                r[31] = 2;
+            }
             // The last instruction is only in the record read at the end.
             r[16..24].copy_from_slice(&(0x400000 + t / 10).to_le_bytes());
             bytes.extend(r);
@@ -358,6 +404,51 @@ mod tests {
         assert_eq!(code, expected);
         assert_eq!(code.len(), 5, "{code:x?}");
         assert!(after.sample_code.is_none(), "not gathered after the run");
+    }
+
+    #[test]
+    fn a_running_thread_whose_next_slot_is_untouched_no_longer_holds_the_merge_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("inst-7-8-1-0.samples");
+        let b = dir.path().join("inst-7-9-1-0.samples");
+        // The hooks' files are sized ahead: after the last record, untouched slots.
+        let mut bytes = header(me().0, me().1);
+        for t in [10u64, 20] {
+            let mut r = record(t, 0x1000 + t, true);
+            r[16..24].copy_from_slice(&(0x400000 + t / 10).to_le_bytes());
+            bytes.extend(r);
+        }
+        bytes.extend(vec![0u8; 4 * SAMPLE_SIZE]);
+        std::fs::write(&a, bytes).unwrap();
+        // This one ends at its last record: it may be growing, so it holds the merge at 40.
+        write(&b, &[(30, true), (40, true)]);
+        let mut live = LiveSampleFiles::default();
+        live.read_new(dir.path());
+        assert_eq!(live.merged(), 3, "below 40: a's 20 bounds nothing");
+        // Once a's slot is marked as being written, its time may be as old as its last sample.
+        write(&a, &[(10, true), (20, true), (0, false)]);
+        write(&b, &[(30, true), (40, true), (50, true)]);
+        live.read_new(dir.path());
+        assert_eq!(live.merged(), 3, "a's 20 bounds the merge again");
+        let after = read_inst_dir(dir.path());
+        let (data, merged) = live.finish(dir.path());
+        assert_eq!((data.samples, merged), (after.samples, 3));
+    }
+
+    #[test]
+    fn files_not_opened_are_bounded_by_a_listing_after_the_reads_only_when_it_shows_none() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("inst-7-8-1-0.samples"), &[(10, true)]);
+        let mut live = LiveSampleFiles::default();
+        live.read_new(dir.path());
+        let listed = monotonic_ns();
+        assert!(
+            live.unlisted_after(dir.path(), listed) > listed,
+            "no file left to open"
+        );
+        // A thread's file made since: its samples may be as old as the first listing.
+        write(&dir.path().join("inst-7-9-1-0.samples"), &[(20, true)]);
+        assert_eq!(live.unlisted_after(dir.path(), listed), listed);
     }
 
     #[test]

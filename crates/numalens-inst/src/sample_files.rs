@@ -183,16 +183,24 @@ pub(crate) fn read_samples_files_after(
 /// one writer), so a merge does it in one pass without a sort's scratch copy; a file out of
 /// order (a damaged one) falls back to the sort.
 pub fn merge_by_time(files: Vec<Vec<InstSample>>) -> Vec<InstSample> {
-    let total = files.iter().map(Vec::len).sum();
-    let mut merged = Vec::with_capacity(total);
+    let mut merged = Vec::new();
+    merge_by_time_after(&files, &mut merged);
+    merged
+}
+
+/// [`merge_by_time`] appended to `merged` (whose samples precede all of `files`'): the rest
+/// of a live merge goes straight after it, not through a copy of its own.
+pub(crate) fn merge_by_time_after(files: &[Vec<InstSample>], merged: &mut Vec<InstSample>) {
+    let total: usize = files.iter().map(Vec::len).sum();
+    merged.reserve_exact(total);
     if !files.iter().all(|f| f.is_sorted_by_key(|s| s.time_ns)) {
-        files.into_iter().for_each(|f| merged.extend(f));
-        merged.sort_by_key(|s| s.time_ns);
-        return merged;
+        let first = merged.len();
+        files.iter().for_each(|f| merged.extend_from_slice(f));
+        merged[first..].sort_by_key(|s| s.time_ns);
+        return;
     }
     let slices: Vec<&[InstSample]> = files.iter().map(Vec::as_slice).collect();
-    merge_sorted_into(&slices, &mut merged);
-    merged
+    merge_sorted_into(&slices, merged);
 }
 
 /// Appends the samples of `files`, each in time order, to `merged` in one time order, ties in

@@ -75,8 +75,14 @@ struct nl_inst_sample {
     uint32_t weight;        /* accesses this sample stands for */
     uint16_t size;          /* bytes accessed (1..16; 8 for a word of a range access) */
     uint8_t is_write;
-    uint8_t valid;          /* 1, written last: 0 = the record was not finished */
+    uint8_t valid;          /* 1, written last: the record is finished; 2 (NL_INST_SAMPLE_WRITING),
+                               written before its time is taken: being written; 0 = not
+                               started (or the file's unused tail) */
 };
+
+/** `valid` of a sample whose time may be taken already: a reader that finds a thread's next
+ *  slot still 0 knows that the thread's next sample is no older than its look. */
+#define NL_INST_SAMPLE_WRITING 2
 
 #ifdef __cplusplus
 static_assert(sizeof(struct nl_inst_header) == 64, "inst header is 64 bytes");

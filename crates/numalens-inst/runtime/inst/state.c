@@ -643,6 +643,12 @@ static void nl_sample_write(struct nl_ithread *t, uintptr_t addr, unsigned is_wr
     struct nl_inst_sample *r = nl_grow_next(&t->samples);
     if (!r)
         return;
+    /* Marked before the clock is read, the fence keeping the two in that order: a reader that
+     * read its own clock and then found this slot still 0 knows the time taken here is no older
+     * than its reading, so a running thread does not hold back the recorder's live merge at its
+     * last sample (docs/RECORD.md). */
+    __atomic_store_n(&r->valid, NL_INST_SAMPLE_WRITING, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     r->time_ns = nl_inst_now();
     r->addr = addr;
     r->ip = (uint64_t)(uintptr_t)ip;
