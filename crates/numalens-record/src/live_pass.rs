@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -21,6 +21,8 @@ pub const ENV_OFF: &str = "NUMALENS_LIVE_PASS";
 /// The running pass.
 pub struct LivePass {
     stop: Arc<AtomicBool>,
+    /// The pass thread's kernel id (0 until it has started).
+    tid: Arc<AtomicI32>,
     thread: JoinHandle<LiveSampleFiles>,
 }
 
@@ -32,10 +34,14 @@ impl LivePass {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
+        let tid = Arc::new(AtomicI32::new(0));
+        let own_tid = tid.clone();
         let thread = std::thread::Builder::new()
             .name("numalens-live".into())
             .spawn(move || {
-                lowest_priority();
+                // SAFETY: gettid has no preconditions.
+                own_tid.store(unsafe { libc::gettid() }, Ordering::Release);
+                set_policy(0, libc::SCHED_IDLE);
                 let mut files = LiveSampleFiles::default();
                 while !stopped.load(Ordering::Acquire) {
                     files.read_new(&dir);
@@ -44,21 +50,30 @@ impl LivePass {
                 files
             })
             .ok()?;
-        Some(LivePass { stop, thread })
+        Some(LivePass { stop, tid, thread })
     }
 
-    /// Stops the pass (the program has ended) and gives what it read.
+    /// Stops the pass (the program has ended) and gives what it read. The pass goes back to
+    /// the normal priority first: the program no longer needs the CPUs, and at `SCHED_IDLE` a
+    /// round in progress on a loaded machine would hold the end for as long as other work kept
+    /// every CPU busy (seconds, under parallel builds).
     pub fn finish(self) -> Option<LiveSampleFiles> {
         self.stop.store(true, Ordering::Release);
+        let tid = self.tid.load(Ordering::Acquire);
+        if tid != 0 {
+            set_policy(tid, libc::SCHED_OTHER);
+        }
         self.thread.thread().unpark();
         self.thread.join().ok()
     }
 }
 
-/// `SCHED_IDLE` for the calling thread: the program's threads always come first. Refused (a
-/// seccomp filter), the pass runs at the normal priority, which changes nothing it writes.
-fn lowest_priority() {
+/// Scheduling policy `policy` for thread `tid` (0: the calling thread): `SCHED_IDLE` while the
+/// program runs, so its threads always come first. Refused (a seccomp filter), the pass keeps
+/// its priority, which changes nothing it writes.
+fn set_policy(tid: libc::pid_t, policy: libc::c_int) {
     let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for SCHED_IDLE.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    // SAFETY: `param` is a valid sched_param for SCHED_IDLE and SCHED_OTHER (priority 0);
+    // `tid` is 0 or a thread of this process that has not been joined yet.
+    unsafe { libc::sched_setscheduler(tid, policy, &param) };
 }
