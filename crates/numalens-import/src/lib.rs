@@ -62,6 +62,9 @@ pub struct EventSummary {
     pub name: String,
     /// A page-fault event (its samples are first touches and faults, not loads and stores).
     pub faults: bool,
+    /// A page-fault event whose faults another event of the file counts already (`minor-faults`
+    /// beside `page-faults`): its samples are not faults of the profile.
+    pub counted_elsewhere: bool,
     pub samples: u64,
     pub with_address: u64,
 }
@@ -238,6 +241,19 @@ fn settings(input: &Path, d: &read::Decoded) -> BTreeMap<String, serde_json::Val
     );
     if !d.command.is_empty() {
         settings.insert("perf_command".into(), d.command.join(" ").into());
+    }
+    let counted_elsewhere: Vec<&str> = d
+        .events
+        .iter()
+        .filter(|e| e.counted_elsewhere)
+        .map(|e| e.name.as_str())
+        .collect();
+    if !counted_elsewhere.is_empty() {
+        // Their samples are the same faults as another event's: not faults of the profile.
+        settings.insert(
+            "fault_events_not_kept".into(),
+            serde_json::to_value(counted_elsewhere).unwrap_or_default(),
+        );
     }
     settings
 }

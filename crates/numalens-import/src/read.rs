@@ -54,10 +54,23 @@ pub struct Decoded {
     pub pids: ahash::AHashMap<u32, u32>,
 }
 
+/// The software counters of page faults: every fault, or the minor or the major ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FaultCounter {
+    All,
+    Minor,
+    Major,
+}
+
 /// How the samples of one event are read.
 struct EventReading {
     layout: Layout,
     faults: bool,
+    /// Which software fault counter, for a page-fault event.
+    fault_counter: Option<FaultCounter>,
+    /// A page-fault event whose faults another event of the file already counts
+    /// ([`same_faults`]): its samples are counted, not kept.
+    counted_elsewhere: bool,
     meaning: EventMeaning,
     /// The type of a PMU the kernel numbered at boot (IBS, SPE, …).
     dynamic_type: Option<u32>,
@@ -71,14 +84,13 @@ fn event_reading(
     ibs_op_type: Option<u32>,
 ) -> EventReading {
     let ibs = matches!(attr.type_, PerfEventType::DynamicPmu(t, ..) if Some(t) == ibs_op_type);
-    let faults = matches!(
-        attr.type_,
-        PerfEventType::Software(
-            SoftwareCounterType::PageFaults
-                | SoftwareCounterType::PageFaultsMin
-                | SoftwareCounterType::PageFaultsMaj
-        )
-    );
+    let fault_counter = match attr.type_ {
+        PerfEventType::Software(SoftwareCounterType::PageFaults) => Some(FaultCounter::All),
+        PerfEventType::Software(SoftwareCounterType::PageFaultsMin) => Some(FaultCounter::Minor),
+        PerfEventType::Software(SoftwareCounterType::PageFaultsMaj) => Some(FaultCounter::Major),
+        _ => None,
+    };
+    let faults = fault_counter.is_some();
     let default_kind = if name.contains("store") {
         SampleKind::Store
     } else {
@@ -99,6 +111,8 @@ fn event_reading(
         fixed_size: sample::fixed_size(&layout),
         layout,
         faults,
+        fault_counter,
+        counted_elsewhere: false,
         meaning: EventMeaning {
             ibs,
             default_kind,
@@ -108,6 +122,27 @@ fn event_reading(
             PerfEventType::DynamicPmu(t, ..) => Some(t),
             _ => None,
         },
+    }
+}
+
+/// Marks the page-fault events whose faults another event already counts. The kernel counts a
+/// fault in `page-faults` and again in `minor-faults` or `major-faults`, each as a sample of its
+/// own (a few microseconds apart: not one sample twice), so `perf record -e page-faults -e
+/// minor-faults` holds every minor fault twice. When `page-faults` is recorded its samples are
+/// the faults; otherwise `minor-faults` and `major-faults` are (they never count the same fault).
+/// An event named twice counts once.
+fn same_faults(events: &mut [EventReading]) {
+    let all_faults = events
+        .iter()
+        .any(|e| e.fault_counter == Some(FaultCounter::All));
+    let mut kept: Vec<FaultCounter> = Vec::new();
+    for e in events.iter_mut() {
+        let Some(counter) = e.fault_counter else {
+            continue;
+        };
+        let part = counter != FaultCounter::All;
+        e.counted_elsewhere = (all_faults && part) || kept.contains(&counter);
+        kept.push(counter);
     }
 }
 
@@ -167,6 +202,7 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
                 .clone()
                 .unwrap_or_else(|| format!("{:?}", a.attr.type_)),
             faults: r.faults,
+            counted_elsewhere: r.counted_elsewhere,
             samples: 0,
             with_address: 0,
         })
@@ -323,11 +359,12 @@ fn reading(perf_file: &PerfFile) -> Result<Reading, ImportError> {
     };
     // The IBS op PMU's type on the recording machine, from the file's PMU list.
     let ibs_op_type = pmu_type(perf_file, "ibs_op", big_endian);
-    let events = perf_file
+    let mut events: Vec<EventReading> = perf_file
         .event_attributes()
         .iter()
         .map(|a| event_reading(&a.attr, a.name.as_deref().unwrap_or(""), ibs_op_type))
         .collect();
+    same_faults(&mut events);
     let cpuid = Bytes::new(
         perf_file
             .feature_section_data(Feature::CPUID)
@@ -460,6 +497,9 @@ fn count_sample(
     let (pid, tid, time_ns) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0), s.time.unwrap_or(0));
     if !r.faults {
         d.accesses.add(pid, tid, time_ns);
+        return;
+    }
+    if r.counted_elsewhere {
         return;
     }
     if s.period.unwrap_or(r.meaning.fixed_period) > 1 {
