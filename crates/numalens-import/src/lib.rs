@@ -7,6 +7,7 @@
 
 mod aux_spe;
 mod first_pass;
+mod fixed;
 mod layout_check;
 pub mod machine;
 mod read;

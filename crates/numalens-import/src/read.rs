@@ -18,6 +18,7 @@ use numalens_assemble::perf_sample::sample::{self, Layout, Sample};
 use crate::aux_spe::{Reorder, SpeReading, SpeSample};
 pub use crate::first_pass::AccessStats;
 use crate::first_pass::SpeThreads;
+use crate::fixed::{FixedLayout, Head};
 use crate::machine::{self, PhysicalNodes, RecordedNode};
 use crate::records::{self, Order, Rec};
 use crate::{EventSummary, ImportError};
@@ -74,8 +75,8 @@ struct EventReading {
     meaning: EventMeaning,
     /// The type of a PMU the kernel numbered at boot (IBS, SPE, …).
     dynamic_type: Option<u32>,
-    /// The size of its samples, when the layout has no field of variable size.
-    fixed_size: Option<usize>,
+    /// Where its samples' fields lie, when the layout has no field of variable size.
+    fixed: Option<FixedLayout>,
 }
 
 fn event_reading(
@@ -108,7 +109,7 @@ fn event_reading(
         sample_regs_intr: attr.sample_regs_intr,
     };
     EventReading {
-        fixed_size: sample::fixed_size(&layout),
+        fixed: FixedLayout::new(&layout),
         layout,
         faults,
         fault_counter,
@@ -226,18 +227,17 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
         let Some(r) = reading.events.get(attr_index) else {
             return Ok(());
         };
-        // A memory sample is only counted here: its first fields are enough.
-        let counted = match r.fixed_size {
-            Some(size) if !r.faults && !r.meaning.ibs => Some(size),
-            _ => None,
-        };
-        let decoded = match (counted, record.data) {
-            (Some(size), RawData::Single(bytes)) => {
-                sample::decode_head(bytes, reading.big_endian, &r.layout, size)
+        // A memory sample is only counted here: its thread, time and address are enough.
+        if let (Some(fixed), RawData::Single(bytes), false, false) =
+            (&r.fixed, record.data, r.faults, r.meaning.ibs)
+        {
+            match fixed.head(bytes, reading.big_endian) {
+                Ok(head) => count_access(&mut d, attr_index, head),
+                Err(_) => d.truncated += 1,
             }
-            _ => sample_body(&record, &mut body, reading.big_endian, r),
-        };
-        match decoded {
+            return Ok(());
+        }
+        match sample_body(&record, &mut body, reading.big_endian, r) {
             Ok(s) => count_sample(&mut d, (attr_index, r), &s, reading.big_endian),
             Err(_) => d.truncated += 1,
         }
@@ -468,6 +468,9 @@ fn sample_body<'b>(
     big_endian: bool,
     r: &EventReading,
 ) -> Result<Sample<'b>, Truncated> {
+    if let (RawData::Single(bytes), Some(fixed)) = (record.data, &r.fixed) {
+        return fixed.decode(bytes, big_endian);
+    }
     let bytes: &'b [u8] = match record.data {
         RawData::Single(bytes) => bytes,
         split => {
@@ -479,6 +482,17 @@ fn sample_body<'b>(
         }
     };
     sample::decode(bytes, big_endian, &r.layout)
+}
+
+/// The first pass's view of a memory sample of a fixed layout: counted.
+fn count_access(d: &mut Decoded, event: usize, head: Head) {
+    let summary = &mut d.events[event];
+    summary.samples += 1;
+    // As `access::data_address` takes it for an event that is not IBS.
+    if head.addr.is_some_and(|a| a != 0) {
+        summary.with_address += 1;
+        d.accesses.add(head.pid, head.tid, head.time);
+    }
 }
 
 /// The first pass's view of a sample: page faults are kept, memory samples counted.
