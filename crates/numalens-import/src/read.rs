@@ -214,22 +214,20 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
     // Read in the file's order: what is kept is put in time order after.
     let order = Order::File;
     each_record((own, order), &mut perf_file, record_iter, &mut |record| {
-        let (attr_index, record) = match record {
-            Rec::Event(attr_index, record) => (attr_index, record),
+        let (attr_index, data) = match record {
+            Rec::Sample(attr_index, data) => (attr_index, data),
+            Rec::Event(record) => return take_task(&mut d, &record, reading.big_endian),
             Rec::User(user) => {
                 reading.spe_records(&mut spe, &user, &mut |_, s| spe_threads.add(&s));
                 return Ok(());
             }
         };
-        if record.record_type != RecordType::SAMPLE {
-            return take_task(&mut d, &record, reading.big_endian);
-        }
         let Some(r) = reading.events.get(attr_index) else {
             return Ok(());
         };
         // A memory sample is only counted here: its thread, time and address are enough.
         if let (Some(fixed), RawData::Single(bytes), false, false) =
-            (&r.fixed, record.data, r.faults, r.meaning.ibs)
+            (&r.fixed, data, r.faults, r.meaning.ibs)
         {
             match fixed.head(bytes, reading.big_endian) {
                 Ok(head) => count_access(&mut d, attr_index, head),
@@ -237,7 +235,7 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
             }
             return Ok(());
         }
-        match sample_body(&record, &mut body, reading.big_endian, r) {
+        match sample_body(data, &mut body, reading.big_endian, r) {
             Ok(s) => count_sample(&mut d, (attr_index, r), &s, reading.big_endian),
             Err(_) => d.truncated += 1,
         }
@@ -300,8 +298,9 @@ pub fn stream_accesses(
     let mut reorder = Reorder::default();
     let order = Order::Time;
     each_record((own, order), &mut perf_file, record_iter, &mut |record| {
-        let (attr_index, record) = match record {
-            Rec::Event(attr_index, record) => (attr_index, record),
+        let (attr_index, data) = match record {
+            Rec::Sample(attr_index, data) => (attr_index, data),
+            Rec::Event(_) => return Ok(()),
             Rec::User(user) => {
                 reading.spe_records(&mut spe, &user, &mut |spe, s| {
                     reorder.push(spe.access(&s, pids, &reading.physical), sink)
@@ -312,10 +311,10 @@ pub fn stream_accesses(
         let Some(r) = reading.events.get(attr_index) else {
             return Ok(());
         };
-        if record.record_type != RecordType::SAMPLE || r.faults {
+        if r.faults {
             return Ok(());
         }
-        if let Ok(s) = sample_body(&record, &mut body, reading.big_endian, r)
+        if let Ok(s) = sample_body(data, &mut body, reading.big_endian, r)
             && let Some(a) = access_of(r, &s, &reading)
         {
             sink(a);
@@ -326,9 +325,9 @@ pub fn stream_accesses(
     Ok(())
 }
 
-/// Every record of the data section in time order: read by numalens' own round reader, or by the
-/// `linux-perf-data` crate's iterator for compressed files (or when the file cannot be opened
-/// twice).
+/// Every record of the data section in time order: read from the mapped section by numalens' own
+/// round reader, or by the `linux-perf-data` crate's iterator for compressed files (or when the
+/// file cannot be opened twice or mapped).
 fn each_record(
     (own, order): (Option<std::fs::File>, Order),
     perf_file: &mut PerfFile,
@@ -338,12 +337,20 @@ fn each_record(
     let compressed = perf_file
         .feature_section_data(Feature::COMPRESSED)
         .is_some();
-    if let (Some(file), false) = (own, compressed) {
-        return records::for_each(file, perf_file, order, each);
+    let mapped = own
+        .filter(|_| !compressed)
+        .and_then(|f| records::map_data(f, perf_file));
+    if let Some(data) = mapped {
+        return records::for_each(&data, perf_file, order, each);
     }
     while let Some(record) = record_iter.next_record(perf_file)? {
         each(match record {
-            PerfFileRecord::EventRecord { attr_index, record } => Rec::Event(attr_index, record),
+            PerfFileRecord::EventRecord { attr_index, record }
+                if record.record_type == RecordType::SAMPLE =>
+            {
+                Rec::Sample(attr_index, record.data)
+            }
+            PerfFileRecord::EventRecord { record, .. } => Rec::Event(record),
             PerfFileRecord::UserRecord(user) => Rec::User(user),
         })?;
     }
@@ -463,15 +470,15 @@ fn pmu_type(perf_file: &PerfFile, name: &str, big_endian: bool) -> Option<u32> {
 /// A sample record's body, decoded where the reader holds it (copied only when the record is
 /// split across the reader's buffers).
 fn sample_body<'b>(
-    record: &RawEventRecord<'b>,
+    data: RawData<'b>,
     body: &'b mut Vec<u8>,
     big_endian: bool,
     r: &EventReading,
 ) -> Result<Sample<'b>, Truncated> {
-    if let (RawData::Single(bytes), Some(fixed)) = (record.data, &r.fixed) {
+    if let (RawData::Single(bytes), Some(fixed)) = (data, &r.fixed) {
         return fixed.decode(bytes, big_endian);
     }
-    let bytes: &'b [u8] = match record.data {
+    let bytes: &'b [u8] = match data {
         RawData::Single(bytes) => bytes,
         split => {
             body.clear();
