@@ -99,7 +99,8 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
     let Some(big_endian) = perf_data_byte_order(&mut file) else {
         return Err(ImportError::NotPerfData(input.to_path_buf()));
     };
-    layout_check::check(&mut file, big_endian).map_err(ImportError::Damaged)?;
+    let data = layout_check::check(&mut file, big_endian).map_err(ImportError::Damaged)?;
+    layout_check::check_records(&mut file, data, big_endian).map_err(ImportError::Damaged)?;
     file.rewind().map_err(|source| ImportError::Open {
         path: input.to_path_buf(),
         source,
