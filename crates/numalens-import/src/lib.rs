@@ -99,8 +99,8 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
     let Some(big_endian) = perf_data_byte_order(&mut file) else {
         return Err(ImportError::NotPerfData(input.to_path_buf()));
     };
-    let data = layout_check::check(&mut file, big_endian).map_err(ImportError::Damaged)?;
-    layout_check::check_records(&mut file, data, big_endian).map_err(ImportError::Damaged)?;
+    // The records themselves are checked as they are read (`read::each_record`).
+    layout_check::check(&mut file, big_endian).map_err(ImportError::Damaged)?;
     file.rewind().map_err(|source| ImportError::Open {
         path: input.to_path_buf(),
         source,

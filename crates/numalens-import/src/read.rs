@@ -1,7 +1,7 @@
 //! Reading a perf.data file into what the assembly takes: page-fault samples, sampled loads and
 //! stores with their data source, and the task and mapping records.
 
-use std::io::BufReader;
+use std::io::{BufReader, Seek};
 
 use linux_perf_data::linux_perf_event_reader::{
     EventRecord, PerfEventType, RawData, RawEventRecord, RecordType, SamplingPolicy,
@@ -19,6 +19,7 @@ use crate::aux_spe::{Reorder, SpeReading, SpeSample};
 pub use crate::first_pass::AccessStats;
 use crate::first_pass::SpeThreads;
 use crate::fixed::{FixedLayout, Head};
+use crate::layout_check;
 use crate::machine::{self, PhysicalNodes, RecordedNode};
 use crate::records::{self, Order, Rec};
 use crate::{EventSummary, ImportError};
@@ -327,7 +328,7 @@ pub fn stream_accesses(
 
 /// Every record of the data section in time order: read from the mapped section by numalens' own
 /// round reader, or by the `linux-perf-data` crate's iterator for compressed files (or when the
-/// file cannot be opened twice or mapped).
+/// file cannot be mapped).
 fn each_record(
     (own, order): (Option<std::fs::File>, Order),
     perf_file: &mut PerfFile,
@@ -337,12 +338,22 @@ fn each_record(
     let compressed = perf_file
         .feature_section_data(Feature::COMPRESSED)
         .is_some();
-    let mapped = own
-        .filter(|_| !compressed)
-        .and_then(|f| records::map_data(f, perf_file));
-    if let Some(data) = mapped {
+    let Some(mut file) = own else {
+        return Err(ImportError::Damaged("its data section is unreadable"));
+    };
+    let big_endian = perf_file.endian() == Endianness::BigEndian;
+    let section = records::data_section(&file, big_endian)?;
+    if !compressed && let Some(data) = records::map_data(&file, section) {
+        // The round reader refuses a record that leaves the section itself.
         return records::for_each(&data, perf_file, order, each);
     }
+    // The crate's iterator sizes buffers by the records' sizes: they are checked first, and the
+    // position the iterator reads from (the clone shares it) is put back.
+    let unread = |_| ImportError::Damaged("its data section is unreadable");
+    let position = file.stream_position().map_err(unread)?;
+    layout_check::check_records(&mut file, section, big_endian).map_err(ImportError::Damaged)?;
+    file.seek(std::io::SeekFrom::Start(position))
+        .map_err(unread)?;
     while let Some(record) = record_iter.next_record(perf_file)? {
         each(match record {
             PerfFileRecord::EventRecord { attr_index, record }

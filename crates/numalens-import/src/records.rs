@@ -13,8 +13,6 @@
 //! sorts every round, which was a third of the import's time. Files with compressed records
 //! (`perf record -z`), and files that cannot be mapped, are read through that crate instead.
 
-use std::io::{Read, Seek, SeekFrom};
-
 use memmap2::{Advice, Mmap, MmapOptions, UncheckedAdvice};
 
 use linux_perf_data::linux_perf_event_reader::{
@@ -67,16 +65,14 @@ pub enum Order {
     File,
 }
 
-/// The data section of `file`, mapped; `None` when it cannot be (then the file is read through
-/// the `linux-perf-data` crate).
-pub fn map_data(mut file: std::fs::File, perf_file: &PerfFile) -> Option<Mmap> {
-    let big_endian = perf_file.endian() == Endianness::BigEndian;
-    let (offset, size) = data_section(&mut file, big_endian).ok()?;
+/// The data section `(offset, size)` of `file`, mapped; `None` when it cannot be (then the file
+/// is read through the `linux-perf-data` crate).
+pub fn map_data(file: &std::fs::File, (offset, size): (u64, u64)) -> Option<Mmap> {
     let len = usize::try_from(size).ok().filter(|&l| l > 0)?;
     // SAFETY: the mapping is read only. A file cut short while it is mapped would fault on the
     // pages past its new end; `layout_check` refused files shorter than their header says, and
     // perf does not cut a finished file.
-    let map = unsafe { MmapOptions::new().offset(offset).len(len).map(&file) }.ok()?;
+    let map = unsafe { MmapOptions::new().offset(offset).len(len).map(file) }.ok()?;
     // Read once, front to back: the kernel reads ahead further and drops behind.
     let _ = map.advise(Advice::Sequential);
     Some(map)
@@ -92,16 +88,23 @@ pub fn for_each(
 ) -> Result<(), ImportError> {
     let big_endian = perf_file.endian() == Endianness::BigEndian;
     let mut reader = RoundReader::new(perf_file, big_endian, order, data);
-    // A record the section cuts is left: layout_check refuses those.
     reader.take_records(each)?;
+    if reader.parsed < data.len() {
+        // What is left is a record the section's end cuts (the first pass, in file order, stops
+        // at it before anything is written).
+        return Err(ImportError::Damaged(
+            "a record's size takes it beyond the data section",
+        ));
+    }
     reader.finish(each)
 }
 
-/// The data section's offset and size, from the file's header.
-fn data_section(file: &mut std::fs::File, big_endian: bool) -> Result<(u64, u64), ImportError> {
+/// The data section's offset and size, from the file's header. Read where it lies: the file's
+/// position (which a clone of it shares) is not moved.
+pub fn data_section(file: &std::fs::File, big_endian: bool) -> Result<(u64, u64), ImportError> {
+    use std::os::unix::fs::FileExt;
     let mut header = [0u8; 56];
-    file.seek(SeekFrom::Start(0))
-        .and_then(|_| file.read_exact(&mut header))
+    file.read_exact_at(&mut header, 0)
         .map_err(|_| ImportError::Damaged("its header is cut short"))?;
     let word = |at: usize| {
         let b: [u8; 8] = header[at..at + 8].try_into().unwrap_or_default();
@@ -433,7 +436,8 @@ mod tests {
             linux_perf_data::PerfFileReader::parse_file(std::io::BufReader::new(file)).unwrap();
         let mut times = Vec::new();
         let file = std::fs::File::open(&path).unwrap();
-        let map = map_data(file, &reader.perf_file).expect("a file's data section maps");
+        let section = data_section(&file, false).unwrap();
+        let map = map_data(&file, section).expect("a file's data section maps");
         let layout = crate::sample::Layout {
             sample_type: IP | TID | TIME,
             ..Default::default()
@@ -448,6 +452,48 @@ mod tests {
         })
         .unwrap();
         times
+    }
+
+    /// A file of a COMM record and 8 samples, its first record's size made `size`, imported.
+    fn import_with_first_record_size(size: Option<u16>) -> Result<crate::Imported, ImportError> {
+        let mut w = PerfDataWriter::new();
+        let e = w.event(crate::write::mem_loads_event(1, vec![1]));
+        w.comm(7, 7, "prog", 1);
+        for time in 2..10 {
+            let s = SampleFields {
+                pid: 7,
+                tid: 7,
+                time,
+                addr: 0x1000 * time,
+                id: 1,
+                ..SampleFields::default()
+            };
+            w.sample(e, &s);
+        }
+        let mut bytes = w.finish();
+        let data_at = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
+        if let Some(size) = size {
+            bytes[data_at + 6..data_at + 8].copy_from_slice(&size.to_le_bytes());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("perf.data");
+        std::fs::write(&path, bytes).unwrap();
+        let opts = crate::ImportOptions { min_object: 4096 };
+        crate::import(&path, &dir.path().join("out.numalens"), &opts)
+    }
+
+    #[test]
+    fn a_record_that_leaves_the_data_section_is_refused() {
+        let imported = import_with_first_record_size(Some(u16::MAX)).map(|_| ());
+        assert!(
+            matches!(imported, Err(ImportError::Damaged(why)) if why.contains("beyond the data section")),
+            "{imported:?}"
+        );
+        let tiny = import_with_first_record_size(Some(4)).map(|_| ());
+        assert!(matches!(tiny, Err(ImportError::Damaged(_))), "{tiny:?}");
+        // The file as written imports.
+        let whole = import_with_first_record_size(None).unwrap();
+        assert_eq!(whole.accesses, 8);
     }
 
     #[test]
