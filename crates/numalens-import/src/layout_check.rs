@@ -23,8 +23,9 @@ fn within(file_len: u64, (offset, size): (u64, u64)) -> bool {
     offset.checked_add(size).is_some_and(|end| end <= file_len)
 }
 
-/// Checks the header, the attribute and feature sections, and `HEADER_EVENT_DESC`.
-pub fn check<R: Read + Seek>(file: &mut R, big_endian: bool) -> Result<(), Damage> {
+/// Checks the header, the attribute and feature sections, and `HEADER_EVENT_DESC`; returns the
+/// data section (offset and size), whose records [`check_records`] checks.
+pub fn check<R: Read + Seek>(file: &mut R, big_endian: bool) -> Result<(u64, u64), Damage> {
     let file_len = file
         .seek(SeekFrom::End(0))
         .map_err(|_| "cannot be measured")?;
@@ -76,15 +77,103 @@ pub fn check<R: Read + Seek>(file: &mut R, big_endian: bool) -> Result<(), Damag
     }
     check_attr_ids(file, attrs, attr_size, file_len, big_endian)?;
     check_features(file, data, &features, file_len, big_endian)?;
-    check_records(file, data, big_endian)
+    Ok(data)
 }
 
 /// `PERF_RECORD_AUXTRACE`: its data follows the record, and the reader sizes a buffer by it.
 const RECORD_AUXTRACE: u32 = 71;
 
-/// Every record of the data section has a size that keeps it inside the section, and an
-/// AUXTRACE record's data is inside it too.
-fn check_records<R: Read + Seek>(
+/// Every record of the data section `data` of `file` has a size that keeps it inside the
+/// section, and an AUXTRACE record's data is inside it too. The section is walked where it is
+/// mapped (no copy); a file that cannot be mapped is read.
+pub fn check_records(
+    file: &mut std::fs::File,
+    data: (u64, u64),
+    big_endian: bool,
+) -> Result<(), Damage> {
+    let len = usize::try_from(data.1).map_err(|_| "its data section is unreadable")?;
+    // SAFETY: read only, and `check` found the section inside the file.
+    let mapping = unsafe {
+        memmap2::MmapOptions::new()
+            .offset(data.0)
+            .len(len)
+            .map(&*file)
+    };
+    let Ok(map) = mapping else {
+        return check_records_read(file, data, big_endian);
+    };
+    let _ = map.advise(memmap2::Advice::Sequential);
+    // The pages walked are let go as the walk goes on, so that they do not count as the
+    // process's memory.
+    let mut released = 0;
+    check_record_bytes(&map, big_endian, &mut |walked| {
+        // SAFETY: a read-only mapping of a file: a page let go is read again from the file.
+        let _ = unsafe {
+            map.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                released,
+                walked - released,
+            )
+        };
+        released = walked;
+    })
+}
+
+/// The mapped pages are let go every this many bytes of the walk.
+const RELEASE_BYTES: u64 = 4 << 20;
+
+/// The end of the record at `at` (of the section's `end`) from its first bytes (8, or 16 for an
+/// AUXTRACE record, whose data follows it).
+fn record_end(head: &[u8], at: u64, end: u64, big_endian: bool) -> Result<u64, Damage> {
+    let mut b = Bytes::new(head, big_endian);
+    let (Ok(kind), Ok(_misc), Ok(len)) = (b.u32(), b.u16(), b.u16()) else {
+        return Err("a record is cut short");
+    };
+    if len < 8 {
+        return Err("a record's size takes it beyond the data section");
+    }
+    let mut next = at + u64::from(len);
+    if kind == RECORD_AUXTRACE && len >= 16 {
+        let aux = b.u64().map_err(|_| "a record is cut short")?;
+        next = next
+            .checked_add(aux)
+            .ok_or("an AUX trace record's size overflows")?;
+    }
+    if next > end {
+        return Err("a record's size takes it beyond the data section");
+    }
+    Ok(next)
+}
+
+/// Whether a record's first 8 bytes say it is an AUXTRACE record with its size after them.
+fn has_aux_size(head: &[u8], big_endian: bool) -> bool {
+    let mut b = Bytes::new(head, big_endian);
+    matches!((b.u32(), b.u16(), b.u16()), (Ok(RECORD_AUXTRACE), Ok(_), Ok(len)) if len >= 16)
+}
+
+/// [`check_records`] of a section in memory; `walked` is told every [`RELEASE_BYTES`] how far
+/// the walk went.
+fn check_record_bytes(
+    section: &[u8],
+    big_endian: bool,
+    walked: &mut dyn FnMut(usize),
+) -> Result<(), Damage> {
+    let end = section.len() as u64;
+    let (mut at, mut told) = (0u64, 0u64);
+    while at < end {
+        let rest = &section[at as usize..];
+        let head = &rest[..rest.len().min(16)];
+        at = record_end(head, at, end, big_endian)?;
+        if at - told >= RELEASE_BYTES {
+            walked(at as usize);
+            told = at;
+        }
+    }
+    Ok(())
+}
+
+/// [`check_records`] by reading the file.
+fn check_records_read<R: Read + Seek>(
     file: &mut R,
     (start, size): (u64, u64),
     big_endian: bool,
@@ -94,35 +183,21 @@ fn check_records<R: Read + Seek>(
         .map_err(|_| "its data section is unreadable")?;
     let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
     let mut at = start;
-    let mut head = [0u8; 8];
+    let mut head = [0u8; 16];
     while at < end {
         reader
-            .read_exact(&mut head)
+            .read_exact(&mut head[..8])
             .map_err(|_| "a record is cut short")?;
-        let mut b = Bytes::new(&head, big_endian);
-        let (Ok(kind), Ok(_misc), Ok(len)) = (b.u32(), b.u16(), b.u16()) else {
-            return Err("a record is cut short");
-        };
-        if len < 8 {
-            return Err("a record's size takes it beyond the data section");
-        }
-        let mut read = 8u64;
-        let mut next = at + u64::from(len);
-        if kind == RECORD_AUXTRACE && len >= 16 {
+        let mut read = 8;
+        if has_aux_size(&head[..8], big_endian) {
             reader
-                .read_exact(&mut head)
+                .read_exact(&mut head[8..])
                 .map_err(|_| "a record is cut short")?;
-            read += 8;
-            let aux = Bytes::new(&head, big_endian).u64().unwrap_or(0);
-            next = next
-                .checked_add(aux)
-                .ok_or("an AUX trace record's size overflows")?;
+            read = 16;
         }
-        if next > end {
-            return Err("a record's size takes it beyond the data section");
-        }
+        let next = record_end(&head[..read], at, end, big_endian)?;
         reader
-            .seek_relative((next - at - read) as i64)
+            .seek_relative((next - at - read as u64) as i64)
             .map_err(|_| "its data section is unreadable")?;
         at = next;
     }
@@ -233,8 +308,14 @@ mod tests {
         u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
     }
 
+    /// The checks of a file in `bytes`, its records walked both in memory and read: they agree.
     fn check_bytes(bytes: &[u8]) -> Result<(), Damage> {
-        check(&mut std::io::Cursor::new(bytes), false)
+        let mut cursor = std::io::Cursor::new(bytes);
+        let (start, size) = check(&mut cursor, false)?;
+        let read = check_records_read(&mut cursor, (start, size), false);
+        let section = &bytes[start as usize..(start + size) as usize];
+        assert_eq!(check_record_bytes(section, false, &mut |_| ()), read);
+        read
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 mod aux_spe;
 mod first_pass;
+mod fixed;
 mod layout_check;
 pub mod machine;
 mod read;
@@ -62,6 +63,9 @@ pub struct EventSummary {
     pub name: String,
     /// A page-fault event (its samples are first touches and faults, not loads and stores).
     pub faults: bool,
+    /// A page-fault event whose faults another event of the file counts already (`minor-faults`
+    /// beside `page-faults`): its samples are not faults of the profile.
+    pub counted_elsewhere: bool,
     pub samples: u64,
     pub with_address: u64,
 }
@@ -95,6 +99,7 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
     let Some(big_endian) = perf_data_byte_order(&mut file) else {
         return Err(ImportError::NotPerfData(input.to_path_buf()));
     };
+    // The records themselves are checked as they are read (`read::each_record`).
     layout_check::check(&mut file, big_endian).map_err(ImportError::Damaged)?;
     file.rewind().map_err(|source| ImportError::Open {
         path: input.to_path_buf(),
@@ -238,6 +243,19 @@ fn settings(input: &Path, d: &read::Decoded) -> BTreeMap<String, serde_json::Val
     );
     if !d.command.is_empty() {
         settings.insert("perf_command".into(), d.command.join(" ").into());
+    }
+    let counted_elsewhere: Vec<&str> = d
+        .events
+        .iter()
+        .filter(|e| e.counted_elsewhere)
+        .map(|e| e.name.as_str())
+        .collect();
+    if !counted_elsewhere.is_empty() {
+        // Their samples are the same faults as another event's: not faults of the profile.
+        settings.insert(
+            "fault_events_not_kept".into(),
+            serde_json::to_value(counted_elsewhere).unwrap_or_default(),
+        );
     }
     settings
 }

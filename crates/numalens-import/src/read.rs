@@ -1,7 +1,7 @@
 //! Reading a perf.data file into what the assembly takes: page-fault samples, sampled loads and
 //! stores with their data source, and the task and mapping records.
 
-use std::io::BufReader;
+use std::io::{BufReader, Seek};
 
 use linux_perf_data::linux_perf_event_reader::{
     EventRecord, PerfEventType, RawData, RawEventRecord, RecordType, SamplingPolicy,
@@ -18,6 +18,8 @@ use numalens_assemble::perf_sample::sample::{self, Layout, Sample};
 use crate::aux_spe::{Reorder, SpeReading, SpeSample};
 pub use crate::first_pass::AccessStats;
 use crate::first_pass::SpeThreads;
+use crate::fixed::{FixedLayout, Head};
+use crate::layout_check;
 use crate::machine::{self, PhysicalNodes, RecordedNode};
 use crate::records::{self, Order, Rec};
 use crate::{EventSummary, ImportError};
@@ -54,15 +56,28 @@ pub struct Decoded {
     pub pids: ahash::AHashMap<u32, u32>,
 }
 
+/// The software counters of page faults: every fault, or the minor or the major ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FaultCounter {
+    All,
+    Minor,
+    Major,
+}
+
 /// How the samples of one event are read.
 struct EventReading {
     layout: Layout,
     faults: bool,
+    /// Which software fault counter, for a page-fault event.
+    fault_counter: Option<FaultCounter>,
+    /// A page-fault event whose faults another event of the file already counts
+    /// ([`same_faults`]): its samples are counted, not kept.
+    counted_elsewhere: bool,
     meaning: EventMeaning,
     /// The type of a PMU the kernel numbered at boot (IBS, SPE, …).
     dynamic_type: Option<u32>,
-    /// The size of its samples, when the layout has no field of variable size.
-    fixed_size: Option<usize>,
+    /// Where its samples' fields lie, when the layout has no field of variable size.
+    fixed: Option<FixedLayout>,
 }
 
 fn event_reading(
@@ -71,14 +86,13 @@ fn event_reading(
     ibs_op_type: Option<u32>,
 ) -> EventReading {
     let ibs = matches!(attr.type_, PerfEventType::DynamicPmu(t, ..) if Some(t) == ibs_op_type);
-    let faults = matches!(
-        attr.type_,
-        PerfEventType::Software(
-            SoftwareCounterType::PageFaults
-                | SoftwareCounterType::PageFaultsMin
-                | SoftwareCounterType::PageFaultsMaj
-        )
-    );
+    let fault_counter = match attr.type_ {
+        PerfEventType::Software(SoftwareCounterType::PageFaults) => Some(FaultCounter::All),
+        PerfEventType::Software(SoftwareCounterType::PageFaultsMin) => Some(FaultCounter::Minor),
+        PerfEventType::Software(SoftwareCounterType::PageFaultsMaj) => Some(FaultCounter::Major),
+        _ => None,
+    };
+    let faults = fault_counter.is_some();
     let default_kind = if name.contains("store") {
         SampleKind::Store
     } else {
@@ -96,9 +110,11 @@ fn event_reading(
         sample_regs_intr: attr.sample_regs_intr,
     };
     EventReading {
-        fixed_size: sample::fixed_size(&layout),
+        fixed: FixedLayout::new(&layout),
         layout,
         faults,
+        fault_counter,
+        counted_elsewhere: false,
         meaning: EventMeaning {
             ibs,
             default_kind,
@@ -108,6 +124,27 @@ fn event_reading(
             PerfEventType::DynamicPmu(t, ..) => Some(t),
             _ => None,
         },
+    }
+}
+
+/// Marks the page-fault events whose faults another event already counts. The kernel counts a
+/// fault in `page-faults` and again in `minor-faults` or `major-faults`, each as a sample of its
+/// own (a few microseconds apart: not one sample twice), so `perf record -e page-faults -e
+/// minor-faults` holds every minor fault twice. When `page-faults` is recorded its samples are
+/// the faults; otherwise `minor-faults` and `major-faults` are (they never count the same fault).
+/// An event named twice counts once.
+fn same_faults(events: &mut [EventReading]) {
+    let all_faults = events
+        .iter()
+        .any(|e| e.fault_counter == Some(FaultCounter::All));
+    let mut kept: Vec<FaultCounter> = Vec::new();
+    for e in events.iter_mut() {
+        let Some(counter) = e.fault_counter else {
+            continue;
+        };
+        let part = counter != FaultCounter::All;
+        e.counted_elsewhere = (all_faults && part) || kept.contains(&counter);
+        kept.push(counter);
     }
 }
 
@@ -167,6 +204,7 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
                 .clone()
                 .unwrap_or_else(|| format!("{:?}", a.attr.type_)),
             faults: r.faults,
+            counted_elsewhere: r.counted_elsewhere,
             samples: 0,
             with_address: 0,
         })
@@ -177,31 +215,28 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
     // Read in the file's order: what is kept is put in time order after.
     let order = Order::File;
     each_record((own, order), &mut perf_file, record_iter, &mut |record| {
-        let (attr_index, record) = match record {
-            Rec::Event(attr_index, record) => (attr_index, record),
+        let (attr_index, data) = match record {
+            Rec::Sample(attr_index, data) => (attr_index, data),
+            Rec::Event(record) => return take_task(&mut d, &record, reading.big_endian),
             Rec::User(user) => {
                 reading.spe_records(&mut spe, &user, &mut |_, s| spe_threads.add(&s));
                 return Ok(());
             }
         };
-        if record.record_type != RecordType::SAMPLE {
-            return take_task(&mut d, &record, reading.big_endian);
-        }
         let Some(r) = reading.events.get(attr_index) else {
             return Ok(());
         };
-        // A memory sample is only counted here: its first fields are enough.
-        let counted = match r.fixed_size {
-            Some(size) if !r.faults && !r.meaning.ibs => Some(size),
-            _ => None,
-        };
-        let decoded = match (counted, record.data) {
-            (Some(size), RawData::Single(bytes)) => {
-                sample::decode_head(bytes, reading.big_endian, &r.layout, size)
+        // A memory sample is only counted here: its thread, time and address are enough.
+        if let (Some(fixed), RawData::Single(bytes), false, false) =
+            (&r.fixed, data, r.faults, r.meaning.ibs)
+        {
+            match fixed.head(bytes, reading.big_endian) {
+                Ok(head) => count_access(&mut d, attr_index, head),
+                Err(_) => d.truncated += 1,
             }
-            _ => sample_body(&record, &mut body, reading.big_endian, r),
-        };
-        match decoded {
+            return Ok(());
+        }
+        match sample_body(data, &mut body, reading.big_endian, r) {
             Ok(s) => count_sample(&mut d, (attr_index, r), &s, reading.big_endian),
             Err(_) => d.truncated += 1,
         }
@@ -264,8 +299,9 @@ pub fn stream_accesses(
     let mut reorder = Reorder::default();
     let order = Order::Time;
     each_record((own, order), &mut perf_file, record_iter, &mut |record| {
-        let (attr_index, record) = match record {
-            Rec::Event(attr_index, record) => (attr_index, record),
+        let (attr_index, data) = match record {
+            Rec::Sample(attr_index, data) => (attr_index, data),
+            Rec::Event(_) => return Ok(()),
             Rec::User(user) => {
                 reading.spe_records(&mut spe, &user, &mut |spe, s| {
                     reorder.push(spe.access(&s, pids, &reading.physical), sink)
@@ -276,10 +312,10 @@ pub fn stream_accesses(
         let Some(r) = reading.events.get(attr_index) else {
             return Ok(());
         };
-        if record.record_type != RecordType::SAMPLE || r.faults {
+        if r.faults {
             return Ok(());
         }
-        if let Ok(s) = sample_body(&record, &mut body, reading.big_endian, r)
+        if let Ok(s) = sample_body(data, &mut body, reading.big_endian, r)
             && let Some(a) = access_of(r, &s, &reading)
         {
             sink(a);
@@ -290,9 +326,9 @@ pub fn stream_accesses(
     Ok(())
 }
 
-/// Every record of the data section in time order: read by numalens' own round reader, or by the
-/// `linux-perf-data` crate's iterator for compressed files (or when the file cannot be opened
-/// twice).
+/// Every record of the data section in time order: read from the mapped section by numalens' own
+/// round reader, or by the `linux-perf-data` crate's iterator for compressed files (or when the
+/// file cannot be mapped).
 fn each_record(
     (own, order): (Option<std::fs::File>, Order),
     perf_file: &mut PerfFile,
@@ -302,12 +338,30 @@ fn each_record(
     let compressed = perf_file
         .feature_section_data(Feature::COMPRESSED)
         .is_some();
-    if let (Some(file), false) = (own, compressed) {
-        return records::for_each(file, perf_file, order, each);
+    let Some(mut file) = own else {
+        return Err(ImportError::Damaged("its data section is unreadable"));
+    };
+    let big_endian = perf_file.endian() == Endianness::BigEndian;
+    let section = records::data_section(&file, big_endian)?;
+    if !compressed && let Some(data) = records::map_data(&file, section) {
+        // The round reader refuses a record that leaves the section itself.
+        return records::for_each(&data, perf_file, order, each);
     }
+    // The crate's iterator sizes buffers by the records' sizes: they are checked first, and the
+    // position the iterator reads from (the clone shares it) is put back.
+    let unread = |_| ImportError::Damaged("its data section is unreadable");
+    let position = file.stream_position().map_err(unread)?;
+    layout_check::check_records(&mut file, section, big_endian).map_err(ImportError::Damaged)?;
+    file.seek(std::io::SeekFrom::Start(position))
+        .map_err(unread)?;
     while let Some(record) = record_iter.next_record(perf_file)? {
         each(match record {
-            PerfFileRecord::EventRecord { attr_index, record } => Rec::Event(attr_index, record),
+            PerfFileRecord::EventRecord { attr_index, record }
+                if record.record_type == RecordType::SAMPLE =>
+            {
+                Rec::Sample(attr_index, record.data)
+            }
+            PerfFileRecord::EventRecord { record, .. } => Rec::Event(record),
             PerfFileRecord::UserRecord(user) => Rec::User(user),
         })?;
     }
@@ -323,11 +377,12 @@ fn reading(perf_file: &PerfFile) -> Result<Reading, ImportError> {
     };
     // The IBS op PMU's type on the recording machine, from the file's PMU list.
     let ibs_op_type = pmu_type(perf_file, "ibs_op", big_endian);
-    let events = perf_file
+    let mut events: Vec<EventReading> = perf_file
         .event_attributes()
         .iter()
         .map(|a| event_reading(&a.attr, a.name.as_deref().unwrap_or(""), ibs_op_type))
         .collect();
+    same_faults(&mut events);
     let cpuid = Bytes::new(
         perf_file
             .feature_section_data(Feature::CPUID)
@@ -426,12 +481,15 @@ fn pmu_type(perf_file: &PerfFile, name: &str, big_endian: bool) -> Option<u32> {
 /// A sample record's body, decoded where the reader holds it (copied only when the record is
 /// split across the reader's buffers).
 fn sample_body<'b>(
-    record: &RawEventRecord<'b>,
+    data: RawData<'b>,
     body: &'b mut Vec<u8>,
     big_endian: bool,
     r: &EventReading,
 ) -> Result<Sample<'b>, Truncated> {
-    let bytes: &'b [u8] = match record.data {
+    if let (RawData::Single(bytes), Some(fixed)) = (data, &r.fixed) {
+        return fixed.decode(bytes, big_endian);
+    }
+    let bytes: &'b [u8] = match data {
         RawData::Single(bytes) => bytes,
         split => {
             body.clear();
@@ -442,6 +500,17 @@ fn sample_body<'b>(
         }
     };
     sample::decode(bytes, big_endian, &r.layout)
+}
+
+/// The first pass's view of a memory sample of a fixed layout: counted.
+fn count_access(d: &mut Decoded, event: usize, head: Head) {
+    let summary = &mut d.events[event];
+    summary.samples += 1;
+    // As `access::data_address` takes it for an event that is not IBS.
+    if head.addr.is_some_and(|a| a != 0) {
+        summary.with_address += 1;
+        d.accesses.add(head.pid, head.tid, head.time);
+    }
 }
 
 /// The first pass's view of a sample: page faults are kept, memory samples counted.
@@ -460,6 +529,9 @@ fn count_sample(
     let (pid, tid, time_ns) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0), s.time.unwrap_or(0));
     if !r.faults {
         d.accesses.add(pid, tid, time_ns);
+        return;
+    }
+    if r.counted_elsewhere {
         return;
     }
     if s.period.unwrap_or(r.meaning.fixed_period) > 1 {

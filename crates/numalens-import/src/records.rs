@@ -3,15 +3,17 @@
 //! ring order, not time order, and perf's rule (ordered events) is that once a round has ended,
 //! every record up to the latest time seen before the previous round ended can be handed on.
 //!
-//! The section is read in chunks into one buffer, where records stay in file order; at each
+//! The section is mapped, not read: records stay where they lie in the file's pages (the page
+//! cache's, shared by both passes: nothing is copied, nor zeroed to be read into); at each
 //! round's end their keys (time, place) are sorted (only when out of order, which a single ring's
-//! round is not) and those that are due are handed on from where they lie. Before the next chunk
-//! is read, the bytes no held record needs are dropped (about one round is kept). No allocation
-//! or copy per record, no sorting of what is already in order: the `linux-perf-data` crate's iterator allocates a buffer
-//! per record and sorts every round, which was a third of the import's time. Files with
-//! compressed records (`perf record -z`) are read through that crate instead.
+//! round is not) and those that are due are handed on from where they lie. The pages before the
+//! first record still held are let go as the reading moves on, so that what the process holds is
+//! about one round, not the file. No allocation or copy per record, no sorting of what is
+//! already in order: the `linux-perf-data` crate's iterator allocates a buffer per record and
+//! sorts every round, which was a third of the import's time. Files with compressed records
+//! (`perf record -z`), and files that cannot be mapped, are read through that crate instead.
 
-use std::io::{Read, Seek, SeekFrom};
+use memmap2::{Advice, Mmap, MmapOptions, UncheckedAdvice};
 
 use linux_perf_data::linux_perf_event_reader::{
     Endianness, RawData, RawEventRecord, RecordParseInfo, RecordType,
@@ -22,8 +24,11 @@ use crate::ImportError;
 
 /// A record of the data section.
 pub enum Rec<'a> {
-    /// A kernel record, with the index of its event.
-    Event(usize, RawEventRecord<'a>),
+    /// A sample's body, with the index of its event: all a sample needs, without the parsing
+    /// set-up of a [`RawEventRecord`] (which cost as much as reading the sample).
+    Sample(usize, RawData<'a>),
+    /// Another kernel record (task, mapping, loss, …).
+    Event(RawEventRecord<'a>),
     /// A record perf wrote (AUXTRACE data, time conversion, …).
     User(RawUserRecord<'a>),
 }
@@ -35,8 +40,8 @@ const RECORD_AUXTRACE: u32 = 71;
 const USER_TYPE_START: u32 = 64;
 /// Without round marks (writers other than perf), a round is made every this many bytes.
 const ROUND_BYTES: usize = 32 << 20;
-/// Read from the file this many bytes at a time.
-const CHUNK: usize = 4 << 20;
+/// The mapped pages already read are let go every this many bytes.
+const RELEASE_BYTES: usize = 4 << 20;
 
 /// Where a held record's bytes are, and when it happened.
 #[derive(Clone, Copy)]
@@ -60,46 +65,46 @@ pub enum Order {
     File,
 }
 
-/// Reads the data section of `file` (which `perf_file` describes) and hands every record to
-/// `each`, in `order`.
+/// The data section `(offset, size)` of `file`, mapped; `None` when it cannot be (then the file
+/// is read through the `linux-perf-data` crate).
+pub fn map_data(file: &std::fs::File, (offset, size): (u64, u64)) -> Option<Mmap> {
+    let len = usize::try_from(size).ok().filter(|&l| l > 0)?;
+    // SAFETY: the mapping is read only. A file cut short while it is mapped would fault on the
+    // pages past its new end; `layout_check` refused files shorter than their header says, and
+    // perf does not cut a finished file.
+    let map = unsafe { MmapOptions::new().offset(offset).len(len).map(file) }.ok()?;
+    // Read once, front to back: the kernel reads ahead further and drops behind.
+    let _ = map.advise(Advice::Sequential);
+    Some(map)
+}
+
+/// Hands every record of the data section `data` (of the file `perf_file` describes) to `each`,
+/// in `order`.
 pub fn for_each(
-    mut file: std::fs::File,
+    data: &Mmap,
     perf_file: &PerfFile,
     order: Order,
     each: &mut dyn FnMut(Rec<'_>) -> Result<(), ImportError>,
 ) -> Result<(), ImportError> {
     let big_endian = perf_file.endian() == Endianness::BigEndian;
-    let (offset, size) = data_section(&mut file, big_endian)?;
-    file.seek(SeekFrom::Start(offset))
-        .map_err(|_| ImportError::Damaged("its data section is unreadable"))?;
-    let mut reader = RoundReader::new(perf_file, big_endian, order);
-    let mut input = file.take(size);
-    let mut left = size;
-    loop {
-        reader.make_room();
-        let held = reader.buf.len();
-        // A small file is not given a whole chunk.
-        let want = usize::try_from(left).map_or(CHUNK, |l| l.clamp(1, CHUNK));
-        reader.buf.resize(held + want, 0);
-        let n = input
-            .read(&mut reader.buf[held..])
-            .map_err(|_| ImportError::Damaged("its data section is unreadable"))?;
-        reader.buf.truncate(held + n);
-        left = left.saturating_sub(n as u64);
-        if n == 0 {
-            // The end of the section (a record it cut is left: layout_check refuses those).
-            break;
-        }
-        reader.take_records(each)?;
+    let mut reader = RoundReader::new(perf_file, big_endian, order, data);
+    reader.take_records(each)?;
+    if reader.parsed < data.len() {
+        // What is left is a record the section's end cuts (the first pass, in file order, stops
+        // at it before anything is written).
+        return Err(ImportError::Damaged(
+            "a record's size takes it beyond the data section",
+        ));
     }
     reader.finish(each)
 }
 
-/// The data section's offset and size, from the file's header.
-fn data_section(file: &mut std::fs::File, big_endian: bool) -> Result<(u64, u64), ImportError> {
+/// The data section's offset and size, from the file's header. Read where it lies: the file's
+/// position (which a clone of it shares) is not moved.
+pub fn data_section(file: &std::fs::File, big_endian: bool) -> Result<(u64, u64), ImportError> {
+    use std::os::unix::fs::FileExt;
     let mut header = [0u8; 56];
-    file.seek(SeekFrom::Start(0))
-        .and_then(|_| file.read_exact(&mut header))
+    file.read_exact_at(&mut header, 0)
         .map_err(|_| ImportError::Damaged("its header is cut short"))?;
     let word = |at: usize| {
         let b: [u8; 8] = header[at..at + 8].try_into().unwrap_or_default();
@@ -112,15 +117,17 @@ fn data_section(file: &mut std::fs::File, big_endian: bool) -> Result<(u64, u64)
     Ok((word(40), word(48)))
 }
 
-struct RoundReader {
+struct RoundReader<'m> {
     order: Order,
     big_endian: bool,
     endian: Endianness,
     parse_infos: Vec<RecordParseInfo>,
     ids: ahash::AHashMap<u64, usize>,
-    /// Bytes of the section read: held records, then those not yet parsed from `parsed` on.
-    buf: Vec<u8>,
+    /// The mapped section; records before `parsed` are taken (handed on or held).
+    map: &'m Mmap,
     parsed: usize,
+    /// The pages before this are let go.
+    released: usize,
     keys: Vec<Key>,
     seq: u64,
     /// The latest time seen, and the latest seen when the previous round ended.
@@ -129,8 +136,8 @@ struct RoundReader {
     bytes_since_round: usize,
 }
 
-impl RoundReader {
-    fn new(perf_file: &PerfFile, big_endian: bool, order: Order) -> Self {
+impl<'m> RoundReader<'m> {
+    fn new(perf_file: &PerfFile, big_endian: bool, order: Order, map: &'m Mmap) -> Self {
         let endian = perf_file.endian();
         let attrs = perf_file.event_attributes();
         let ids = attrs
@@ -147,8 +154,9 @@ impl RoundReader {
                 .map(|a| RecordParseInfo::new(&a.attr, endian))
                 .collect(),
             ids,
-            buf: Vec::new(),
+            map,
             parsed: 0,
+            released: 0,
             keys: Vec::new(),
             seq: 0,
             latest: 0,
@@ -176,13 +184,24 @@ impl RoundReader {
         }
     }
 
-    /// Drops the bytes before the first held record and the unparsed ones.
-    fn make_room(&mut self) {
+    /// Lets go of the mapped pages before the first held record, once enough were read: they
+    /// are the page cache's, and would otherwise count as the process's memory to the end.
+    fn release(&mut self) {
         let first_held = self.keys.iter().map(|k| k.start).min();
         let keep_from = first_held.map_or(self.parsed, |s| s.min(self.parsed));
-        self.buf.drain(..keep_from);
-        self.parsed -= keep_from;
-        self.keys.iter_mut().for_each(|k| k.start -= keep_from);
+        if keep_from - self.released < RELEASE_BYTES {
+            return;
+        }
+        // SAFETY: the mapping is of a file, read only: a page let go is read again from the
+        // file if it is touched again, with the same bytes.
+        let _ = unsafe {
+            self.map.unchecked_advise_range(
+                UncheckedAdvice::DontNeed,
+                self.released,
+                keep_from - self.released,
+            )
+        };
+        self.released = keep_from;
     }
 
     /// Takes the whole records from `parsed` on.
@@ -191,8 +210,8 @@ impl RoundReader {
         each: &mut dyn FnMut(Rec<'_>) -> Result<(), ImportError>,
     ) -> Result<(), ImportError> {
         let mut at = self.parsed;
-        while self.buf.len() - at >= 8 {
-            let bytes = &self.buf;
+        let bytes: &'m [u8] = self.map;
+        while bytes.len() - at >= 8 {
             let h = &bytes[at..at + 8];
             let kind = self.u32_at(h);
             let misc = u16::from_le_bytes([h[4], h[5]]);
@@ -224,6 +243,9 @@ impl RoundReader {
             self.take(kind, misc, at..at + len, each)?;
             at += len;
             self.parsed = at;
+            if self.order == Order::File {
+                self.release();
+            }
         }
         Ok(())
     }
@@ -239,7 +261,7 @@ impl RoundReader {
             return self.round_end(each);
         }
         let (start, len) = (record.start + 8, record.len() - 8);
-        let body = &self.buf[start..record.end];
+        let body = &self.map[start..record.end];
         let event = self.event_of(kind, body);
         if self.order == Order::File {
             return each(self.rec(kind, misc, event, body)?);
@@ -327,15 +349,20 @@ impl RoundReader {
                 data,
             }));
         }
+        if kind == RECORD_SAMPLE {
+            return Ok(Rec::Sample(event, data));
+        }
         let info = self
             .parse_infos
             .get(event)
             .copied()
             .ok_or(ImportError::Damaged("the file has records but no event"))?;
-        Ok(Rec::Event(
-            event,
-            RawEventRecord::new(RecordType(kind), misc, data, info),
-        ))
+        Ok(Rec::Event(RawEventRecord::new(
+            RecordType(kind),
+            misc,
+            data,
+            info,
+        )))
     }
 
     /// A round ended: hands on the records due and forgets them.
@@ -351,6 +378,7 @@ impl RoundReader {
         self.hand_on(0..due, each)?;
         self.keys.drain(..due);
         self.due_until = self.latest;
+        self.release();
         Ok(())
     }
 
@@ -360,7 +388,7 @@ impl RoundReader {
         each: &mut dyn FnMut(Rec<'_>) -> Result<(), ImportError>,
     ) -> Result<(), ImportError> {
         for k in &self.keys[range] {
-            let body = &self.buf[k.start..k.start + k.len];
+            let body = &self.map[k.start..k.start + k.len];
             each(self.rec(k.kind, k.misc, k.event, body)?)?;
         }
         Ok(())
@@ -408,14 +436,64 @@ mod tests {
             linux_perf_data::PerfFileReader::parse_file(std::io::BufReader::new(file)).unwrap();
         let mut times = Vec::new();
         let file = std::fs::File::open(&path).unwrap();
-        for_each(file, &reader.perf_file, order, &mut |r| {
-            if let Rec::Event(_, r) = r {
-                times.push(r.timestamp().unwrap());
+        let section = data_section(&file, false).unwrap();
+        let map = map_data(&file, section).expect("a file's data section maps");
+        let layout = crate::sample::Layout {
+            sample_type: IP | TID | TIME,
+            ..Default::default()
+        };
+        for_each(&map, &reader.perf_file, order, &mut |r| {
+            if let Rec::Sample(_, data) = r {
+                let body = data.as_slice();
+                let s = crate::sample::decode(&body, false, &layout).unwrap();
+                times.push(s.time.unwrap());
             }
             Ok(())
         })
         .unwrap();
         times
+    }
+
+    /// A file of a COMM record and 8 samples, its first record's size made `size`, imported.
+    fn import_with_first_record_size(size: Option<u16>) -> Result<crate::Imported, ImportError> {
+        let mut w = PerfDataWriter::new();
+        let e = w.event(crate::write::mem_loads_event(1, vec![1]));
+        w.comm(7, 7, "prog", 1);
+        for time in 2..10 {
+            let s = SampleFields {
+                pid: 7,
+                tid: 7,
+                time,
+                addr: 0x1000 * time,
+                id: 1,
+                ..SampleFields::default()
+            };
+            w.sample(e, &s);
+        }
+        let mut bytes = w.finish();
+        let data_at = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
+        if let Some(size) = size {
+            bytes[data_at + 6..data_at + 8].copy_from_slice(&size.to_le_bytes());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("perf.data");
+        std::fs::write(&path, bytes).unwrap();
+        let opts = crate::ImportOptions { min_object: 4096 };
+        crate::import(&path, &dir.path().join("out.numalens"), &opts)
+    }
+
+    #[test]
+    fn a_record_that_leaves_the_data_section_is_refused() {
+        let imported = import_with_first_record_size(Some(u16::MAX)).map(|_| ());
+        assert!(
+            matches!(imported, Err(ImportError::Damaged(why)) if why.contains("beyond the data section")),
+            "{imported:?}"
+        );
+        let tiny = import_with_first_record_size(Some(4)).map(|_| ());
+        assert!(matches!(tiny, Err(ImportError::Damaged(_))), "{tiny:?}");
+        // The file as written imports.
+        let whole = import_with_first_record_size(None).unwrap();
+        assert_eq!(whole.accesses, 8);
     }
 
     #[test]
