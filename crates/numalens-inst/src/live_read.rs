@@ -261,6 +261,16 @@ struct FileRead {
     untouched_at: Option<u64>,
 }
 
+/// Whether a record marked finished holds its fields. The copy of a block runs while the hooks
+/// write: a record whose fields were copied before the hooks wrote them and whose `valid` byte
+/// after (the copy preempted in between) reads finished with the slot's zeros. A finished
+/// sample's time, address and weight are never 0, and an unused slot is all zeros, so such a
+/// record is read again next time, whole.
+fn fields_written(r: &[u8]) -> bool {
+    let nonzero = |range: std::ops::Range<usize>| r[range].iter().any(|&b| b != 0);
+    nonzero(0..8) && nonzero(8..16) && nonzero(24..28)
+}
+
 /// Reads the finished records from the file's offset on, up to the first unfinished one.
 fn read_finished(f: &mut LiveFile, block: &mut [u8], floor: u64) -> FileRead {
     let mut read = FileRead {
@@ -290,7 +300,7 @@ fn read_finished(f: &mut LiveFile, block: &mut [u8], floor: u64) -> FileRead {
         // Up to the first record being written, or the file's unused tail: the rest next time.
         let finished = block[..n]
             .chunks_exact(SAMPLE_SIZE)
-            .take_while(|r| r[31] == 1)
+            .take_while(|r| r[31] == 1 && fields_written(r))
             .map(|r| sample_from(f.pid, f.tid, r));
         f.read.samples.extend(finished);
         let new = &f.read.samples[first..];
@@ -360,6 +370,31 @@ mod tests {
             bytes.extend(r);
         }
         std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn a_record_copied_before_its_fields_were_written_is_read_again_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("inst-7-8-1-0.samples");
+        let (pid, tid) = me();
+        let mut bytes = header(pid, tid);
+        bytes.extend(record(10, 0x1010, true));
+        // Torn: the `valid` byte copied after the hooks finished, the fields before.
+        let mut torn = vec![0u8; SAMPLE_SIZE];
+        torn[31] = 1;
+        bytes.extend(&torn);
+        std::fs::write(&a, &bytes).unwrap();
+        let mut live = LiveSampleFiles::default();
+        live.read_new(dir.path());
+        assert_eq!(live.held(), 1, "the torn record is not taken");
+        let mut bytes = header(pid, tid);
+        bytes.extend(record(10, 0x1010, true));
+        bytes.extend(record(20, 0x1020, true));
+        std::fs::write(&a, &bytes).unwrap();
+        live.read_new(dir.path());
+        assert_eq!(live.held(), 2);
+        let (live, _) = live.finish(dir.path());
+        assert_eq!(live.samples, read_inst_dir(dir.path()).samples);
     }
 
     #[test]
