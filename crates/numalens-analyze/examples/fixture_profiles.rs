@@ -24,6 +24,8 @@ pub struct Scenario {
     pub objects: Vec<Object>,
     pub stats: Vec<PageStat>,
     pub samples: Vec<Sample>,
+    /// The backend's settings the profile records (`sample_every`, ...).
+    pub settings: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 impl Scenario {
@@ -101,7 +103,7 @@ impl Scenario {
             vec!["./fixture".into()],
             Backend {
                 name: "inst".into(),
-                settings: Default::default(),
+                settings: std::mem::take(&mut self.settings),
             },
             Host {
                 hostname: "fixture".into(),
