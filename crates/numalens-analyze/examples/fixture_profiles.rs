@@ -10,7 +10,7 @@ use std::path::Path;
 
 use numalens_format::{
     Backend, Clock, Completeness, DataSource, Host, Meta, Object, ObjectKind, PageStat,
-    ProfileWriter, ProgramExit, Sample, SampleKind, Thread,
+    ProfileWriter, ProgramExit, Sample, SampleKind, SiteFrame, Thread,
 };
 
 pub const PID: u32 = 1000;
@@ -26,6 +26,8 @@ pub struct Scenario {
     pub samples: Vec<Sample>,
     /// The backend's settings the profile records (`sample_every`, ...).
     pub settings: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Frames of the objects' allocation sites.
+    pub sites: Vec<SiteFrame>,
 }
 
 impl Scenario {
@@ -131,6 +133,9 @@ impl Scenario {
         }
         for o in self.objects.drain(..) {
             w.push_object(o)?;
+        }
+        for f in self.sites.drain(..) {
+            w.push_site_frame(f)?;
         }
         self.samples.sort_by_key(|s| (s.tid, s.time_ns));
         for s in self.samples {
