@@ -9,56 +9,14 @@ mod fixture_profiles;
 use fixture_profiles::*;
 use numalens_analyze::model::ReportModel;
 use numalens_analyze::{FindingEntry, Options, analyze};
-use numalens_format::{Profile, SiteFrame};
+use numalens_format::Profile;
 
 const ALLOCATOR: &str = "Domain::AllocateNodePersistent(int)";
 
-/// An array of `pages` pages that thread 0 touches first and every thread then uses in its block,
-/// allocated at `function` `file:line`.
-fn master_initialised(s: &mut Scenario, name: &str, pages: u64, site: (&str, &str, u32)) {
-    let start = s.object(name, pages * PAGE);
-    let key = 0x5000 + s.objects.len() as u64;
-    s.objects.last_mut().unwrap().site_key = Some(key);
-    s.sites.push(SiteFrame {
-        site_key: key,
-        depth: 0,
-        module: "/opt/lulesh/lulesh2.0".into(),
-        offset: 0x4000 + u64::from(site.2),
-        function: Some(site.0.into()),
-        file: Some(site.1.into()),
-        line: Some(site.2),
-    });
-    for p in 0..pages {
-        let at = start + p * PAGE;
-        let t = (p * u64::from(THREADS) / pages) as u32;
-        s.count(0, at, 0, 512, p);
-        if t != 0 {
-            s.count(t, at, 2560, 2048, 1000 + p);
-        }
-    }
-}
-
 fn lulesh_like() -> ReportModel {
-    let mut s = Scenario::default();
-    for (i, line) in [166, 167, 168, 170, 171, 172].into_iter().enumerate() {
-        let name = format!("m_{}", ["x", "y", "z", "xd", "yd", "zd"][i]);
-        master_initialised(
-            &mut s,
-            &name,
-            16 + 4 * i as u64,
-            (ALLOCATOR, "lulesh.h", line),
-        );
-    }
-    // The largest single array, from another function: it stays a finding of its own.
-    master_initialised(
-        &mut s,
-        "m_elemMass",
-        120,
-        ("Domain::Domain(int)", "lulesh.cc", 2700),
-    );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.numalens");
-    s.write(&path).unwrap();
+    allocated_in_one_function().write(&path).unwrap();
     analyze(&Profile::open(&path).unwrap(), &Options::default()).unwrap()
 }
 

@@ -107,6 +107,10 @@ fn member(out: &mut String, s: Style, rank: &str, f: &Finding) {
         line(out, "rests on", basis);
     }
     line(out, "cost", &cost_sentence(&f.cost, f.is_measured()));
+    if let Some(p) = &f.predicted {
+        let sentence = crate::whatif::prediction_sentence(&f.object.name, p);
+        line(out, "predicted", &sentence);
+    }
 }
 
 fn cost_sentence(c: &Cost, measured: bool) -> String {
