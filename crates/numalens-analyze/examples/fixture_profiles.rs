@@ -10,7 +10,7 @@ use std::path::Path;
 
 use numalens_format::{
     Backend, Clock, Completeness, DataSource, Host, Meta, Object, ObjectKind, PageStat,
-    ProfileWriter, ProgramExit, Sample, SampleKind, Thread,
+    ProfileWriter, ProgramExit, Sample, SampleKind, SiteFrame, Thread,
 };
 
 pub const PID: u32 = 1000;
@@ -24,6 +24,10 @@ pub struct Scenario {
     pub objects: Vec<Object>,
     pub stats: Vec<PageStat>,
     pub samples: Vec<Sample>,
+    /// The backend's settings the profile records (`sample_every`, ...).
+    pub settings: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Frames of the objects' allocation sites.
+    pub sites: Vec<SiteFrame>,
 }
 
 impl Scenario {
@@ -101,7 +105,7 @@ impl Scenario {
             vec!["./fixture".into()],
             Backend {
                 name: "inst".into(),
-                settings: Default::default(),
+                settings: std::mem::take(&mut self.settings),
             },
             Host {
                 hostname: "fixture".into(),
@@ -129,6 +133,9 @@ impl Scenario {
         }
         for o in self.objects.drain(..) {
             w.push_object(o)?;
+        }
+        for f in self.sites.drain(..) {
+            w.push_site_frame(f)?;
         }
         self.samples.sort_by_key(|s| (s.tid, s.time_ns));
         for s in self.samples {
@@ -273,6 +280,51 @@ pub fn false_sharing() -> Scenario {
     for t in 0..THREADS {
         s.count(t, counters, 1 << 20, 1 << 20, t as u64);
     }
+    s
+}
+
+/// An array of `pages` pages that thread 0 touches first and every thread then uses in its
+/// block, allocated at `site`: (function, file, line).
+pub fn master_initialised(s: &mut Scenario, name: &str, pages: u64, site: (&str, &str, u32)) {
+    let start = s.object(name, pages * PAGE);
+    let key = 0x5000 + s.objects.len() as u64;
+    s.objects.last_mut().unwrap().site_key = Some(key);
+    s.sites.push(SiteFrame {
+        site_key: key,
+        depth: 0,
+        module: "/opt/lulesh/lulesh2.0".into(),
+        offset: 0x4000 + u64::from(site.2),
+        function: Some(site.0.into()),
+        file: Some(site.1.into()),
+        line: Some(site.2),
+    });
+    for p in 0..pages {
+        let at = start + p * PAGE;
+        let t = (p * u64::from(THREADS) / pages) as u32;
+        s.count(0, at, 0, 512, p);
+        if t != 0 {
+            s.count(t, at, 2560, 2048, 1000 + p);
+        }
+    }
+}
+
+/// Six such arrays allocated one after another in one function, as LULESH's
+/// `Domain::AllocateNodePersistent(int)` does (lulesh.h:166-172), and a larger one of another
+/// function.
+pub fn allocated_in_one_function() -> Scenario {
+    let mut s = Scenario::default();
+    let allocator = "Domain::AllocateNodePersistent(int)";
+    for (i, line) in [166, 167, 168, 170, 171, 172].into_iter().enumerate() {
+        let name = format!("m_{}", ["x", "y", "z", "xd", "yd", "zd"][i]);
+        master_initialised(
+            &mut s,
+            &name,
+            16 + 4 * i as u64,
+            (allocator, "lulesh.h", line),
+        );
+    }
+    let other = ("Domain::Domain(int)", "lulesh.cc", 2700);
+    master_initialised(&mut s, "m_elemMass", 120, other);
     s
 }
 

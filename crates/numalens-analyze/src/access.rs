@@ -78,6 +78,8 @@ pub(crate) struct User {
     pub other: u64,
     /// Samples behind its counts: what a share of them can rest on (0 for exact counts).
     pub samples: u64,
+    /// The store samples among them.
+    pub write_samples: u64,
     /// Sum of the squares of their weights, for the effective number of samples of weights
     /// that differ (`stats::effective_samples`).
     pub weight_sq: u64,
@@ -124,6 +126,7 @@ impl User {
         self.writes = self.writes.saturating_add(o.writes);
         self.other = self.other.saturating_add(o.other);
         self.samples = self.samples.saturating_add(o.samples);
+        self.write_samples = self.write_samples.saturating_add(o.write_samples);
         self.weight_sq = self.weight_sq.saturating_add(o.weight_sq);
         self.first_ns = self.first_ns.min(o.first_ns);
         self.last_ns = self.last_ns.max(o.last_ns);
@@ -423,6 +426,7 @@ impl AccessTally {
             Direction::Read => user.reads = user.reads.saturating_add(a.weight),
             Direction::Write => {
                 user.writes = user.writes.saturating_add(a.weight);
+                user.write_samples = user.write_samples.saturating_add(1);
                 user.written_lines |= 1 << ((offset / LINE) % 64);
                 user.written_bytes |= 1 << (offset % LINE);
             }

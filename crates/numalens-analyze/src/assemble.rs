@@ -69,6 +69,7 @@ pub(crate) fn model(
         nodes: node_totals(tables.pages, tally),
         analysis: AnalysisInfo::default(),
         findings: Vec::new(),
+        finding_groups: Vec::new(),
         placement: PlacementReport::default(),
         communication: CommunicationMatrix::default(),
         what_if: None,

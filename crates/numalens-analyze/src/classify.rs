@@ -66,6 +66,9 @@ pub(crate) struct PageView {
     /// Writes (exact) of threads that each hammer the page without store samples to say more:
     /// a false-sharing candidate.
     pub candidate_writes: u64,
+    /// Store samples on the page when it is a candidate: too few, or none, to show whether its
+    /// writers alternate on its lines.
+    pub candidate_store_samples: u64,
     /// Accesses of its users that are remote under the placement (set by the engine).
     pub remote: u64,
 }
@@ -129,6 +132,11 @@ pub(crate) fn view(
         first_toucher: first_toucher(page, exact),
         false_shared_writes,
         candidate_writes,
+        candidate_store_samples: if candidate_writes > 0 {
+            lines.store_samples
+        } else {
+            0
+        },
         remote: 0,
     }
 }
@@ -211,15 +219,21 @@ pub(crate) struct LineEvidence {
     /// The part of them that alternated with another writer of the line within
     /// [`crate::access::INTERLEAVE_NS`].
     pub interleaved_writes: u64,
+    /// Store samples on the page, of any thread.
+    pub store_samples: u64,
 }
 
 /// Writes on cache lines of the page that two or more threads wrote at distinct bytes: all of
 /// them, and those whose writers alternated on the line in time. Writers that share lines only
 /// across phases (one thread writes every line, later another does) are not false sharing.
 pub(crate) fn line_evidence(page: &PageAcc) -> LineEvidence {
+    let store_samples = page.users.iter().map(|u| u.write_samples).saturating_sum();
     let writers: Vec<&User> = page.users.iter().filter(|u| u.written_lines != 0).collect();
     if writers.len() < 2 {
-        return LineEvidence::default();
+        return LineEvidence {
+            store_samples,
+            ..LineEvidence::default()
+        };
     }
     let mut shared = vec![false; writers.len()];
     let mut alternating = vec![false; writers.len()];
@@ -250,6 +264,7 @@ pub(crate) fn line_evidence(page: &PageAcc) -> LineEvidence {
     LineEvidence {
         shared_line_writes: sum(&shared, |u| u.writes),
         interleaved_writes: sum(&alternating, |u| u.interleaved_writes),
+        store_samples,
     }
 }
 
@@ -327,6 +342,7 @@ mod tests {
         let alternating = LineEvidence {
             shared_line_writes: 30,
             interleaved_writes: 3,
+            ..LineEvidence::default()
         };
         let v = view(&rw, false, alternating, 4096, &ran);
         assert_eq!((v.class, v.false_shared_writes), (Class::FalseSharing, 3));
@@ -334,6 +350,7 @@ mod tests {
         let in_turns = LineEvidence {
             shared_line_writes: 30,
             interleaved_writes: 0,
+            ..LineEvidence::default()
         };
         assert_eq!(
             view(&rw, false, in_turns, 4096, &ran).class,
@@ -370,14 +387,16 @@ mod tests {
             e(vec![w(0, 0, true), w(1, 8, true)]),
             LineEvidence {
                 shared_line_writes: 20,
-                interleaved_writes: 8
+                interleaved_writes: 8,
+                ..LineEvidence::default()
             }
         );
         assert_eq!(
             e(vec![w(0, 0, false), w(1, 8, false)]),
             LineEvidence {
                 shared_line_writes: 20,
-                interleaved_writes: 0
+                interleaved_writes: 0,
+                ..LineEvidence::default()
             }
         );
         assert_eq!(

@@ -73,6 +73,8 @@ pub(crate) struct ObjAgg {
     /// Exact writes on pages several threads hammer, with no sample times to confirm, and
     /// their pages.
     pub candidate_writes: u64,
+    /// Store samples on its candidate pages (none without store samples).
+    pub candidate_store_samples: u64,
     pub candidate: Part,
     pub migratory: Part,
     /// Thread pairs (a < b) → communication on its pages (the smaller of their two counts).
@@ -329,6 +331,7 @@ fn add_page(agg: &mut ObjAgg, v: &PageView, remote: u64, active: usize, ctx: &Co
         }
         Class::FalseSharing => {
             add(&mut agg.candidate_writes, v.candidate_writes);
+            add(&mut agg.candidate_store_samples, v.candidate_store_samples);
             agg.candidate.add(v.accesses, remote);
         }
         Class::Migratory => agg.migratory.add(v.accesses, remote),
@@ -428,7 +431,8 @@ fn false_sharing_by_page(sampled: &AccessTally) -> HashMap<PageKey, LineEvidence
         .iter()
         .filter_map(|(key, page)| {
             let e = line_evidence(page);
-            (e.shared_line_writes > 0).then_some((*key, e))
+            // Pages with store samples only on their own lines still say how many there were.
+            (e.shared_line_writes > 0 || e.store_samples > 0).then_some((*key, e))
         })
         .collect()
 }

@@ -10,7 +10,7 @@ use crate::access::SaturatingSum;
 use crate::access::{AccessTally, PageAcc, PageKey};
 use crate::build::{self, ViewCtx};
 use crate::engine::{Aggregates, handover_accesses, page_cv, thresholds, total};
-use crate::findings::{Facts, Fired, advice, object_findings};
+use crate::findings::{Facts, Fired, advice, fix_of, object_findings};
 use crate::index::ObjectIndex;
 use crate::model::*;
 use crate::placement::Placement;
@@ -174,12 +174,20 @@ fn findings(
         (false, true) => "first-touch-faults",
         (false, false) => "earliest-samples",
     };
+    let sample_every = model
+        .profile
+        .backend
+        .settings
+        .get("sample_every")
+        .and_then(serde_json::Value::as_u64)
+        .filter(|n| *n > 0);
     let mut advice_of: HashMap<usize, Vec<String>> = HashMap::new();
     let mut out: Vec<Finding> = fired
         .into_iter()
         .map(|(p, f)| {
             let o = &i.objects[p];
-            let (advice_id, fix, why) = advice(f.id);
+            let (advice_id, _, why) = advice(f.id);
+            let fix = fix_of(&f, sample_every);
             advice_of.entry(p).or_default().push(advice_id.into());
             let basis = basis_of(i, &f, p, all, placed_by);
             Finding {
@@ -195,7 +203,7 @@ fn findings(
                         value: *v,
                     })
                     .collect(),
-                fix: fix.into(),
+                fix,
                 why: why.into(),
                 cost: Cost {
                     accesses: f.accesses,
@@ -359,9 +367,14 @@ fn pattern_summary(f: &Fired, name: &str) -> String {
             pct("false_shared_write_share")
         ),
         "false-sharing-candidate" => format!(
-            "{name}: possible false sharing, not confirmed: {} threads each write its pages many times per word ({} of its writes), but without write times it may as well be phases or one contended variable",
+            "{name}: possible false sharing, not confirmed: {} threads each write its pages many times per word ({} of its writes), but {} it may as well be phases or one contended variable",
             ev("writers"),
-            pct("candidate_write_share")
+            pct("candidate_write_share"),
+            match ev("candidate_store_samples") {
+                0.0 => "without write times".to_string(),
+                n =>
+                    format!("with only {n} store samples there, none on a line two threads wrote,"),
+            }
         ),
         _ => format!(
             "{name}: {} small objects used by {} threads share {} pages",

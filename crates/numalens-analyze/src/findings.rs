@@ -325,16 +325,23 @@ fn false_sharing(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
     // Page counts cannot tell writers alternating on a line from writers taking the lines in
     // turns between phases, or from one contended variable: a padding made on that evidence
     // alone can cost a day for nothing, so this only says what to record.
+    let mut evidence = vec![
+        ("candidate_pages", agg.candidate.pages as f64),
+        (
+            "candidate_write_share",
+            agg.candidate_writes as f64 / writes as f64,
+        ),
+        ("writers", agg.users.len() as f64),
+    ];
+    if agg.candidate_store_samples > 0 {
+        evidence.push((
+            "candidate_store_samples",
+            agg.candidate_store_samples as f64,
+        ));
+    }
     enough(agg.candidate_writes).then(|| Fired {
         id: "false-sharing-candidate",
-        evidence: vec![
-            ("candidate_pages", agg.candidate.pages as f64),
-            (
-                "candidate_write_share",
-                agg.candidate_writes as f64 / writes as f64,
-            ),
-            ("writers", agg.users.len() as f64),
-        ],
+        evidence,
         accesses: agg.candidate.accesses,
         remote: agg.candidate.remote,
         data_count: None,
@@ -346,6 +353,47 @@ fn false_sharing(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
             share,
         )],
     })
+}
+
+/// Store samples wanted on each candidate page before its lines can show writers alternating:
+/// one per 64-byte line of a 4 KiB page.
+pub(crate) const STORE_SAMPLES_WANTED_PER_PAGE: u64 = 64;
+
+/// The fix of a fired finding: its rule's, except for a false-sharing candidate whose pages
+/// already had store samples, too few of them: then recording again with store samples is no
+/// news, and the fix says how much more often to sample. `sample_every` is the recording's
+/// `--sample-every`, when the `inst` backend sampled.
+pub(crate) fn fix_of(f: &Fired, sample_every: Option<u64>) -> String {
+    let fixed = advice(f.id).1;
+    let ev = |k: &str| {
+        f.evidence
+            .iter()
+            .find(|(key, _)| *key == k)
+            .map(|(_, v)| *v)
+    };
+    let Some(samples) = ev("candidate_store_samples").filter(|_| f.id == "false-sharing-candidate")
+    else {
+        return fixed.into();
+    };
+    let samples = samples as u64;
+    let pages = ev("candidate_pages").unwrap_or(1.0).max(1.0) as u64;
+    let wanted = pages.saturating_mul(STORE_SAMPLES_WANTED_PER_PAGE);
+    let shorter = match sample_every {
+        Some(every) => {
+            let n = (every.saturating_mul(samples) / wanted.max(1)).clamp(1, (every / 2).max(1));
+            format!(
+                "record again sampling more often: `--sample-every {n}` instead of {every} would give about {} store samples there, {STORE_SAMPLES_WANTED_PER_PAGE} a page",
+                samples.saturating_mul(every) / n
+            )
+        }
+        None => format!(
+            "record again with store samples about {} times as often (a shorter sampling period), for {STORE_SAMPLES_WANTED_PER_PAGE} a page",
+            wanted.div_ceil(samples.max(1)).max(2)
+        ),
+    };
+    format!(
+        "change nothing yet: {samples} store samples fell on its {pages} candidate pages, none on a line two threads wrote: too few to see whether the writers alternate on the same cache lines; {shorter}; pad only if the report then says false-sharing"
+    )
 }
 
 /// (advice id, fix, why) of a finding id.

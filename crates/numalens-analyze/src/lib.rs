@@ -13,6 +13,8 @@ mod coverage;
 mod engine;
 mod error;
 mod fill;
+mod finding_groups;
+pub use finding_groups::FindingEntry;
 mod findings;
 mod groups;
 mod hitm;
@@ -207,6 +209,7 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
     } else if options.simulate {
         whatif::add(&mut model, profile, &placement)?;
     }
+    model.finding_groups = finding_groups::of(&model);
     Ok(model)
 }
 

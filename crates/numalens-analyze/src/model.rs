@@ -40,6 +40,11 @@ pub struct ReportModel {
     pub analysis: AnalysisInfo,
     /// Most costly first.
     pub findings: Vec<Finding>,
+    /// Findings of one rule and fix on objects allocated in one function, two or more, most
+    /// costly first (`ReportModel::finding_entries` interleaves them with the other findings).
+    /// Every member is still in `findings`; absent in a model written before groups.
+    #[serde(default)]
+    pub finding_groups: Vec<FindingGroup>,
     pub placement: PlacementReport,
     pub communication: CommunicationMatrix,
     /// Every placement policy on the placement's machine, simulated (docs/SIMULATOR.md); absent

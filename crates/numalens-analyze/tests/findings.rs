@@ -121,6 +121,76 @@ fn hammered_counters_without_times_are_only_a_candidate() {
     );
 }
 
+/// `false_sharing()` with `per_thread` store samples of each thread, each on a line of its own:
+/// too few to show two writers on one line; recorded at `--sample-every 1024` when `every`.
+fn candidate_with_few_stores(per_thread: u64, every: bool) -> Scenario {
+    let mut s = false_sharing();
+    let counters = s.objects[0].start;
+    for i in 0..per_thread {
+        for t in 0..THREADS {
+            let line = counters + 64 * u64::from(t);
+            s.sample(t, i * 1_000_000 + u64::from(t), line, true, 1024);
+        }
+    }
+    if every {
+        s.settings.insert("sample_every".into(), 1024.into());
+    }
+    s
+}
+
+#[test]
+fn a_candidate_with_few_store_samples_asks_for_a_shorter_interval() {
+    let none = model_of(false_sharing());
+    let few = model_of(candidate_with_few_stores(5, true));
+    let unknown = model_of(candidate_with_few_stores(5, false));
+    for m in [&none, &few, &unknown] {
+        assert_eq!(
+            findings(m),
+            one("false-sharing-candidate", "record-write-times", "counters")
+        );
+    }
+    let (none, few, unknown) = (&none.findings[0], &few.findings[0], &unknown.findings[0]);
+    assert!(
+        none.fix.contains("record again with write samples"),
+        "{}",
+        none.fix
+    );
+    assert!(!none.fix.contains("store samples fell"), "{}", none.fix);
+    // 20 store samples on one page at every 1024th access; 64 wanted: every 320th.
+    assert!(
+        few.fix
+            .contains("20 store samples fell on its 1 candidate pages"),
+        "{}",
+        few.fix
+    );
+    assert!(
+        few.fix.contains("`--sample-every 320` instead of 1024"),
+        "{}",
+        few.fix
+    );
+    assert!(!few.fix.contains("--inst-mode"), "{}", few.fix);
+    assert!(
+        few.summary.contains("only 20 store samples"),
+        "{}",
+        few.summary
+    );
+    assert!(!none.summary.contains("store samples"), "{}", none.summary);
+    let evidence = |f: &numalens_analyze::model::Finding| {
+        f.evidence
+            .iter()
+            .find(|e| e.key == "candidate_store_samples")
+            .map(|e| e.value)
+    };
+    assert_eq!((evidence(none), evidence(few)), (None, Some(20.0)));
+    // Without the interval the profile recorded, a factor: 64 / 20, rounded up.
+    assert!(
+        unknown.fix.contains("about 4 times as often"),
+        "{}",
+        unknown.fix
+    );
+    assert_ne!(none.fix, few.fix);
+}
+
 /// Store samples of the four counters of `false_sharing()`, every thread writing its own
 /// 8 bytes every 10 µs for 10 ms, all at once.
 fn alternating_stores(s: &mut Scenario, counters: u64) {

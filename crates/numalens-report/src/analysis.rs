@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use numalens_analyze::FindingEntry;
 use numalens_analyze::model::*;
 
 use crate::layout::{Align, Style, bytes, section, table};
@@ -33,7 +34,15 @@ pub(crate) fn findings(out: &mut String, s: Style, m: &ReportModel) {
     section(
         out,
         s,
-        &format!("Findings ({}, most costly first)", m.findings.len()),
+        &format!(
+            "Findings ({}{}, most costly first)",
+            m.findings.len(),
+            if m.finding_groups.is_empty() {
+                String::new()
+            } else {
+                format!(" in {} entries", m.finding_entries().len())
+            }
+        ),
     );
     if m.findings.is_empty() {
         let why = if m.analysis.limits.is_some() {
@@ -46,53 +55,111 @@ pub(crate) fn findings(out: &mut String, s: Style, m: &ReportModel) {
         let _ = writeln!(out, "  {}", s.dim(why));
         return;
     }
-    for (rank, f) in m.findings.iter().enumerate() {
+    for (rank, entry) in m.finding_entries().into_iter().enumerate() {
+        match entry {
+            FindingEntry::Single(f) => {
+                finding(out, s, &format!("{:>3}.", rank + 1), &m.findings[f])
+            }
+            FindingEntry::Group(g) => finding_group(out, s, rank + 1, m, &m.finding_groups[g]),
+        }
+    }
+}
+
+/// A group: its rule, function and lines, fix and combined cost, then each member one level down.
+fn finding_group(out: &mut String, s: Style, rank: usize, m: &ReportModel, g: &FindingGroup) {
+    let _ = writeln!(out, "\n{:>3}. {}", rank, s.warn(&g.summary));
+    let line = |out: &mut String, label: &str, text: &str| {
+        let _ = writeln!(out, "       {}  {text}", s.dim(&format!("{label:<9}")));
+    };
+    line(out, "fix", &format!("{} ({})", g.fix, g.advice));
+    line(out, "why", &g.why);
+    line(out, "cost", &cost_sentence(&g.cost, false));
+    line(
+        out,
+        "instances",
+        &format!("{}, most costly first:", g.members.len()),
+    );
+    for (i, &f) in g.members.iter().enumerate() {
+        member(out, s, &format!("{}.{}", rank, i + 1), &m.findings[f]);
+    }
+}
+
+/// One member of a group: its object, site, evidence, what it rests on and its own cost.
+fn member(out: &mut String, s: Style, rank: &str, f: &Finding) {
+    let _ = writeln!(
+        out,
+        "       {rank:>5} {} {}",
+        s.heading(&f.object.name),
+        s.dim(&format!("[{}]", f.object.kind))
+    );
+    let line = |out: &mut String, label: &str, text: &str| {
         let _ = writeln!(
             out,
-            "\n{:>3}. {} {} {}",
-            rank + 1,
-            s.warn(&f.id),
-            s.heading(&f.object.name),
-            s.dim(&format!("[{}]", f.object.kind))
+            "             {}  {text}",
+            s.dim(&format!("{label:<9}"))
         );
-        let line = |out: &mut String, label: &str, text: &str| {
-            let _ = writeln!(out, "       {}  {text}", s.dim(&format!("{label:<9}")));
+    };
+    if let Some(site) = &f.object.site {
+        line(out, "site", site);
+    }
+    line(out, "evidence", &f.summary);
+    if let Some(basis) = &f.rests_on {
+        line(out, "rests on", basis);
+    }
+    line(out, "cost", &cost_sentence(&f.cost, f.is_measured()));
+    if let Some(p) = &f.predicted {
+        let sentence = crate::whatif::prediction_sentence(&f.object.name, p);
+        line(out, "predicted", &sentence);
+    }
+}
+
+fn cost_sentence(c: &Cost, measured: bool) -> String {
+    format!(
+        "{} accesses ({} of all{}), {} remote {}",
+        count(c.accesses),
+        percent(c.share),
+        if measured { " with a known source" } else { "" },
+        count(c.remote),
+        if measured {
+            "as the PMU measured"
+        } else {
+            "under the placement"
+        }
+    )
+}
+
+fn finding(out: &mut String, s: Style, rank: &str, f: &Finding) {
+    let _ = writeln!(
+        out,
+        "\n{rank} {} {} {}",
+        s.warn(&f.id),
+        s.heading(&f.object.name),
+        s.dim(&format!("[{}]", f.object.kind))
+    );
+    let line = |out: &mut String, label: &str, text: &str| {
+        let _ = writeln!(out, "       {}  {text}", s.dim(&format!("{label:<9}")));
+    };
+    if let Some(site) = &f.object.site {
+        let label = if f.object.kind == "static" {
+            "defined"
+        } else {
+            "site"
         };
-        if let Some(site) = &f.object.site {
-            let label = if f.object.kind == "static" {
-                "defined"
-            } else {
-                "site"
-            };
-            line(out, label, site);
-        }
-        line(out, "evidence", &f.summary);
-        line(out, "fix", &format!("{} ({})", f.fix, f.advice));
-        line(out, "why", &f.why);
-        if let Some(basis) = &f.rests_on {
-            line(out, "rests on", basis);
-        }
-        let measured = f.is_measured();
-        let cost = format!(
-            "{} accesses ({} of all{}), {} remote {}",
-            count(f.cost.accesses),
-            percent(f.cost.share),
-            if measured { " with a known source" } else { "" },
-            count(f.cost.remote),
-            if measured {
-                "as the PMU measured"
-            } else {
-                "under the placement"
-            }
+        line(out, label, site);
+    }
+    line(out, "evidence", &f.summary);
+    line(out, "fix", &format!("{} ({})", f.fix, f.advice));
+    line(out, "why", &f.why);
+    if let Some(basis) = &f.rests_on {
+        line(out, "rests on", basis);
+    }
+    line(out, "cost", &cost_sentence(&f.cost, f.is_measured()));
+    if let Some(p) = &f.predicted {
+        line(
+            out,
+            "predicted",
+            &crate::whatif::prediction_sentence(&f.object.name, p),
         );
-        line(out, "cost", &cost);
-        if let Some(p) = &f.predicted {
-            line(
-                out,
-                "predicted",
-                &crate::whatif::prediction_sentence(&f.object.name, p),
-            );
-        }
     }
 }
 

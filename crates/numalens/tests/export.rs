@@ -7,6 +7,9 @@ mod synthetic;
 use common::{numalens, text};
 use std::path::Path;
 use synthetic::synthetic_profile;
+#[path = "../../numalens-analyze/examples/fixture_profiles.rs"]
+#[allow(dead_code)]
+mod fixture_profiles;
 
 fn demo(dir: &Path) -> String {
     let profile = synthetic_profile(dir, 4000);
@@ -71,6 +74,51 @@ fn csv_and_json_hold_the_same_tables() {
     );
     let traffic = std::fs::read_to_string(csv.join("node_traffic.csv")).unwrap();
     assert_eq!(traffic.lines().count(), 1 + 16);
+}
+
+/// The six arrays of one function and a seventh of another (`fixture_profiles`), each a
+/// first-touch mismatch.
+#[test]
+fn findings_carry_what_they_rest_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.numalens");
+    fixture_profiles::allocated_in_one_function()
+        .write(&profile)
+        .unwrap();
+    let (csv, json) = (dir.path().join("csv"), dir.path().join("json"));
+    for (format, out_dir) in [("csv", &csv), ("json", &json)] {
+        let out = numalens(&[
+            "export",
+            profile.to_str().unwrap(),
+            "--format",
+            format,
+            "-o",
+            out_dir.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    // What each finding rests on: its words in both, the structured basis in the JSON alone.
+    let findings = std::fs::read_to_string(csv.join("findings.csv")).unwrap();
+    let header = findings.lines().next().unwrap();
+    assert!(header.ends_with(",summary,rests_on"), "{header}");
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json.join("findings.json")).unwrap())
+            .unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 7);
+    for row in rows {
+        let words = row["rests_on"].as_str().unwrap();
+        assert!(findings.contains(words), "{words} not in {findings}");
+        assert!(
+            !row["basis"]["data"].as_array().unwrap().is_empty(),
+            "{row}"
+        );
+        assert!(
+            !row["basis"]["tests"].as_array().unwrap().is_empty(),
+            "{row}"
+        );
+    }
+    assert_eq!(findings.lines().count(), 1 + 7);
 }
 
 #[test]

@@ -7,6 +7,9 @@
 //! only); the test fails, naming what to install, when that is not possible.
 
 mod common;
+#[path = "../../numalens-analyze/examples/fixture_profiles.rs"]
+#[allow(dead_code)]
+mod fixture_profiles;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -118,6 +121,12 @@ const PROBE: &str = r##"<meta http-equiv="Content-Security-Policy" content="defa
       });
       var box = row ? row.cells[1].getBoundingClientRect() : null;
       return row ? { text: row.cells[1].innerText, width: box.width, height: box.height } : null;
+    });
+    r.groups = Array.prototype.map.call(document.querySelectorAll(".finding-group"), function (g) {
+      var members = g.querySelectorAll(".members > .finding");
+      return { title: g.querySelector("h3").textContent, members: members.length,
+               shown: Array.prototype.every.call(members, function (m) { return m.getBoundingClientRect().height > 0; }),
+               first: members.length ? members[0].querySelector("h3").textContent : "" };
     });
     r.resources = performance.getEntriesByType("resource").length;
     var table = document.querySelector("#objects table.sortable");
@@ -274,6 +283,54 @@ fn the_html_report_of_a_recorded_program_loads_cleanly_with_every_section_and_ch
     let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
     assert!(console.is_empty(), "console output: {console:#?}");
     println!("screenshot of the HTML report: {}", png.display());
+}
+
+#[test]
+fn findings_of_arrays_allocated_in_one_function_are_one_entry_with_its_instances_below() {
+    let browser = chromium();
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("lulesh-like.numalens");
+    fixture_profiles::allocated_in_one_function()
+        .write(&profile)
+        .unwrap();
+    let report = dir.path().join("report.html");
+    let out = numalens(&["report", arg(&profile), "--html", arg(&report)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The text report: the group first (its combined cost is the largest), then the lone array.
+    let stdout = text(&out.stdout);
+    let group = "first-touch-mismatch on 6 objects allocated in \
+                 Domain::AllocateNodePersistent(int) (lulesh.h:166\u{2013}172)";
+    let at = stdout.find(group).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(stdout.contains("Findings (7 in 2 entries"), "{stdout}");
+    let lone = stdout.find("first-touch-mismatch m_elemMass").unwrap();
+    assert!(at < lone, "{stdout}");
+    assert!(stdout[at..lone].contains("1.1 m_zd"), "{stdout}");
+    assert!(stdout[at..lone].contains("1.6 m_x"), "{stdout}");
+    assert_eq!(stdout[at..lone].matches("rests on").count(), 6, "{stdout}");
+
+    let html = std::fs::read_to_string(&report).unwrap();
+    let verdict = probe(&browser, &html, dir.path());
+    assert_eq!(verdict["problems"], serde_json::json!([]), "{verdict:#}");
+    let groups = verdict["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{verdict:#}");
+    let title = groups[0]["title"].as_str().unwrap();
+    assert!(
+        title.contains("on 6 objects allocated in Domain::AllocateNodePersistent(int) (lulesh.h:166\u{2013}172)"),
+        "{title}"
+    );
+    assert_eq!(groups[0]["members"], 6, "{verdict:#}");
+    assert_eq!(groups[0]["shown"], true, "{verdict:#}");
+    assert!(
+        groups[0]["first"].as_str().unwrap().contains("m_zd"),
+        "{verdict:#}"
+    );
+    // The group, its six instances, and the lone array: each instance keeps its own entry.
+    assert_eq!(
+        verdict["findings"].as_array().unwrap().len(),
+        8,
+        "{verdict:#}"
+    );
+    assert_eq!(verdict["restsOn"].as_array().unwrap().len(), 8);
 }
 
 #[test]

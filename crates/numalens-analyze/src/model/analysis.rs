@@ -416,6 +416,28 @@ pub struct Evidence {
     pub value: f64,
 }
 
+/// Findings of one rule, with one fix, on objects whose allocation sites name the same
+/// function (and file): one entry for what is one change in the code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FindingGroup {
+    /// The findings' pattern.
+    pub id: String,
+    pub advice: String,
+    /// "<id> on <n> objects allocated in <function> (<file>:<first line>–<last line>)".
+    pub summary: String,
+    pub fix: String,
+    pub why: String,
+    /// The function of the members' allocation sites, and its file.
+    pub function: String,
+    pub file: Option<String>,
+    /// The distinct source lines of the members' sites, ascending.
+    pub lines: Vec<u32>,
+    /// The members' costs added up.
+    pub cost: Cost,
+    /// Positions of the members in `findings`, most costly first.
+    pub members: Vec<usize>,
+}
+
 /// What a finding costs under the placement.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Cost {

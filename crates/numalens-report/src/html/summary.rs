@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use numalens_analyze::ReportModel;
-use numalens_analyze::model::{Evidence, Finding};
+use numalens_analyze::model::{Evidence, Finding, FindingGroup};
+use numalens_analyze::{FindingEntry, ReportModel};
 use plotters::style::RGBColor;
 
 use super::charts::{Bars, bars};
@@ -214,20 +214,76 @@ pub(crate) fn findings(out: &mut String, m: &ReportModel) {
              <code>analysis.thresholds</code>).</p>\n",
         );
     }
-    for (i, f) in m.findings.iter().take(limits::FINDINGS).enumerate() {
-        finding(out, i + 1, f);
+    let entries = m.finding_entries();
+    for (i, entry) in entries.iter().take(limits::FINDINGS).enumerate() {
+        match *entry {
+            FindingEntry::Single(f) => finding(out, &(i + 1).to_string(), &m.findings[f]),
+            FindingEntry::Group(g) => finding_group(out, i + 1, m, &m.finding_groups[g]),
+        }
     }
-    if m.findings.len() > limits::FINDINGS {
+    if entries.len() > limits::FINDINGS {
         let _ = writeln!(
             out,
             "<p class=\"note\">{} more findings are in the JSON model (<code>--json</code>).</p>",
-            m.findings.len() - limits::FINDINGS
+            entries.len() - limits::FINDINGS
         );
     }
     close_section(out);
 }
 
-fn finding(out: &mut String, rank: usize, f: &Finding) {
+/// A group: one entry with the function, lines, fix and combined cost, its members below it.
+fn finding_group(out: &mut String, rank: usize, m: &ReportModel, g: &FindingGroup) {
+    let place = match &g.file {
+        Some(file) => format!(" ({})", esc(&group_lines(file, &g.lines))),
+        None => String::new(),
+    };
+    let _ = write!(
+        out,
+        "<article class=\"finding finding-group\" id=\"finding-{rank}\">\n<h3><span class=\"rank\">{rank}</span> \
+         <span class=\"pattern\">{}</span> on {} objects allocated in <code>{}</code>{place}</h3>\n\
+         <table class=\"facts\">",
+        esc(&g.id),
+        g.members.len(),
+        esc(&g.function),
+    );
+    fact(
+        out,
+        "fix",
+        &format!("<b>{}</b>: {}", esc(&g.advice), esc(&g.fix)),
+    );
+    fact(out, "why", &esc(&g.why));
+    fact(
+        out,
+        "cost",
+        &format!(
+            "{} accesses ({} of all), {} of them remote, the {} added up",
+            count(g.cost.accesses),
+            pct(Some(g.cost.share)),
+            count(g.cost.remote),
+            g.members.len()
+        ),
+    );
+    let _ = write!(
+        out,
+        "</table>\n<details class=\"members\" open><summary>{} instances, most costly first</summary>\n",
+        g.members.len()
+    );
+    for (i, &f) in g.members.iter().enumerate() {
+        finding(out, &format!("{rank}.{}", i + 1), &m.findings[f]);
+    }
+    out.push_str("</details>\n</article>\n");
+}
+
+/// `file:166–172`, or `file:166` for one line.
+fn group_lines(file: &str, lines: &[u32]) -> String {
+    match (lines.first(), lines.last()) {
+        (Some(a), Some(b)) if a != b => format!("{file}:{a}\u{2013}{b}"),
+        (Some(a), _) => format!("{file}:{a}"),
+        _ => file.to_string(),
+    }
+}
+
+fn finding(out: &mut String, rank: &str, f: &Finding) {
     let _ = write!(
         out,
         "<article class=\"finding\" id=\"finding-{rank}\">\n<h3><span class=\"rank\">{rank}</span> \

@@ -18,6 +18,8 @@ struct Table {
     name: &'static str,
     columns: Vec<String>,
     rows: Vec<Vec<Value>>,
+    /// How many of the last columns hold structured values that only the JSON files carry.
+    json_only: usize,
 }
 
 pub fn run(args: ExportArgs) -> Result<()> {
@@ -67,6 +69,7 @@ fn table(name: &'static str, columns: &[&str], rows: Vec<Vec<Value>>) -> Table {
         name,
         columns: columns.iter().map(|c| c.to_string()).collect(),
         rows,
+        json_only: 0,
     }
 }
 
@@ -255,6 +258,8 @@ fn findings(m: &ReportModel) -> Table {
                 f.cost.share.into(),
                 f.cost.remote.into(),
                 f.summary.clone().into(),
+                f.rests_on.clone().into(),
+                f.basis.as_ref().map_or(Value::Null, |b| json!(b)),
             ]
         })
         .collect();
@@ -269,8 +274,14 @@ fn findings(m: &ReportModel) -> Table {
         "share",
         "remote",
         "summary",
+        "rests_on",
+        "basis",
     ];
-    table("findings", &columns, rows)
+    Table {
+        // `basis` is structured: the CSV has its words, `rests_on`.
+        json_only: 1,
+        ..table("findings", &columns, rows)
+    }
 }
 
 /// One row per cell row, one column per cell column, named by their first thread.
@@ -296,6 +307,7 @@ fn communication(m: &ReportModel) -> Table {
         name: "communication",
         columns,
         rows,
+        json_only: 0,
     }
 }
 
@@ -332,15 +344,15 @@ fn csv_field(v: &Value) -> String {
 
 fn csv(t: &Table) -> String {
     let mut out = String::new();
-    let header: Vec<String> = t
-        .columns
+    let shown = t.columns.len() - t.json_only;
+    let header: Vec<String> = t.columns[..shown]
         .iter()
         .map(|c| csv_field(&c.as_str().into()))
         .collect();
     out.push_str(&header.join(","));
     out.push('\n');
     for row in &t.rows {
-        let cells: Vec<String> = row.iter().map(csv_field).collect();
+        let cells: Vec<String> = row.iter().take(shown).map(csv_field).collect();
         out.push_str(&cells.join(","));
         out.push('\n');
     }
