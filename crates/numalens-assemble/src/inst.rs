@@ -137,12 +137,20 @@ fn page_owner(
         end.min(o.start.saturating_add(o.size))
             .saturating_sub(page.max(o.start))
     };
-    let tracked_bytes: u64 = candidates
+    // The union of their extents: an address freed and allocated again counts once.
+    let mut extents: Vec<(u64, u64)> = candidates
         .iter()
         .map(|id| &objects[*id])
         .filter(|o| o.tracked)
-        .map(overlap)
-        .sum();
+        .map(|o| (page.max(o.start), end.min(o.start.saturating_add(o.size))))
+        .filter(|(from, to)| from < to)
+        .collect();
+    extents.sort_unstable();
+    let (mut tracked_bytes, mut covered_to) = (0, page);
+    for (from, to) in extents {
+        tracked_bytes += to.saturating_sub(from.max(covered_to));
+        covered_to = covered_to.max(to);
+    }
     let untracked_bytes = size.saturating_sub(tracked_bytes);
     // Tracked data as a whole against the heap's untracked rest: a page of many small tracked
     // records is theirs even though each holds less of it than the gaps between them.
@@ -213,6 +221,19 @@ mod tests {
         let mut objects = vec![object(ObjectKind::Heap, 0x10000, 0x21000, false)];
         objects.extend((0..12).map(|i| object(ObjectKind::Heap, 0x11000 + 320 * i, 256, true)));
         assert!(owner(&objects, 0x11000).is_some_and(|o| objects[o].tracked));
+    }
+
+    #[test]
+    fn an_address_allocated_again_counts_its_bytes_once() {
+        // A 1 KiB buffer freed and allocated again at one address five times, in a heap page
+        // whose other 3 KiB are small untracked allocations.
+        let mut objects = vec![object(ObjectKind::Heap, 0x10000, 0x21000, false)];
+        for i in 0..5 {
+            let mut o = object(ObjectKind::Heap, 0x11000, 0x400, true);
+            (o.alloc_ns, o.free_ns) = (2_000 + 10 * i, Some(2_005 + 10 * i));
+            objects.push(o);
+        }
+        assert_eq!(owner(&objects, 0x11000), Some(0));
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub enum ImportError {
     Header(&'static str),
     #[error("the perf.data file is damaged: {0}")]
     Damaged(&'static str),
+    #[error("cannot read the perf.data file: {0}")]
+    Read(std::io::Error),
     #[error(
         "no sample in the file has a data address: record with `perf mem record`, `perf c2c record` \
          or `perf record -d` (events: {0})"

@@ -4,7 +4,7 @@
 use std::io::{BufReader, Seek};
 
 use linux_perf_data::linux_perf_event_reader::{
-    EventRecord, PerfEventType, RawData, RawEventRecord, RecordType, SamplingPolicy,
+    AttrFlags, EventRecord, PerfEventType, RawData, RawEventRecord, RecordType, SamplingPolicy,
     SoftwareCounterType,
 };
 use linux_perf_data::{Endianness, Feature, PerfFile, PerfFileReader, PerfFileRecord};
@@ -70,6 +70,9 @@ struct EventReading {
     faults: bool,
     /// Which software fault counter, for a page-fault event.
     fault_counter: Option<FaultCounter>,
+    /// Which faults it sees: user, kernel, hypervisor (bits 0–2), and how finely it samples
+    /// them (its period; a frequency ranks after every period).
+    fault_scope: (u8, u64),
     /// A page-fault event whose faults another event of the file already counts
     /// ([`same_faults`]): its samples are counted, not kept.
     counted_elsewhere: bool,
@@ -102,6 +105,16 @@ fn event_reading(
         SamplingPolicy::Period(p) => p.get(),
         _ => 1,
     };
+    let seen = |flag: AttrFlags| !attr.flags.contains(flag);
+    let fault_scope = (
+        u8::from(seen(AttrFlags::EXCLUDE_USER))
+            | u8::from(seen(AttrFlags::EXCLUDE_KERNEL)) << 1
+            | u8::from(seen(AttrFlags::EXCLUDE_HV)) << 2,
+        match attr.sampling_policy {
+            SamplingPolicy::Period(p) => p.get(),
+            _ => u64::MAX,
+        },
+    );
     let layout = Layout {
         sample_type: attr.sample_format.bits(),
         read_format: attr.read_format.bits(),
@@ -114,6 +127,7 @@ fn event_reading(
         layout,
         faults,
         fault_counter,
+        fault_scope,
         counted_elsewhere: false,
         meaning: EventMeaning {
             ibs,
@@ -130,21 +144,37 @@ fn event_reading(
 /// Marks the page-fault events whose faults another event already counts. The kernel counts a
 /// fault in `page-faults` and again in `minor-faults` or `major-faults`, each as a sample of its
 /// own (a few microseconds apart: not one sample twice), so `perf record -e page-faults -e
-/// minor-faults` holds every minor fault twice. When `page-faults` is recorded its samples are
-/// the faults; otherwise `minor-faults` and `major-faults` are (they never count the same fault).
-/// An event named twice counts once.
+/// minor-faults` holds every minor fault twice. Events are taken finest sampling first, then
+/// the widest view (user, kernel, hypervisor), then `page-faults` before its parts; one is kept
+/// unless a kept one counts some of the same faults: the same counter or `page-faults` against
+/// a part, and a view in common. `page-faults:u` and `page-faults:k` are both kept (they see
+/// different faults); of `page-faults` every 1,000 and `minor-faults` every fault, the complete
+/// minor faults are kept; `minor-faults` and `major-faults` never count the same fault.
 fn same_faults(events: &mut [EventReading]) {
-    let all_faults = events
-        .iter()
-        .any(|e| e.fault_counter == Some(FaultCounter::All));
-    let mut kept: Vec<FaultCounter> = Vec::new();
-    for e in events.iter_mut() {
+    let mut order: Vec<usize> = (0..events.len())
+        .filter(|&i| events[i].fault_counter.is_some())
+        .collect();
+    order.sort_by_key(|&i| {
+        let e = &events[i];
+        let (view, period) = e.fault_scope;
+        let part = e.fault_counter != Some(FaultCounter::All);
+        (period, std::cmp::Reverse(view.count_ones()), part)
+    });
+    let mut kept: Vec<(FaultCounter, u8)> = Vec::new();
+    for i in order {
+        let e = &mut events[i];
         let Some(counter) = e.fault_counter else {
             continue;
         };
-        let part = counter != FaultCounter::All;
-        e.counted_elsewhere = (all_faults && part) || kept.contains(&counter);
-        kept.push(counter);
+        let view = e.fault_scope.0;
+        let overlaps = |&(c, v): &(FaultCounter, u8)| {
+            let counters = c == counter || c == FaultCounter::All || counter == FaultCounter::All;
+            counters && v & view != 0
+        };
+        e.counted_elsewhere = kept.iter().any(overlaps);
+        if !e.counted_elsewhere {
+            kept.push((counter, view));
+        }
     }
 }
 
@@ -187,7 +217,8 @@ impl Reading {
 /// The first pass: the header, the task and mapping records, the page faults, and what the
 /// memory samples are (not the samples themselves).
 pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
-    let own = file.try_clone().ok();
+    // A second descriptor for the mapped reading (out of descriptors: say so, not "damaged").
+    let own = Some(file.try_clone().map_err(ImportError::Read)?);
     let PerfFileReader {
         mut perf_file,
         record_iter,
@@ -288,7 +319,8 @@ pub fn stream_accesses(
     pids: &ahash::AHashMap<u32, u32>,
     sink: &mut dyn FnMut(Access),
 ) -> Result<(), ImportError> {
-    let own = file.try_clone().ok();
+    // A second descriptor for the mapped reading (out of descriptors: say so, not "damaged").
+    let own = Some(file.try_clone().map_err(ImportError::Read)?);
     let PerfFileReader {
         mut perf_file,
         record_iter,

@@ -93,3 +93,24 @@ fn minor_and_major_faults_are_both_kept() {
     let both: BTreeSet<_> = minor.union(&major).copied().collect();
     assert_eq!(profile_faults(&profile), both);
 }
+
+#[test]
+fn faults_in_user_and_in_kernel_mode_are_both_kept() {
+    // `:u` and `:k` see different faults (dd's buffer is first touched inside `read`, in the
+    // kernel): neither is counted elsewhere.
+    let dir = tempfile::tempdir().unwrap();
+    let data = record(dir.path(), &["page-faults:u", "page-faults:k"]);
+    let user = script_samples(&data, "page-faults:u");
+    let kernel = script_samples(&data, "page-faults:k");
+    assert!(
+        !user.is_empty() && !kernel.is_empty(),
+        "{} {}",
+        user.len(),
+        kernel.len()
+    );
+    let profile = dir.path().join("modes.numalens");
+    let imported = import(&data, &profile, &ImportOptions { min_object: 4096 }).unwrap();
+    assert!(imported.events.iter().all(|e| !e.counted_elsewhere));
+    let both: BTreeSet<_> = user.union(&kernel).copied().collect();
+    assert_eq!(profile_faults(&profile), both);
+}
