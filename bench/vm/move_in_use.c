@@ -1,11 +1,13 @@
-/* move_in_use [PAGES_PER_CALL] [clear]: how long move_pages(2) takes on pages their threads are
+/* move_in_use [PAGES_PER_CALL] [clear|quiet]...: how long move_pages(2) takes on pages their threads are
  * writing. Four threads, thread t pinned to CPU t (one per node in a test-bed guest with one
  * vCPU per node), each keep writing their own 8 MiB block of one array that thread 0 first
  * touched; after a second the process moves the blocks of threads 1-3 to those threads' nodes
  * itself (block t to node t), PAGES_PER_CALL pages (default 1024) per call, and prints each
  * call's time and the kernel's answers. With `clear`, a fifth thread clears the process's
- * soft-dirty bits every 200 ms meanwhile (as the online engine does). Run it in a guest with
- * numalens-vm --preset machine-b --bin bench/vm/move_in_use (built -static). */
+ * soft-dirty bits every 200 ms meanwhile (as the online engine does). The last line sums the
+ * calls up (pages placed per second of calls, median and slowest call); with `quiet` only it is
+ * printed. Run it in a guest with numalens-vm --preset machine-b --bin bench/vm/move_in_use
+ * (built -static); bench/move-calls sweeps PAGES_PER_CALL. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -29,6 +31,12 @@ static double now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 static void *clear_soft_dirty(void *arg)
@@ -61,7 +69,11 @@ static void *work(void *arg)
 int main(int argc, char **argv)
 {
     int per_call = argc > 1 ? atoi(argv[1]) : 1024;
-    int clear = argc > 2 && strcmp(argv[2], "clear") == 0;
+    int clear = 0, quiet = 0;
+    for (int i = 2; i < argc; i++) {
+        clear |= strcmp(argv[i], "clear") == 0;
+        quiet |= strcmp(argv[i], "quiet") == 0;
+    }
     if (per_call < 1 || per_call > MOVED || posix_memalign((void **)&grid, PAGE, (size_t)PAGES * PAGE))
         return 2;
     memset(grid, 1, (size_t)PAGES * PAGE);
@@ -73,6 +85,9 @@ int main(int argc, char **argv)
     sleep(1);
     static void *pages[MOVED];
     static int nodes[MOVED], status[MOVED];
+    static double took[MOVED];
+    int calls = 0, placed_all = 0;
+    double total = 0;
     for (int i = 0; i < MOVED; i++) {
         pages[i] = grid + (size_t)(PAGES / 4 + i) * PAGE;
         nodes[i] = 1 + i / (PAGES / 4);
@@ -85,10 +100,20 @@ int main(int argc, char **argv)
             placed += status[i] == nodes[i];
             refused += status[i] < 0;
         }
-        printf("pages %d-%d to node %d: %.2f s, %d placed, %d refused, returned %ld%s\n", at,
-               at + n - 1, nodes[at], now() - t0, placed, refused, r, r < 0 ? strerror(errno) : "");
-        fflush(stdout);
+        took[calls] = now() - t0;
+        total += took[calls++];
+        placed_all += placed;
+        if (!quiet) {
+            printf("pages %d-%d to node %d: %.2f s, %d placed, %d refused, returned %ld%s\n", at,
+                   at + n - 1, nodes[at], took[calls - 1], placed, refused, r,
+                   r < 0 ? strerror(errno) : "");
+            fflush(stdout);
+        }
     }
+    qsort(took, calls, sizeof took[0], by_value);
+    printf("pages per call %d: %d calls, %.3f s, %d of %d placed, %.0f pages/s, call median %.4f s, "
+           "slowest %.4f s\n", per_call, calls, total, placed_all, MOVED, placed_all / total,
+           took[calls / 2], took[calls - 1]);
     stop = 1;
     for (int t = 0; t < 4; t++)
         pthread_join(threads[t], NULL);
