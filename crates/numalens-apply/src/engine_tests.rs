@@ -244,9 +244,9 @@ fn the_backlog_is_handed_over_in_small_jobs_between_epochs() {
             .collect();
         tick(&mut e, now, &uses);
     }
-    // The round's moves, less the two jobs sent at once (one mover: one being made, one
+    // The round's moves, less the jobs sent at once (one being made by each mover, one
     // waiting).
-    let decided = e.moves.waiting() as u64 + 2 * job;
+    let decided = e.moves.waiting() as u64 + (e.mover.movers() as u64 + 1) * job;
     assert!(decided >= pages, "SPM moved few pages: {:?}", e.stats);
     // Within the same epoch, each turn of the loop hands over what the mover has finished.
     let epochs = e.stats.epochs;

@@ -158,6 +158,8 @@ impl TimedMoves {
             // that each has its answer.
             rate_limit_mb_per_s: 0.0,
             move_in_place: true,
+            // One job at a time, in the plan's order: one mover.
+            movers: 1,
             ..MigrateOptions::default()
         };
         let page_size = numalens_record::perf::page_size() as u64;
