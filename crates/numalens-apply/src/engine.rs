@@ -4,10 +4,12 @@
 //! window and gives the moves it makes at its end; they are carried out for real with batched
 //! `move_pages` ([`crate::migrate`]). Deciding costs one window's work, and what is kept between
 //! epochs is the policy's state per page plus the page indices ([`PageTable`]), not the run's
-//! history. Moves the mover has not taken yet wait in a backlog (the latest destination of a
-//! page wins), so a busy mover delays a decision, never loses it; the mover drains it in small
-//! jobs, the pages most used in the window that decided them first, the next job always
-//! waiting behind the one being made ([`Engine::feed_mover`]). What the kernel did
+//! history. Moves the movers have not taken yet wait in a backlog (the latest destination of a
+//! page wins), so busy movers delay a decision, never lose it; the movers drain it in jobs,
+//! each mover its own, the pages most used in the window that decided them first, one job
+//! always waiting for the first mover free ([`Engine::feed_mover`]); a job is sized so that
+//! its call takes about a target time (`job_size.rs`), and what a job could not move for a
+//! reason that passes (the rate limit, a busy page) waits in the backlog again. What the kernel did
 //! differently (a refused move) is seen through the mover, which asks where each page is before
 //! moving it.
 //!
@@ -32,26 +34,23 @@ use numalens_place::policies::{StepInput, Stepper};
 use numalens_place::{Machine, Params, Policy};
 use numalens_record::record::{LiveHook, LiveView};
 
+use crate::job_size::JobSize;
 use crate::migrate::{MigrateOptions, Outcome};
 use crate::page_moves::PageMoves;
 use crate::page_table::PageTable;
-use crate::worker::{Job, MoveWorker};
+use crate::worker::{Done, Job, MoveWorker};
 
 /// SPM's observation live when not set: one second of epochs.
 const SPM_OBSERVE_NS: u64 = 1_000_000_000;
 
-/// Pages per job handed to the mover, per mover thread: one `move_pages` call of the default
-/// batch. A call lands none of its pages until it ends, so smaller jobs would land the first
-/// (most used) pages sooner, but each call also has a cost of its own (kernels from 6.4 flush
-/// the TLB once per call): in the emulated 4-node guest, jobs of 256 pages left 1,700-1,900
-/// pages unmoved at the end of master-init where jobs of 1,024 moved them all
-/// (docs/PLACEMENT.md).
-const JOB_PAGES_PER_MOVER: usize = 1024;
-/// A backlog larger than this many jobs is taken in this many: each take reads the backlog's
-/// bytes twice, which a backlog of millions of pages must not do per 256 pages.
+/// A backlog larger than this many jobs is taken in this many (each split into calls of the
+/// job size): each take reads the backlog's bytes twice, which a backlog of millions of pages
+/// must not do per job.
 const MOST_JOBS_PER_BACKLOG: usize = 16;
-/// Jobs sent and not done at once: one being made, the next waiting behind it.
-const JOBS_IN_FLIGHT: usize = 2;
+/// Jobs sent and waiting for a mover, beyond one being made by each: the first mover free
+/// takes the next job at once, and the backlog keeps the rest, where a later decision may still
+/// change them.
+const JOBS_WAITING: usize = 1;
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -81,6 +80,13 @@ pub struct EngineStats {
     pub replications_skipped: u64,
     /// Moves decided and still waiting for the mover when the program ended.
     pub unmade: u64,
+    /// Moves put back in the backlog after a job (deferred by the rate limit, refused for a
+    /// reason that passes).
+    pub retried: u64,
+    /// Moving `move_pages` calls, their time in all, and the job sizes used (smallest, largest).
+    pub move_calls: u64,
+    pub move_call_ns: u64,
+    pub job_pages: (usize, usize),
     pub thread_moves: u64,
     pub thread_moves_failed: u64,
     /// The first epoch (seconds after the start) from which no more pages were moved.
@@ -144,6 +150,7 @@ pub struct Engine {
     start_ns: Option<u64>,
     epoch_start_ns: u64,
     mover: MoveWorker,
+    job_size: JobSize,
     inst: SamplesTail,
     pub stats: EngineStats,
 }
@@ -217,6 +224,7 @@ impl Engine {
             start_ns: None,
             epoch_start_ns: 0,
             mover,
+            job_size: JobSize::default(),
             inst: SamplesTail::default(),
             stats: EngineStats::default(),
         }
@@ -448,33 +456,42 @@ impl Engine {
         }
     }
 
-    /// Hands the mover the backlog's most used pages, a small job at a time, whenever fewer
-    /// than [`JOBS_IN_FLIGHT`] are sent and not done (each tick, not only at epochs): the mover
-    /// never waits for the next epoch, and a page decided again while it waits in the backlog
-    /// goes where its latest decision says.
+    /// Hands the movers the backlog's most used pages, a job at a time, whenever fewer than
+    /// one per mover and [`JOBS_WAITING`] more are sent and not done (each tick, not only at
+    /// epochs): no mover waits for the next epoch, and a page decided again while it waits in
+    /// the backlog goes where its latest decision says. A job is what the rate limit's budget
+    /// allows now, at most the job size: with the budget spent, the moves wait in the backlog.
     fn feed_mover(&mut self, now_ns: u64, origin_ns: u64) {
-        let job_pages = JOB_PAGES_PER_MOVER * self.opts.migrate.movers.max(1);
-        while self.moves.waiting() > 0 && self.mover.in_flight() < JOBS_IN_FLIGHT {
-            let most = job_pages.max(self.moves.waiting().div_ceil(MOST_JOBS_PER_BACKLOG));
-            self.send_job(most, now_ns, origin_ns);
+        let most_in_flight = self.mover.movers() + JOBS_WAITING;
+        while self.moves.waiting() > 0 && self.mover.in_flight() < most_in_flight {
+            let size = self.job_size.pages();
+            let allowed = self.mover.budget().pages_now(self.page_size);
+            if allowed < size.min(crate::job_size::MIN_PAGES) {
+                break;
+            }
+            let most = size
+                .max(self.moves.waiting().div_ceil(MOST_JOBS_PER_BACKLOG))
+                .min(allowed);
+            self.send_job(most, size, now_ns, origin_ns);
         }
     }
 
-    fn send_job(&mut self, most: usize, now_ns: u64, origin_ns: u64) {
-        let mut per_pid: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();
-        let (moves, frozen) = self.moves.take_first(most, self.stats.epochs);
+    fn send_job(&mut self, most: usize, call_pages: usize, now_ns: u64, origin_ns: u64) {
+        let mut per_pid: BTreeMap<u32, Vec<(u64, u32, u8)>> = BTreeMap::new();
+        let (moves, frozen) = self.moves.take_first_levels(most, self.stats.epochs);
         self.stats.frozen += frozen;
         let pages: Vec<u32> = moves.iter().map(|m| m.0).collect();
-        for (key, (_, to)) in self.pages.keys(&pages).into_iter().zip(moves) {
+        for (key, (_, to, level)) in self.pages.keys(&pages).into_iter().zip(moves) {
             // Every index came from the table: a missing one would be a bug, never a move.
             let Some((pid, number)) = key else {
                 debug_assert!(false, "a page index the table does not know");
                 continue;
             };
-            per_pid
-                .entry(pid)
-                .or_default()
-                .push((number * self.page_size, self.machine.nodes[to]));
+            per_pid.entry(pid).or_default().push((
+                number * self.page_size,
+                self.machine.nodes[to],
+                level,
+            ));
         }
         let reason = format!("{} at epoch {}", self.opts.policy.name(), self.stats.epochs);
         if per_pid.is_empty() {
@@ -487,7 +504,9 @@ impl Engine {
                 Job {
                     pid,
                     epoch: self.stats.epochs,
-                    requests,
+                    levels: requests.iter().map(|r| r.2).collect(),
+                    requests: requests.iter().map(|r| (r.0, r.1)).collect(),
+                    batch_pages: call_pages,
                     policy: self.opts.policy.name().to_string(),
                     reason: reason.clone(),
                     time_ns: now_ns.saturating_sub(origin_ns),
@@ -497,12 +516,33 @@ impl Engine {
         self.mover.send(jobs);
     }
 
-    /// The rows of the moves the mover thread has finished.
-    fn collect(&mut self, now_ns: u64, outcomes: Vec<Outcome>) -> Vec<Migration> {
+    /// A move taken and not made waits in the backlog again (unless the page was decided
+    /// again meanwhile).
+    fn requeue(&mut self, pid: u32, requests: &[((u64, u32), u8)]) {
+        for &((address, node), level) in requests {
+            let page = self.pages.get(pid, address / self.page_size);
+            let to = self.machine.nodes.iter().position(|n| *n == node);
+            if let (Some(page), Some(to)) = (page, to) {
+                self.moves.retry(page, to, level);
+                self.stats.retried += 1;
+            }
+        }
+    }
+
+    /// The rows of the moves the movers have finished; what they could not move waits again.
+    fn collect(&mut self, now_ns: u64, done: Vec<Done>) -> Vec<Migration> {
         let mut rows = Vec::new();
-        for mut o in outcomes {
+        for Done {
+            outcome: mut o,
+            requeue,
+        } in done
+        {
             self.tally(&o, now_ns);
             self.guard_moved(&o);
+            self.requeue(o.pid, &requeue);
+            for &(pages, ns) in &o.move_calls {
+                self.job_size.observe(pages, ns);
+            }
             rows.append(&mut o.rows);
         }
         rows
@@ -531,6 +571,9 @@ impl Engine {
         if let Some(e) = &o.call_error {
             *self.stats.call_errors.entry(e.clone()).or_default() += 1;
         }
+        self.stats.move_calls += o.move_calls.len() as u64;
+        self.stats.move_call_ns += o.move_calls.iter().map(|c| c.1).sum::<u64>();
+        self.stats.job_pages = self.job_size.range;
         if o.moved > 0 {
             let start = self.start_ns.unwrap_or(now_ns);
             self.stats.last_move_s = Some(now_ns.saturating_sub(start) as f64 / 1e9);
@@ -554,10 +597,12 @@ impl LiveHook for Engine {
     }
 
     fn finish(&mut self, now_ns: u64) -> Vec<Migration> {
-        // Moves still waiting for the mover when the program ended are not made: counted.
-        self.stats.unmade += self.moves.waiting() as u64;
         let done = self.mover.finish();
-        self.collect(now_ns, done)
+        let rows = self.collect(now_ns, done);
+        // Moves still waiting for the movers when the program ended (with those the last jobs
+        // put back) are not made: counted.
+        self.stats.unmade += self.moves.waiting() as u64;
+        rows
     }
 }
 

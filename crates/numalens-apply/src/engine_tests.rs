@@ -7,6 +7,10 @@ use super::*;
 
 /// A 4-node machine whose nodes have CPUs 0-5, 6-11, …: a fault's CPU says its node.
 fn engine(policy: Policy) -> (Engine, Vec<u32>) {
+    engine_moving(policy, MigrateOptions::default())
+}
+
+fn engine_moving(policy: Policy, migrate: MigrateOptions) -> (Engine, Vec<u32>) {
     let mut params = Params::default();
     params.spm.observe_windows = 3;
     let topology = numalens_topology::presets::preset("machine-b").unwrap();
@@ -16,7 +20,7 @@ fn engine(policy: Policy) -> (Engine, Vec<u32>) {
         policy,
         epoch_ns: 1_000_000,
         params,
-        migrate: MigrateOptions::default(),
+        migrate,
         soft_dirty: false,
     };
     (Engine::new(opts, machine, &topology), first_cpus)
@@ -227,7 +231,8 @@ fn the_engine_keeps_at_most_16_bytes_a_tracked_page() {
 fn the_backlog_is_handed_over_in_small_jobs_between_epochs() {
     let (mut e, cpus) = engine(Policy::Spm);
     // Eight jobs' pages placed by thread 1 on node 0, then used by thread 2 on node 3 only.
-    let pages = 8 * JOB_PAGES_PER_MOVER as u64;
+    let job = crate::job_size::START_PAGES as u64;
+    let pages = 8 * job;
     let first: Vec<Fault> = (0..pages).map(|p| fault(1, cpus[0], p << 12, 1)).collect();
     tick(&mut e, 0, &first);
     let mut now = 0;
@@ -239,8 +244,9 @@ fn the_backlog_is_handed_over_in_small_jobs_between_epochs() {
             .collect();
         tick(&mut e, now, &uses);
     }
-    // The round's moves, less the two jobs sent at once.
-    let decided = e.moves.waiting() as u64 + 2 * JOB_PAGES_PER_MOVER as u64;
+    // The round's moves, less the jobs sent at once (one being made by each mover, one
+    // waiting).
+    let decided = e.moves.waiting() as u64 + (e.mover.movers() as u64 + 1) * job;
     assert!(decided >= pages, "SPM moved few pages: {:?}", e.stats);
     // Within the same epoch, each turn of the loop hands over what the mover has finished.
     let epochs = e.stats.epochs;
@@ -255,4 +261,89 @@ fn the_backlog_is_handed_over_in_small_jobs_between_epochs() {
     assert_eq!(e.moves.waiting(), 0);
     e.finish(now + 1_000);
     assert_eq!((e.stats.requested, e.stats.unmade), (decided, 0));
+}
+
+/// `pages` pages of this process, written, and registered with the engine's page table, each
+/// with a move to node position 0 waiting in the backlog (this host's node 0: moved in place).
+fn own_pages_waiting(e: &mut Engine, pages: usize) -> (*mut libc::c_void, usize) {
+    let len = pages * 4096;
+    // SAFETY: a fresh anonymous private mapping, written only within its length.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(base, libc::MAP_FAILED);
+    let first = base as u64 / e.page_size;
+    for p in 0..pages {
+        unsafe { *(base as *mut u8).add(p * 4096) = 1 };
+        e.pages.index(std::process::id(), first + p as u64);
+    }
+    e.moves.grow_to(e.pages.len());
+    for page in 0..pages as u32 {
+        e.moves.request(page, 0, 100);
+    }
+    (base, len)
+}
+
+/// Ticks within one epoch (no decision) until the backlog and the movers are done, or 5 s.
+fn drain(e: &mut Engine) {
+    for turn in 0..2_500u64 {
+        if e.moves.waiting() == 0 && !e.mover.busy() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        tick(e, turn, &[]);
+    }
+}
+
+#[test]
+fn moves_over_the_rate_limit_are_made_later_not_dropped() {
+    // 4 MB/s: a full budget holds 976 pages; 1,500 waiting. What the budget does not allow
+    // now waits and is made as the budget refills (about half a second), none dropped.
+    let migrate = MigrateOptions {
+        rate_limit_mb_per_s: 4.0,
+        move_in_place: true,
+        ..MigrateOptions::default()
+    };
+    let (mut e, _) = engine_moving(Policy::Carrefour, migrate);
+    e.opts.epoch_ns = u64::MAX / 4;
+    let (base, len) = own_pages_waiting(&mut e, 1_500);
+    drain(&mut e);
+    e.finish(10_000_000_000);
+    unsafe { libc::munmap(base, len) };
+    assert_eq!((e.stats.moved, e.stats.unmade), (1_500, 0), "{:?}", e.stats);
+    assert!(e.stats.move_calls >= 2, "{:?}", e.stats);
+}
+
+#[test]
+fn each_mover_takes_its_own_job() {
+    // Three movers: three jobs being made and one waiting, each of the job size, where one
+    // mover had one job being made and one waiting.
+    let migrate = MigrateOptions {
+        movers: 3,
+        ..MigrateOptions::default()
+    };
+    let (mut e, _) = engine_moving(Policy::Carrefour, migrate);
+    e.opts.epoch_ns = u64::MAX / 4;
+    let job = e.job_size.pages();
+    // Ten jobs' pages of a process that does not exist: taken, not moved.
+    for number in 0..10 * job as u64 {
+        e.pages.index(u32::MAX / 2, number);
+    }
+    e.moves.grow_to(e.pages.len());
+    for page in 0..e.pages.len() as u32 {
+        e.moves.request(page, 1, 7);
+    }
+    tick(&mut e, 0, &[]);
+    assert_eq!(e.mover.in_flight(), 4);
+    assert_eq!(e.moves.waiting(), 6 * job);
+    drain(&mut e);
+    e.finish(1_000);
+    assert_eq!((e.stats.requested, e.stats.moved), (10 * job as u64, 0));
 }

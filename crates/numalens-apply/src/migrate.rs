@@ -1,11 +1,14 @@
 //! Pages moved for real: `move_pages(2)` in batches, for the online engine. Pages already on
 //! their target node and pages never touched are skipped (asked first, in the same batches);
-//! a rate limit in MB/s defers what is over budget to the next epoch instead of sleeping;
-//! per-page errors are counted, never fatal. What was done becomes `migrations` rows,
-//! consecutive pages with the same outcome in one row. (The ping-pong guard is the engine's,
-//! which knows pages by index: `page_moves.rs`.)
+//! a rate limit in MB/s, one budget however many movers share it ([`Budget`]), defers what is
+//! over budget instead of sleeping; per-page errors are counted, never fatal. The pages that may
+//! be tried again (deferred, or refused for a reason that passes: [`Again`]) are listed for the
+//! engine to put back in its backlog. What was done becomes `migrations` rows, consecutive pages
+//! with the same outcome in one row. (The ping-pong guard is the engine's, which knows pages by
+//! index: `page_moves.rs`.)
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use numalens_format::Migration;
@@ -13,13 +16,12 @@ use numalens_format::Migration;
 /// `MPOL_MF_MOVE`: move pages used by this process only (shared pages stay).
 const MPOL_MF_MOVE: libc::c_int = 1 << 1;
 
-/// Mover threads by default: one. Several (`--movers`) copy on several CPUs at once; in the
-/// emulated 4-node test bed four did not place master-init's pages sooner (docs/PLACEMENT.md),
-/// so the default stays one until a machine shows the gain.
-pub const DEFAULT_MOVERS: usize = 1;
-/// Fewest pages a call gets when a job is shared among movers: on kernels that flush the TLB
-/// once per call (6.4 and later), splitting a small job would multiply the flushes.
-const MIN_PAGES_PER_SHARED_CALL: usize = 256;
+/// Mover threads by default: four, each taking its own jobs from the engine's backlog, so that
+/// four `move_pages` calls are made at once. A call has a cost of its own that calls made at
+/// once overlap: in the emulated 4-node guest four callers moved 2.8x one's pages a second
+/// (1,024 pages per call), and online kMAF placed master-init's pages better with four movers
+/// in each run than with one (docs/PLACEMENT.md). Threads with no job wait, idle.
+pub const DEFAULT_MOVERS: usize = 4;
 
 #[derive(Debug, Clone)]
 pub struct MigrateOptions {
@@ -35,9 +37,9 @@ pub struct MigrateOptions {
     /// Pages already on their node, or never touched, are moved all the same, so that the
     /// kernel answers for each (a plan's timed moves); else they are skipped.
     pub move_in_place: bool,
-    /// Threads making `move_pages` calls at once. Each call copies its pages on the CPU that
-    /// makes it, one page after the other, where the kernel's own balancing migrates on the
-    /// faulting threads, all of them at once.
+    /// Mover threads, each making its own jobs' `move_pages` calls: each call copies its pages
+    /// on the CPU that makes it, one page after the other, where the kernel's own balancing
+    /// migrates on the faulting threads, all of them at once.
     pub movers: usize,
 }
 
@@ -69,28 +71,109 @@ pub struct Outcome {
     /// An error of the whole call (the process is gone, not ours to move).
     pub call_error: Option<String>,
     pub syscalls: u64,
+    /// The process whose pages these are.
+    pub pid: u32,
+    /// Requests that may be tried again, by their position in the requests, and why.
+    pub again: Vec<(usize, Again)>,
+    /// Each moving call: its pages and how long it took (ns).
+    pub move_calls: Vec<(usize, u64)>,
     pub rows: Vec<Migration>,
+}
+
+/// Why a page not moved may be moved by trying again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Again {
+    /// Over the rate limit's budget: not tried.
+    Deferred,
+    /// Refused for a reason that passes (`EBUSY`, `EAGAIN`, `ENOMEM`, or the whole call so).
+    Transient,
+}
+
+/// Whether a page refused with `errno`, or a call refused so, may be moved by trying again: a
+/// page locked or under I/O, a page reference held for a moment, a node short of free pages.
+fn passes(errno: i32) -> bool {
+    matches!(
+        errno,
+        libc::EBUSY | libc::EAGAIN | libc::ENOMEM | libc::EINTR
+    )
+}
+
+/// The rate limit as a token bucket of bytes, refilled with wall time (at most one second of
+/// budget piles up while nothing is moved); shared by every mover, so that the limit holds for
+/// all of them together.
+pub struct Budget {
+    rate: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl Budget {
+    /// A full bucket for `mb_per_s` MB/s (0: no limit).
+    pub fn new(mb_per_s: f64) -> Budget {
+        let rate = mb_per_s * 1e6;
+        Budget {
+            rate,
+            state: Mutex::new((rate, Instant::now())),
+        }
+    }
+
+    fn refilled(&self) -> std::sync::MutexGuard<'_, (f64, Instant)> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let elapsed = s.1.elapsed().as_secs_f64();
+        s.1 = Instant::now();
+        s.0 = (s.0 + elapsed * self.rate).min(self.rate);
+        s
+    }
+
+    /// Pages of `page_size` bytes the budget allows now, without taking them (`usize::MAX`
+    /// without a limit).
+    pub fn pages_now(&self, page_size: u64) -> usize {
+        if self.rate <= 0.0 {
+            return usize::MAX;
+        }
+        (self.refilled().0 / page_size as f64).floor().max(0.0) as usize
+    }
+
+    /// Takes the budget of at most `pages` pages; how many it allowed.
+    pub fn take(&self, pages: usize, page_size: u64) -> usize {
+        if self.rate <= 0.0 {
+            return pages;
+        }
+        let mut s = self.refilled();
+        let fit = (s.0 / page_size as f64).floor().max(0.0) as usize;
+        let allowed = pages.min(fit);
+        s.0 -= (allowed as u64 * page_size) as f64;
+        allowed
+    }
 }
 
 pub struct Migrator {
     opts: MigrateOptions,
     page_size: u64,
-    /// Token bucket: bytes that may be moved now, refilled with wall time.
-    budget: f64,
-    refilled: Instant,
+    budget: Arc<Budget>,
 }
 
 /// Where to move one page: (page address, node).
 pub type Request = (u64, u32);
 
 impl Migrator {
+    /// A mover with a rate limit of its own.
     pub fn new(opts: MigrateOptions, page_size: u64) -> Migrator {
+        let budget = Arc::new(Budget::new(opts.rate_limit_mb_per_s));
+        Migrator::sharing(opts, page_size, budget)
+    }
+
+    /// A mover taking its rate limit from `budget`, which other movers share.
+    pub fn sharing(opts: MigrateOptions, page_size: u64, budget: Arc<Budget>) -> Migrator {
         Migrator {
-            budget: opts.rate_limit_mb_per_s * 1e6,
             opts,
             page_size,
-            refilled: Instant::now(),
+            budget,
         }
+    }
+
+    /// Pages per `move_pages` call from now on.
+    pub fn set_batch_pages(&mut self, pages: usize) {
+        self.opts.batch_pages = pages.max(1);
     }
 
     /// Moves `requests` of process `pid`; `policy` and `reason` label the rows, `time_ns` is
@@ -105,6 +188,7 @@ impl Migrator {
     ) -> Outcome {
         let mut out = Outcome {
             epoch,
+            pid,
             requested: requests.len() as u64,
             ..Outcome::default()
         };
@@ -116,36 +200,27 @@ impl Migrator {
                 return out;
             }
         };
-        let mut todo: Vec<(Request, i32)> = Vec::new();
-        for (r, at) in requests.iter().copied().zip(now) {
+        // (request's position, the request, where the page is now)
+        let mut todo: Vec<(usize, Request, i32)> = Vec::new();
+        for (i, (r, at)) in requests.iter().copied().zip(now).enumerate() {
             let untouched = at == -libc::ENOENT;
             let in_place = at == r.1 as i32;
             out.untouched += u64::from(untouched);
             out.already_in_place += u64::from(in_place);
             if self.opts.move_in_place || !(untouched || in_place) {
-                todo.push((r, at));
+                todo.push((i, r, at));
             }
         }
         let allowed = self.take_budget(todo.len());
         out.deferred = (todo.len() - allowed) as u64;
-        todo.truncate(allowed);
+        let over = todo.split_off(allowed);
+        out.again = over.iter().map(|t| (t.0, Again::Deferred)).collect();
         self.move_batches(pid, &todo, &mut out, label, time_ns);
         out
     }
 
     fn take_budget(&mut self, pages: usize) -> usize {
-        let rate = self.opts.rate_limit_mb_per_s * 1e6;
-        if rate <= 0.0 {
-            return pages;
-        }
-        let elapsed = self.refilled.elapsed().as_secs_f64();
-        self.refilled = Instant::now();
-        // At most one second of budget piles up while nothing is moved.
-        self.budget = (self.budget + elapsed * rate).min(rate);
-        let fit = (self.budget / self.page_size as f64).floor().max(0.0) as usize;
-        let allowed = pages.min(fit);
-        self.budget -= (allowed as u64 * self.page_size) as f64;
-        allowed
+        self.budget.take(pages, self.page_size)
     }
 
     /// Node of each page now (negative: -errno), batched.
@@ -163,37 +238,40 @@ impl Migrator {
     fn move_batches(
         &mut self,
         pid: u32,
-        todo: &[(Request, i32)],
+        todo: &[(usize, Request, i32)],
         out: &mut Outcome,
         label: (&str, &str),
         time_ns: u64,
     ) {
-        let size = chunk_pages(todo.len(), self.opts.batch_pages, self.opts.movers);
-        let chunks: Vec<&[(Request, i32)]> = todo.chunks(size).collect();
-        let answers = crate::parallel_moves::run(&chunks, self.opts.movers, |chunk| {
-            let pages: Vec<u64> = chunk.iter().map(|(r, _)| r.0).collect();
-            let nodes: Vec<i32> = chunk.iter().map(|(r, _)| r.1 as i32).collect();
-            let mut status = vec![0i32; chunk.len()];
-            move_pages(pid, &pages, Some(&nodes), &mut status).map(|()| status)
-        });
         let mut rows = Rows::new(pid, label, time_ns, self.page_size);
-        for (chunk, answer) in chunks.iter().zip(answers) {
+        for chunk in todo.chunks(self.opts.batch_pages.max(1)) {
+            let pages: Vec<u64> = chunk.iter().map(|(_, r, _)| r.0).collect();
+            let nodes: Vec<i32> = chunk.iter().map(|(_, r, _)| r.1 as i32).collect();
+            let mut status = vec![0i32; chunk.len()];
+            let started = Instant::now();
+            let answer = move_pages(pid, &pages, Some(&nodes), &mut status);
+            out.move_calls
+                .push((chunk.len(), started.elapsed().as_nanos() as u64));
             out.syscalls += 1;
-            let status = match answer {
-                Ok(status) => status,
-                Err(e) => {
-                    // The whole call failed (e.g. the process ended): said once, never fatal;
-                    // its pages count as deferred, what other calls moved keeps its rows.
-                    out.call_error.get_or_insert_with(|| call_error(pid, e));
-                    out.deferred += chunk.len() as u64;
-                    continue;
+            if let Err(e) = answer {
+                // The whole call failed (e.g. the process ended): said once, never fatal; its
+                // pages count as deferred, tried again if the refusal passes.
+                if e.raw_os_error().is_some_and(passes) {
+                    out.again
+                        .extend(chunk.iter().map(|t| (t.0, Again::Transient)));
                 }
-            };
-            for (((address, to), from), got) in chunk.iter().map(|(r, f)| (*r, *f)).zip(status) {
+                out.call_error.get_or_insert_with(|| call_error(pid, e));
+                out.deferred += chunk.len() as u64;
+                continue;
+            }
+            for ((i, (address, to), from), got) in chunk.iter().copied().zip(status) {
                 let result = if got >= 0 {
                     out.moved += 1;
                     "ok".to_string()
                 } else {
+                    if passes(-got) {
+                        out.again.push((i, Again::Transient));
+                    }
                     let name = numalens_assemble::placements::errno_name(-got);
                     *out.failed.entry(name.clone()).or_default() += 1;
                     name
@@ -203,13 +281,6 @@ impl Migrator {
         }
         out.rows = rows.finish();
     }
-}
-
-/// Pages per `move_pages` call: at most `batch`, and few enough that `movers` threads all get
-/// a share of a move, but not fewer than [`MIN_PAGES_PER_SHARED_CALL`].
-fn chunk_pages(pages: usize, batch: usize, movers: usize) -> usize {
-    let share = pages.div_ceil(movers.max(1)).max(MIN_PAGES_PER_SHARED_CALL);
-    share.clamp(1, batch.max(1))
 }
 
 /// `move_pages(pid, …)`: with `nodes`, moves; without, asks where the pages are.

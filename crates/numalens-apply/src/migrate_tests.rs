@@ -1,4 +1,5 @@
 use super::*;
+use std::sync::Arc;
 
 const PAGE: u64 = 4096;
 
@@ -44,8 +45,8 @@ fn the_rate_limit_defers_what_is_over_budget() {
 
 #[test]
 fn small_jobs_share_one_budget() {
-    // The engine hands the mover jobs of 256 pages or so: the bucket spans them, so the rate
-    // is the same as with one large job (1 MB/s: 244 pages of 4 KiB).
+    // The engine hands the movers jobs of some hundreds of pages: the bucket spans them, so the
+    // rate is the same as with one large job (1 MB/s: 244 pages of 4 KiB).
     let mut m = migrator(1.0);
     let taken: Vec<usize> = (0..3).map(|_| m.take_budget(100)).collect();
     assert_eq!(taken, vec![100, 100, 44]);
@@ -121,7 +122,7 @@ fn moved_in_place_every_page_gets_the_kernel_s_answer() {
     let out = m.migrate(std::process::id(), 0, &requests, ("t", "r"), 0);
     assert_eq!(out.call_error, None);
     assert_eq!((out.already_in_place, out.untouched), (8, 8));
-    // One query and one move: 16 pages are too few to share among movers.
+    // One query and one move.
     assert_eq!(out.syscalls, 2, "{out:?}");
     // The touched pages are on node 0, where they were asked to be; the others never existed.
     assert_eq!(out.moved, 8, "{out:?}");
@@ -136,27 +137,67 @@ fn moved_in_place_every_page_gets_the_kernel_s_answer() {
 }
 
 #[test]
-fn movers_share_a_large_move_and_its_rows_are_those_of_one_thread() {
-    let (addresses, base) = own_pages(1024, 768);
+fn pages_over_budget_are_listed_to_try_again() {
+    // 1 MB/s: a full bucket holds 244 pages of 4 KiB; 300 touched pages asked (moved in place
+    // so that this one-node host moves them), 20 untouched.
+    let (addresses, base) = own_pages(320, 300);
     let requests: Vec<Request> = addresses.iter().map(|a| (*a, 0)).collect();
-    let shared = |movers| {
-        let mut m = Migrator::new(
-            MigrateOptions {
-                rate_limit_mb_per_s: 0.0,
-                move_in_place: true,
-                movers,
-                ..MigrateOptions::default()
-            },
-            PAGE,
-        );
-        m.migrate(std::process::id(), 0, &requests, ("t", "r"), 0)
+    let mut m = Migrator::new(
+        MigrateOptions {
+            rate_limit_mb_per_s: 1.0,
+            batch_pages: 100,
+            ..MigrateOptions::default()
+        },
+        PAGE,
+    );
+    m.opts.move_in_place = true;
+    let out = m.migrate(std::process::id(), 0, &requests, ("t", "r"), 0);
+    assert_eq!((out.moved, out.deferred), (244, 76), "{out:?}");
+    // The requests past the budget, by position, in order.
+    let again: Vec<usize> = out.again.iter().map(|a| a.0).collect();
+    assert_eq!(again, (244..320).collect::<Vec<_>>());
+    assert!(out.again.iter().all(|a| a.1 == Again::Deferred));
+    // Each moving call timed: 244 pages in calls of at most 100.
+    let calls: Vec<usize> = out.move_calls.iter().map(|c| c.0).collect();
+    assert_eq!(calls, [100, 100, 44]);
+    assert_eq!(out.pid, std::process::id());
+    unsafe { libc::munmap(base, 320 * PAGE as usize) };
+}
+
+#[test]
+fn movers_take_their_rate_limit_from_one_budget() {
+    // Two movers at 1 MB/s together: 244 pages between them, not 244 each.
+    let budget = Arc::new(Budget::new(1.0));
+    let opts = MigrateOptions {
+        rate_limit_mb_per_s: 1.0,
+        ..MigrateOptions::default()
     };
-    let (one, four) = (shared(1), shared(4));
-    // One query each; four calls of 256 pages against one of 1,024.
-    assert_eq!((one.syscalls, four.syscalls), (2, 5));
-    assert_eq!((four.moved, four.failed.get("ENOENT")), (768, Some(&256)));
-    assert_eq!(one.rows, four.rows);
-    unsafe { libc::munmap(base, 1024 * PAGE as usize) };
+    let mut a = Migrator::sharing(opts.clone(), PAGE, Arc::clone(&budget));
+    let mut b = Migrator::sharing(opts, PAGE, Arc::clone(&budget));
+    assert_eq!(budget.pages_now(PAGE), 244);
+    assert_eq!(a.take_budget(200), 200);
+    assert_eq!(b.take_budget(200), 44);
+    assert_eq!(budget.pages_now(PAGE), 0);
+    assert_eq!(Budget::new(0.0).pages_now(PAGE), usize::MAX);
+}
+
+#[test]
+fn a_refusal_that_passes_is_told_apart_from_one_that_stays() {
+    for errno in [libc::EBUSY, libc::EAGAIN, libc::ENOMEM] {
+        assert!(passes(errno), "{errno}");
+    }
+    for errno in [
+        libc::EFAULT,
+        libc::ENOENT,
+        libc::EACCES,
+        libc::ESRCH,
+        libc::EPERM,
+    ] {
+        assert!(!passes(errno), "{errno}");
+    }
+    // A process that has ended: nothing to try again.
+    let out = migrator(0.0).migrate(u32::MAX / 2, 1, &[(0x1000, 0)], ("t", "r"), 0);
+    assert!(out.again.is_empty(), "{out:?}");
 }
 
 #[test]

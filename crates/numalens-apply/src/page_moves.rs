@@ -76,6 +76,25 @@ impl PageMoves {
         self.pending[p] = priority(accesses) << PRIORITY_SHIFT | node;
     }
 
+    /// A move taken and not made (deferred by the rate limit, refused for a reason that
+    /// passes) waits again at priority `level`, unless a later decision for the page already
+    /// waits: that one wins.
+    pub fn retry(&mut self, page: u32, to: usize, level: u8) {
+        let p = page as usize;
+        if p >= self.pending.len() || self.pending[p] & NODE_BITS != NONE {
+            return;
+        }
+        self.waiting += 1;
+        let node = match u8::try_from(to + 1) {
+            Ok(b) if b < FAR => b,
+            _ => {
+                self.far.insert(page, to);
+                FAR
+            }
+        };
+        self.pending[p] = level.min(TOP_PRIORITY) << PRIORITY_SHIFT | node;
+    }
+
     /// Moves waiting for the mover.
     pub fn waiting(&self) -> usize {
         self.waiting
@@ -91,6 +110,16 @@ impl PageMoves {
     /// priority), taken from the backlog as (page, node position), in page order; and how many
     /// of the moves taken the guard froze (left out). Two passes over the backlog's bytes.
     pub fn take_first(&mut self, most: usize, epoch: u64) -> (Vec<(u32, usize)>, u64) {
+        let (taken, frozen) = self.take_first_levels(most, epoch);
+        (
+            taken.into_iter().map(|(p, to, _)| (p, to)).collect(),
+            frozen,
+        )
+    }
+
+    /// As [`PageMoves::take_first`], each move with its priority: (page, node position,
+    /// priority).
+    pub fn take_first_levels(&mut self, most: usize, epoch: u64) -> (Vec<(u32, usize, u8)>, u64) {
         let (level, mut at_level) = if most >= self.waiting {
             (0, usize::MAX)
         } else {
@@ -119,7 +148,7 @@ impl PageMoves {
             if self.frozen(p as u32, epoch) {
                 frozen += 1;
             } else {
-                out.push((p as u32, to));
+                out.push((p as u32, to, level_here));
             }
         }
         if self.waiting == 0 {
@@ -243,6 +272,27 @@ mod tests {
         assert_eq!(m.waiting(), 2);
         assert_eq!(m.take_first(1, 1).0, vec![(2, 1)]);
         assert_eq!(m.take_first(1, 1).0, vec![(0, 3)]);
+    }
+
+    #[test]
+    fn a_move_tried_again_waits_unless_a_later_decision_does() {
+        let mut m = PageMoves::new(2, 4);
+        m.grow_to(4);
+        m.request(0, 1, 1_000);
+        m.request(1, 2, 1_000);
+        m.request(2, 3, 1);
+        let (taken, _) = m.take_first_levels(2, 1);
+        assert_eq!(taken, [(0, 1, 10), (1, 2, 10)]);
+        // Page 1 decided again meanwhile, elsewhere: its new decision stays.
+        m.request(1, 0, 1);
+        m.retry(0, 1, 9);
+        m.retry(1, 2, 9);
+        m.retry(3, 20, 4);
+        assert_eq!(m.waiting(), 4);
+        assert_eq!(
+            m.take_first_levels(4, 1).0,
+            [(0, 1, 9), (1, 0, 1), (2, 3, 1), (3, 20, 4)]
+        );
     }
 
     #[test]

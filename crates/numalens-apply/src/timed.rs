@@ -20,9 +20,9 @@ use numalens_preload::events::{Event, TimedEvent};
 use numalens_preload::events_tail::EventTail;
 use numalens_record::record::{LiveHook, LiveView};
 
-use crate::migrate::{MigrateOptions, Outcome};
+use crate::migrate::MigrateOptions;
 use crate::rules::NodeMap;
-use crate::worker::{Job, MoveWorker};
+use crate::worker::{Done, Job, MoveWorker};
 
 /// The `policy` of the `migrations` rows of timed moves.
 pub const TIMED_POLICY: &str = "plan-migrate-at";
@@ -158,6 +158,8 @@ impl TimedMoves {
             // that each has its answer.
             rate_limit_mb_per_s: 0.0,
             move_in_place: true,
+            // One job at a time, in the plan's order: one mover.
+            movers: 1,
             ..MigrateOptions::default()
         };
         let page_size = numalens_record::perf::page_size() as u64;
@@ -296,6 +298,8 @@ impl TimedMoves {
                     pid: i.pid,
                     epoch: 0,
                     requests,
+                    levels: Vec::new(),
+                    batch_pages: 0,
                     policy: TIMED_POLICY.into(),
                     reason: format!(
                         "objects[{}] migrate_at[{}] at {:.2} s",
@@ -332,9 +336,9 @@ impl TimedMoves {
         }
     }
 
-    fn tally(&mut self, outcomes: Vec<Outcome>) -> Vec<Migration> {
+    fn tally(&mut self, done: Vec<Done>) -> Vec<Migration> {
         let mut rows = Vec::new();
-        for mut o in outcomes {
+        for mut o in done.into_iter().map(|d| d.outcome) {
             let s = &mut self.stats;
             s.pages_requested += o.requested;
             s.pages_placed += o.moved;

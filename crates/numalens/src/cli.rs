@@ -157,8 +157,10 @@ pub struct RunArgs {
     /// Most the online engine migrates, in MB per second (0: no limit).
     #[arg(long, value_name = "MB_PER_S", default_value_t = 512.0)]
     pub rate_limit: f64,
-    /// Threads making the online engine's `move_pages` calls at once (each copies the pages of
-    /// its calls on the CPU it runs on); a plan's timed moves use one.
+    /// Mover threads of the online engine, each taking its own jobs (the most used pages
+    /// first) and making their `move_pages` calls, so that several calls are made at once
+    /// (each copies its pages on the CPU it runs on); the rate limit is one budget for all. A
+    /// plan's timed moves use one.
     #[arg(long, value_name = "N", default_value_t = numalens_apply::migrate::DEFAULT_MOVERS as u16,
           value_parser = clap::value_parser!(u16).range(1..=64), conflicts_with = "plan")]
     pub movers: u16,

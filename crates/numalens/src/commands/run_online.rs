@@ -173,6 +173,18 @@ fn print_stats(policy: Policy, s: &EngineStats) {
              (--epoch), or no samples reached it (a kernel refusing page-fault sampling)"
         );
     }
+    if s.move_calls > 0 {
+        eprintln!(
+            "numalens: {} move_pages calls moving pages, {:.0} ms each on average, jobs of {}-{} \
+             pages; {} moves waited again after a job (rate limit, or refused for a reason that \
+             passes)",
+            s.move_calls,
+            s.move_call_ns as f64 / s.move_calls as f64 / 1e6,
+            s.job_pages.0,
+            s.job_pages.1,
+            s.retried
+        );
+    }
     if s.unmade > 0 {
         eprintln!(
             "numalens: {} page moves were still waiting for the mover when the program ended",
