@@ -81,6 +81,9 @@ fn data_words(kind: &str) -> &str {
         "first-touch-faults" => "pages placed by a first-touch fault",
         "first-access-times" => "pages with exact first-access times",
         "earliest-samples" => "pages placed by the thread of their earliest sample",
+        "first-touch-faults-else-earliest-samples" => {
+            "pages placed by a first-touch fault, or without one by their earliest sample"
+        }
         "data-source-samples" => "samples with a measured data source beyond the caches",
         "hitm-samples" => "HITM samples",
         other => other,

@@ -168,11 +168,19 @@ fn findings(
             .filter(|(_, f)| f.accesses as f64 >= MIXED_SITE_SHARE * all as f64),
     );
     let sites = site_texts(&model.objects);
-    let touches = i.sampled.pages.iter().any(|(_, p)| p.touch.is_some());
-    let placed_by = match (i.exact, touches) {
+    // A page without a first-touch fault is placed by its earliest sample: the label says
+    // which of the two the pages rest on (faults sampled or partly recorded give both).
+    let with_fault = i
+        .sampled
+        .pages
+        .iter()
+        .filter(|(_, p)| p.touch.is_some())
+        .count();
+    let placed_by = match (i.exact, with_fault) {
         (true, _) => "first-access-times",
-        (false, true) => "first-touch-faults",
-        (false, false) => "earliest-samples",
+        (false, 0) => "earliest-samples",
+        (false, n) if n == i.sampled.pages.len() => "first-touch-faults",
+        (false, _) => "first-touch-faults-else-earliest-samples",
     };
     let sample_every = model
         .profile

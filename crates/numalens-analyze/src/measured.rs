@@ -8,7 +8,7 @@ use std::cmp::Reverse;
 
 use numalens_format::Object;
 
-use crate::basis::{at_least, basis, below, data, share_at_least};
+use crate::basis::{at_least, basis, data, share_at_least};
 use crate::index::ObjectIndex;
 use crate::model::{
     Basis, Cost, Evidence, Finding, HitmSharing, ObjectSources, ReportModel, SourceCounts,
@@ -195,7 +195,13 @@ fn sharing(o: &ObjectSources, s: &HitmSharing) -> Option<Fired> {
         return None;
     }
     let other = s.other_word as f64 / matched as f64;
-    let false_sharing = other >= FALSE_SHARING_SHARE;
+    let same = 1.0 - other;
+    // Which of the two, on the samples' bounds: neither when they cannot tell (5 of 10 on
+    // another word says nothing about padding).
+    let false_sharing = crate::stats::supports(other, matched, FALSE_SHARING_SHARE);
+    if !false_sharing && crate::stats::wilson(same, matched).0 <= 1.0 - FALSE_SHARING_SHARE {
+        return None;
+    }
     let c = &o.counts;
     let mut evidence = vec![
         ("hitm_samples_after_other_writer", matched as f64),
@@ -244,9 +250,19 @@ fn sharing(o: &ObjectSources, s: &HitmSharing) -> Option<Fired> {
                     MIN_HITM_SAMPLES as f64,
                 ),
                 if false_sharing {
-                    at_least("other_word_share", other, FALSE_SHARING_SHARE)
+                    share_at_least(
+                        "other_word_share",
+                        other,
+                        FALSE_SHARING_SHARE,
+                        Some(matched),
+                    )
                 } else {
-                    below("other_word_share", other, FALSE_SHARING_SHARE)
+                    share_at_least(
+                        "same_word_share",
+                        same,
+                        1.0 - FALSE_SHARING_SHARE,
+                        Some(matched),
+                    )
                 },
             ],
         ),

@@ -259,9 +259,63 @@ fn hitm_samples_at_the_end_of_time_are_matched_without_overflow() {
     let matched = &b.tests[0];
     assert_eq!(matched.measure, "hitm_samples_after_other_writer");
     assert_eq!((matched.value, matched.threshold), (12.0, 10.0));
+    // All twelve on the same word: its lower bound (75%) passes, not the point share alone.
+    let same = &b.tests[1];
     assert_eq!(
-        (b.tests[1].passes.as_str(), b.tests[1].threshold),
-        ("below", 0.5)
+        (same.measure.as_str(), same.passes.as_str(), same.threshold),
+        ("same_word_share", "at-least", 0.5)
     );
+    assert!(same.lower_bound.is_some_and(|l| l > 0.5), "{same:?}");
     assert!(f.rests_on.as_deref().unwrap().contains("12 HITM samples"));
+}
+
+#[test]
+fn hitm_samples_split_between_words_decide_nothing() {
+    // Ten HITM samples after another thread's store to the line, five on the stored word and
+    // five on another: the samples cannot tell false sharing from true, so neither is said.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Sample {
+        time_ns: 500,
+        tid: PID + 1,
+        kind: SampleKind::Store,
+        ..load(0, 0, DataSource::L1, None)
+    };
+    let hitms = (0..10).map(|i| Sample {
+        time_ns: 1_000 + i,
+        address: 0x10_0000 + if i % 2 == 0 { 0 } else { 8 },
+        snoop: Some(Snoop::Hitm),
+        ..load(0, 0, DataSource::L3, Some(90))
+    });
+    let m = profile(
+        &dir.path().join("p.numalens"),
+        [store].into_iter().chain(hitms),
+    );
+    assert!(
+        !m.findings.iter().any(|f| f.id.starts_with("hitm-")),
+        "{:?}",
+        measured(&m)
+    );
+    // Twenty-four on another word: false sharing on the bound.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Sample {
+        time_ns: 500,
+        tid: PID + 1,
+        kind: SampleKind::Store,
+        ..load(0, 0, DataSource::L1, None)
+    };
+    let hitms = (0..24).map(|i| Sample {
+        time_ns: 1_000 + i,
+        address: 0x10_0008,
+        snoop: Some(Snoop::Hitm),
+        ..load(0, 0, DataSource::L3, Some(90))
+    });
+    let m = profile(
+        &dir.path().join("p.numalens"),
+        [store].into_iter().chain(hitms),
+    );
+    assert!(
+        m.findings.iter().any(|f| f.id == "hitm-false-sharing"),
+        "{:?}",
+        measured(&m)
+    );
 }

@@ -167,6 +167,29 @@ fn a_finding_from_load_samples_rests_on_them_and_on_the_faults() {
 }
 
 #[test]
+fn pages_without_a_recorded_first_touch_say_their_earliest_sample_placed_them() {
+    // The first-touch faults of 16 of the 32 used pages were not recorded (sampled faults).
+    let mut s = serial_init_half_sampled(SampleKind::Load);
+    let grid = s.objects[0].start;
+    s.samples
+        .retain(|x| x.kind != SampleKind::FirstTouch || (x.address - grid) / PAGE >= 16);
+    let m = model_of(s);
+    let f = m
+        .findings
+        .iter()
+        .find(|f| f.id == "first-touch-mismatch")
+        .expect("the serial initialisation is found");
+    let b = f.basis.as_ref().unwrap();
+    assert_eq!(b.data[1].kind, "first-touch-faults-else-earliest-samples");
+    assert!(
+        f.rests_on
+            .as_deref()
+            .unwrap()
+            .contains("or without one by their earliest sample")
+    );
+}
+
+#[test]
 fn a_finding_from_hinting_faults_rests_on_fault_samples() {
     let m = model_of(serial_init_half_sampled(SampleKind::Hint));
     let f = m

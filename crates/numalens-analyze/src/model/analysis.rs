@@ -375,7 +375,7 @@ pub struct Basis {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BasisData {
     /// `exact-counts`, `load-store-samples`, `fault-samples`, `first-touch-faults`,
-    /// `first-access-times`, `earliest-samples`, `data-source-samples`, `hitm-samples`.
+    /// `first-access-times`, `earliest-samples`, `first-touch-faults-else-earliest-samples`, `data-source-samples`, `hitm-samples`.
     pub kind: String,
     pub count: u64,
     /// What `count` counts: `accesses`, `samples` or `pages`.
