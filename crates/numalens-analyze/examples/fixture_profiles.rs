@@ -100,6 +100,15 @@ impl Scenario {
         });
     }
 
+    /// The analysis of this profile (written to a temporary directory), with default options.
+    pub fn analyzed(self) -> numalens_analyze::model::ReportModel {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.numalens");
+        self.write(&path).unwrap();
+        let profile = numalens_format::Profile::open(&path).unwrap();
+        numalens_analyze::analyze(&profile, &numalens_analyze::Options::default()).unwrap()
+    }
+
     pub fn write(mut self, dir: &Path) -> numalens_format::Result<()> {
         let mut meta = Meta::new(
             vec!["./fixture".into()],

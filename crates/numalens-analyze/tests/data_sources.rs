@@ -269,50 +269,36 @@ fn hitm_samples_at_the_end_of_time_are_matched_without_overflow() {
     assert!(f.rests_on.as_deref().unwrap().contains("12 HITM samples"));
 }
 
+/// The analysis of another thread's store to a line followed by HITM loads at `addresses`.
+fn hitms_after_a_store(addresses: impl Iterator<Item = u64>) -> ReportModel {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Sample {
+        time_ns: 500,
+        tid: PID + 1,
+        kind: SampleKind::Store,
+        ..load(0, 0, DataSource::L1, None)
+    };
+    let hitms = addresses.enumerate().map(|(i, address)| Sample {
+        time_ns: 1_000 + i as u64,
+        address,
+        snoop: Some(Snoop::Hitm),
+        ..load(0, 0, DataSource::L3, Some(90))
+    });
+    profile(
+        &dir.path().join("p.numalens"),
+        [store].into_iter().chain(hitms),
+    )
+}
+
 #[test]
 fn hitm_samples_split_between_words_decide_nothing() {
     // Ten HITM samples after another thread's store to the line, five on the stored word and
     // five on another: the samples cannot tell false sharing from true, so neither is said.
-    let dir = tempfile::tempdir().unwrap();
-    let store = Sample {
-        time_ns: 500,
-        tid: PID + 1,
-        kind: SampleKind::Store,
-        ..load(0, 0, DataSource::L1, None)
-    };
-    let hitms = (0..10).map(|i| Sample {
-        time_ns: 1_000 + i,
-        address: 0x10_0000 + if i % 2 == 0 { 0 } else { 8 },
-        snoop: Some(Snoop::Hitm),
-        ..load(0, 0, DataSource::L3, Some(90))
-    });
-    let m = profile(
-        &dir.path().join("p.numalens"),
-        [store].into_iter().chain(hitms),
-    );
-    assert!(
-        !m.findings.iter().any(|f| f.id.starts_with("hitm-")),
-        "{:?}",
-        measured(&m)
-    );
+    let m = hitms_after_a_store((0..10).map(|i| 0x10_0000 + 8 * (i % 2)));
+    let hitm = |m: &ReportModel| m.findings.iter().any(|f| f.id.starts_with("hitm-"));
+    assert!(!hitm(&m), "{:?}", measured(&m));
     // Twenty-four on another word: false sharing on the bound.
-    let dir = tempfile::tempdir().unwrap();
-    let store = Sample {
-        time_ns: 500,
-        tid: PID + 1,
-        kind: SampleKind::Store,
-        ..load(0, 0, DataSource::L1, None)
-    };
-    let hitms = (0..24).map(|i| Sample {
-        time_ns: 1_000 + i,
-        address: 0x10_0008,
-        snoop: Some(Snoop::Hitm),
-        ..load(0, 0, DataSource::L3, Some(90))
-    });
-    let m = profile(
-        &dir.path().join("p.numalens"),
-        [store].into_iter().chain(hitms),
-    );
+    let m = hitms_after_a_store(std::iter::repeat_n(0x10_0008, 24));
     assert!(
         m.findings.iter().any(|f| f.id == "hitm-false-sharing"),
         "{:?}",

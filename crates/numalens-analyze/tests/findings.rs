@@ -7,14 +7,9 @@ mod fixture_profiles;
 
 use fixture_profiles::*;
 use numalens_analyze::model::ReportModel;
-use numalens_analyze::{Options, analyze};
-use numalens_format::Profile;
 
 fn model_of(s: Scenario) -> ReportModel {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("p.numalens");
-    s.write(&path).unwrap();
-    analyze(&Profile::open(&path).unwrap(), &Options::default()).unwrap()
+    s.analyzed()
 }
 
 /// (finding id, advice id, object name) of every finding.

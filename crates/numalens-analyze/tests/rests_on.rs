@@ -12,10 +12,7 @@ use numalens_analyze::{Options, analyze};
 use numalens_format::{DataSource, Profile, Sample, SampleKind};
 
 fn model_of(s: Scenario) -> ReportModel {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("p.numalens");
-    s.write(&path).unwrap();
-    analyze(&Profile::open(&path).unwrap(), &Options::default()).unwrap()
+    s.analyzed()
 }
 
 /// The basis is there, in words and structured, and every test it lists was passed.
