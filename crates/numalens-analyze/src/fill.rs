@@ -19,6 +19,8 @@ use crate::timeline::BUCKETS;
 
 pub(crate) struct Inputs<'a> {
     pub objects: &'a [Object],
+    /// Every allocation site, listed objects or not: a finding names its object's site.
+    pub sites: &'a HashMap<u64, SiteReport>,
     pub index: &'a ObjectIndex,
     pub keys: &'a [ThreadKey],
     pub pages: &'a [(PageKey, PageAcc)],
@@ -167,7 +169,6 @@ fn findings(
             .into_iter()
             .filter(|(_, f)| f.accesses as f64 >= MIXED_SITE_SHARE * all as f64),
     );
-    let sites = site_texts(&model.objects);
     // A page without a first-touch fault is placed by its earliest sample: the label says
     // which of the two the pages rest on (faults sampled or partly recorded give both).
     let with_fault = i
@@ -201,7 +202,7 @@ fn findings(
             Finding {
                 id: f.id.into(),
                 advice: advice_id.into(),
-                object: finding_object(o, &sites),
+                object: finding_object(o, i.sites),
                 summary: summary(&f, &o.name),
                 evidence: f
                     .evidence
@@ -282,22 +283,14 @@ fn basis_of(i: &Inputs, f: &Fired, p: usize, all: u64, placed_by: &str) -> Basis
     crate::basis::basis(sources, tests)
 }
 
-/// The site of each listed object, as findings name it.
-pub(crate) fn site_texts(objects: &[ObjectReport]) -> HashMap<u64, String> {
-    objects
-        .iter()
-        .filter_map(|o| Some((o.id, site_text(o.site.as_ref()?))))
-        .collect()
-}
-
-/// The object a finding is about, with its site when the object is listed.
-pub(crate) fn finding_object(o: &Object, sites: &HashMap<u64, String>) -> FindingObject {
+/// The object a finding is about, with its site (listed among the top objects or not).
+pub(crate) fn finding_object(o: &Object, sites: &HashMap<u64, SiteReport>) -> FindingObject {
     FindingObject {
         id: o.object_id,
         pid: o.pid,
         name: o.name.clone(),
         kind: o.kind.label().into(),
-        site: sites.get(&o.object_id).cloned(),
+        site: o.site_key.and_then(|k| sites.get(&k)).map(site_text),
     }
 }
 

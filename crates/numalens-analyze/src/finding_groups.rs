@@ -6,19 +6,19 @@
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
-use crate::model::{Cost, FindingGroup, ReportModel};
+use crate::model::{Cost, FindingGroup, Frame, ReportModel};
 
-/// The groups of `model.findings` with two or more members, most costly first.
-pub(crate) fn of(model: &ReportModel) -> Vec<FindingGroup> {
+/// The groups of `model.findings` with two or more members, most costly first; `site_of` gives
+/// the frame naming an object's allocation site (by object id), listed among the top objects
+/// or not.
+pub(crate) fn of<'a>(
+    model: &ReportModel,
+    site_of: &dyn Fn(u64) -> Option<&'a Frame>,
+) -> Vec<FindingGroup> {
     let mut by_key: BTreeMap<(String, String, String, String), Vec<usize>> = BTreeMap::new();
     let mut lines: Vec<Option<u32>> = Vec::with_capacity(model.findings.len());
     for (at, f) in model.findings.iter().enumerate() {
-        let location = model
-            .objects
-            .iter()
-            .find(|o| o.id == f.object.id && o.pid == f.object.pid)
-            .and_then(|o| o.site.as_ref())
-            .map(|s| &s.location);
+        let location = site_of(f.object.id);
         lines.push(location.and_then(|l| l.line));
         let Some(function) = location.and_then(|l| l.function.clone()) else {
             continue;

@@ -171,6 +171,7 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
     model.profile.unreadable_tables = unreadable.0;
     let inputs = fill::Inputs {
         objects: &objects,
+        sites: &sites,
         index: &index,
         keys: &keys,
         pages: source,
@@ -200,7 +201,7 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
     };
     model.data_sources =
         sources::data_sources(profile, &objects, &threads, &selected, &placement.machine)?;
-    measured::add_findings(&mut model, &objects);
+    measured::add_findings(&mut model, &objects, &sites);
     let selected = model.selection.filters();
     let recording = limits::Recording::of(&model);
     if limits::faults_only(&model.totals.samples, is_exact, selected, recording) {
@@ -209,7 +210,11 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<ReportModel> {
     } else if options.simulate {
         whatif::add(&mut model, profile, &placement)?;
     }
-    model.finding_groups = finding_groups::of(&model);
+    let site_of = |id: u64| {
+        let o = &objects[index.get(id)? as usize];
+        sites.get(&o.site_key?).map(|s| &s.location)
+    };
+    model.finding_groups = finding_groups::of(&model, &site_of);
     Ok(model)
 }
 

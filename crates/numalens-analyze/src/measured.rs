@@ -26,7 +26,11 @@ pub(crate) const REMOTE_SHARE: f64 = 0.2;
 const FALSE_SHARING_SHARE: f64 = 0.5;
 
 /// Adds the measured findings to the model's and keeps the report's object list short.
-pub(crate) fn add_findings(model: &mut ReportModel, objects: &[Object]) {
+pub(crate) fn add_findings(
+    model: &mut ReportModel,
+    objects: &[Object],
+    sites: &std::collections::HashMap<u64, crate::model::SiteReport>,
+) {
     let Some(sources) = model.data_sources.as_mut() else {
         return;
     };
@@ -39,7 +43,6 @@ pub(crate) fn add_findings(model: &mut ReportModel, objects: &[Object]) {
         }
     }
     crate::sources::keep_top_objects(sources);
-    let sites = crate::fill::site_texts(&model.objects);
     // Object ids are unique, not row positions (FORMAT.md).
     let index = ObjectIndex::new(objects);
     for (id, f) in fired {
@@ -51,7 +54,7 @@ pub(crate) fn add_findings(model: &mut ReportModel, objects: &[Object]) {
         model.findings.push(Finding {
             id: f.id.into(),
             advice: f.advice.into(),
-            object: crate::fill::finding_object(o, &sites),
+            object: crate::fill::finding_object(o, sites),
             summary: format!("{}: {}", o.name, f.summary),
             evidence: f
                 .evidence
