@@ -267,21 +267,9 @@ fn the_backlog_is_handed_over_in_small_jobs_between_epochs() {
 /// with a move to node position 0 waiting in the backlog (this host's node 0: moved in place).
 fn own_pages_waiting(e: &mut Engine, pages: usize) -> (*mut libc::c_void, usize) {
     let len = pages * 4096;
-    // SAFETY: a fresh anonymous private mapping, written only within its length.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(base, libc::MAP_FAILED);
+    let (_, base) = crate::migrate::tests::own_pages(pages, pages);
     let first = base as u64 / e.page_size;
     for p in 0..pages {
-        unsafe { *(base as *mut u8).add(p * 4096) = 1 };
         e.pages.index(std::process::id(), first + p as u64);
     }
     e.moves.grow_to(e.pages.len());

@@ -382,4 +382,4 @@ impl<'a> Rows<'a> {
 
 #[cfg(test)]
 #[path = "migrate_tests.rs"]
-mod tests;
+pub(crate) mod tests;

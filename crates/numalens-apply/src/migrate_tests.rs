@@ -53,7 +53,7 @@ fn small_jobs_share_one_budget() {
 }
 
 /// `pages` pages of this process, the first `touched` of them written.
-fn own_pages(pages: usize, touched: usize) -> (Vec<u64>, *mut libc::c_void) {
+pub(crate) fn own_pages(pages: usize, touched: usize) -> (Vec<u64>, *mut libc::c_void) {
     let len = pages * PAGE as usize;
     // SAFETY: a fresh anonymous private mapping, written only within its length.
     let base = unsafe {
