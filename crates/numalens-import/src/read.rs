@@ -588,6 +588,15 @@ fn access_of(r: &EventReading, s: &Sample<'_>, reading: &Reading) -> Option<Acce
     access::access(&r.meaning, s, reading.big_endian, &reading.physical)
 }
 
+/// Whether an MMAP2 record with a build id gives it a length over the 20 bytes it has room for
+/// (pid, tid, address, length and offset come first: 32 bytes).
+fn bad_build_id(record: &RawEventRecord<'_>) -> bool {
+    const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+    record.record_type == RecordType::MMAP2
+        && record.misc & MISC_MMAP_BUILD_ID != 0
+        && record.data.as_slice().get(32).is_some_and(|&len| len > 20)
+}
+
 /// Task, mapping and loss records, as the live sampler decodes them.
 fn take_task(
     d: &mut Decoded,
@@ -598,7 +607,12 @@ fn take_task(
     let text = |raw: linux_perf_data::linux_perf_event_reader::RawData<'_>| {
         String::from_utf8_lossy(&raw.as_slice()).into_owned()
     };
-    // A task or mapping record cut short is skipped like a cut sample, not the whole file.
+    // A task or mapping record cut short is skipped like a cut sample, not the whole file; so
+    // is an MMAP2 whose build id claims more than 20 bytes, which the reader would panic on.
+    if bad_build_id(record) {
+        d.truncated += 1;
+        return Ok(());
+    }
     let Ok(parsed) = record.parse() else {
         d.truncated += 1;
         return Ok(());
