@@ -133,24 +133,17 @@ fn page_owner(
     );
     candidates.sort_unstable();
     candidates.dedup();
+    // The part of the page an object covers.
+    let extent = |o: &ObjectSpec| (page.max(o.start), end.min(o.start.saturating_add(o.size)));
     let overlap = |o: &ObjectSpec| {
-        end.min(o.start.saturating_add(o.size))
-            .saturating_sub(page.max(o.start))
+        let (from, to) = extent(o);
+        to.saturating_sub(from)
     };
-    // The union of their extents: an address freed and allocated again counts once.
-    let mut extents: Vec<(u64, u64)> = candidates
+    let tracked = candidates
         .iter()
         .map(|id| &objects[*id])
-        .filter(|o| o.tracked)
-        .map(|o| (page.max(o.start), end.min(o.start.saturating_add(o.size))))
-        .filter(|(from, to)| from < to)
-        .collect();
-    extents.sort_unstable();
-    let (mut tracked_bytes, mut covered_to) = (0, page);
-    for (from, to) in extents {
-        tracked_bytes += to.saturating_sub(from.max(covered_to));
-        covered_to = covered_to.max(to);
-    }
+        .filter(|o| o.tracked);
+    let tracked_bytes = union_length(tracked.map(extent).collect());
     let untracked_bytes = size.saturating_sub(tracked_bytes);
     // Tracked data as a whole against the heap's untracked rest: a page of many small tracked
     // records is theirs even though each holds less of it than the gaps between them.
@@ -169,6 +162,18 @@ fn page_owner(
             std::cmp::Reverse(*id),
         )
     })
+}
+
+/// The bytes the ranges `[from, to)` cover together: an address freed and allocated again
+/// counts once.
+fn union_length(mut ranges: Vec<(u64, u64)>) -> u64 {
+    ranges.sort_unstable();
+    let (mut length, mut covered_to) = (0, 0);
+    for (from, to) in ranges {
+        length += to.saturating_sub(from.max(covered_to));
+        covered_to = covered_to.max(to);
+    }
+    length
 }
 
 #[cfg(test)]
