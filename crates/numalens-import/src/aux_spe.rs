@@ -10,6 +10,7 @@ use linux_perf_data::linux_perf_event_reader::RawData;
 use numalens_assemble::perf_sample::bytes::Bytes;
 use numalens_assemble::perf_sample::physical::PhysicalNodes;
 use numalens_assemble::perf_sample::spe::{self, Records, SpeRecord, TimeConv};
+use numalens_assemble::perf_sample::spe_access::{self, SpeMeaning, SpeOrigin};
 use numalens_assemble::raw::Access;
 
 /// `perf_record_auxtrace_info.type` of Arm SPE.
@@ -96,7 +97,7 @@ impl SpeReading {
         let known = |v: u32| (v != u32::MAX).then_some(v);
         let mut records = Records::new(data);
         for record in records.by_ref() {
-            if record.kind().is_none() || record.data_virtual.unwrap_or(0) == 0 {
+            if !spe_access::is_access(&record) {
                 continue;
             }
             let count = record.timestamp.unwrap_or(0);
@@ -117,28 +118,19 @@ impl SpeReading {
         s: &SpeSample,
         pid_of: &AHashMap<u32, u32>,
         physical: &PhysicalNodes,
-    ) -> Access {
-        let r = &s.record;
+    ) -> Option<Access> {
         let tid = s.tid.unwrap_or(0);
-        Access {
+        let origin = SpeOrigin {
             pid: pid_of.get(&tid).copied().unwrap_or(tid),
             tid,
-            time_ns: s.time_ns,
-            address: r.data_virtual.unwrap_or(0),
             cpu: s.cpu,
-            ip: r.pc.unwrap_or(0),
-            kind: r.kind().unwrap_or(numalens_format::SampleKind::Load),
-            weight: self.interval.min(u64::from(u32::MAX)) as u32,
-            data_source: spe::data_source(r, self.neoverse),
-            latency: r
-                .total_latency
-                .filter(|&l| l > 0)
-                .map(|l| l.min(u64::from(u32::MAX)) as u32),
-            node: r.data_physical.and_then(|p| physical.node_of(p)),
-            page_size: None,
-            // SPE's packets say where an access was served, not a snoop result (no HITM).
-            snoop: None,
-        }
+            time_ns: s.time_ns,
+        };
+        let meaning = SpeMeaning {
+            interval: self.interval,
+            neoverse: self.neoverse,
+        };
+        spe_access::access(&s.record, origin, meaning, physical)
     }
 }
 

@@ -336,7 +336,9 @@ pub fn stream_accesses(
             Rec::Event(_) => return Ok(()),
             Rec::User(user) => {
                 reading.spe_records(&mut spe, &user, &mut |spe, s| {
-                    reorder.push(spe.access(&s, pids, &reading.physical), sink)
+                    if let Some(a) = spe.access(&s, pids, &reading.physical) {
+                        reorder.push(a, sink)
+                    }
                 });
                 return Ok(());
             }

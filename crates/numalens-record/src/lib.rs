@@ -2,6 +2,7 @@
 //! `inst` hooks (`numalens-inst`) and the page-fault or precise memory sampler, keeps what the sampler saw (and a
 //! copy of it on disk), and has the recording assembled into a profile (`numalens-assemble`).
 
+pub mod aux;
 pub mod faults;
 pub mod launch;
 mod live_pass;
@@ -19,6 +20,8 @@ pub mod sampler;
 pub mod scan;
 pub mod session;
 pub mod signals;
+pub mod spe_event;
+pub mod spe_live;
 mod status_line;
 pub mod std_fds;
 pub mod time_order;

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use perf_event_open_sys::bindings::{self as sys, perf_event_attr, perf_event_mmap_page};
 
+use crate::aux::AuxArea;
+
 /// Room in bytes below which a ring counts as full: a sample (up to 56 bytes) and a LOST record
 /// with its sample_id (40 bytes) no longer fit.
 const FULL_MARGIN: u64 = 128;
@@ -23,6 +25,8 @@ pub struct PerfRing {
     /// Set once a drain found the ring with no room left for another record: the kernel may
     /// have dropped records since, whether or not a `PERF_RECORD_LOST` told of them.
     filled: bool,
+    /// The event's AUX area, for events that write there (Arm SPE).
+    aux: Option<AuxArea>,
 }
 
 // The ring is only touched through &mut self; the raw pointer does not alias any Rust data.
@@ -70,7 +74,26 @@ impl PerfRing {
             data_size,
             scratch: Vec::new(),
             filled: false,
+            aux: None,
         })
+    }
+
+    /// Maps `pages` (a power of two) of AUX area after the ring.
+    pub fn map_aux(&mut self, pages: usize) -> io::Result<()> {
+        let header = self.base as *mut perf_event_mmap_page;
+        // SAFETY: base is this event's ring mapping, unmapped only after the area (drop).
+        let area = unsafe { AuxArea::map(self.fd.as_raw_fd(), header, self.mmap_len, pages)? };
+        self.aux = Some(area);
+        Ok(())
+    }
+
+    pub fn aux_mut(&mut self) -> Option<&mut AuxArea> {
+        self.aux.as_mut()
+    }
+
+    /// Notes that records were dropped (an AUX area that filled).
+    pub fn mark_filled(&mut self) {
+        self.filled = true;
     }
 
     pub fn raw_fd(&self) -> RawFd {
@@ -179,6 +202,8 @@ impl PerfRing {
 
 impl Drop for PerfRing {
     fn drop(&mut self) {
+        // Unmapped in the reverse order of mapping: the area was mapped after the ring.
+        self.aux = None;
         // SAFETY: unmapping exactly what open() mapped.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.mmap_len) };
     }

@@ -40,6 +40,8 @@ pub struct LiveEvent {
     /// for all online CPUs.
     pub cpus: Option<Vec<u32>>,
     pub meaning: EventMeaning,
+    /// Arm SPE: the packets come in an AUX area, not as samples.
+    pub spe: Option<crate::spe_event::SpeSetup>,
 }
 
 /// The live events of the best precise event found (Intel hybrid parts: loads and stores of each
@@ -85,6 +87,7 @@ pub fn live_events(
                             default_kind: kind,
                             fixed_period: period,
                         },
+                        spe: None,
                     });
                     Ok::<(), String>(())
                 };
@@ -118,14 +121,13 @@ pub fn live_events(
                         default_kind: SampleKind::Load,
                         fixed_period: period,
                     },
+                    spe: None,
                 });
             }
-            PreciseEvent::ArmSpe { pmu, .. } if events.is_empty() => {
-                return Err(format!(
-                    "this machine has Arm SPE ({pmu}), whose samples come in an AUX buffer that \
-                     numalens does not read: record with `perf record -e {pmu}// -d \
-                     --phys-data` and read the file with `perf script`, or use --backend faults"
-                ));
+            PreciseEvent::ArmSpe { pmu, perf_type } if events.is_empty() => {
+                events.push(crate::spe_event::live_event(
+                    pmu, *perf_type, devices, period,
+                )?);
             }
             _ => {}
         }
@@ -133,9 +135,12 @@ pub fn live_events(
     Ok(events)
 }
 
-/// The CPUs a PMU's `cpus` file lists (hybrid parts), if it has one.
-fn read_cpus(pmu_dir: &Path) -> Option<Vec<u32>> {
-    let text = std::fs::read_to_string(pmu_dir.join("cpus")).ok()?;
+/// The CPUs a PMU's `cpus` file lists (hybrid parts), or its `cpumask` (Arm SPE, whose event
+/// the kernel refuses on a CPU the PMU does not cover), if it has one.
+pub(crate) fn read_cpus(pmu_dir: &Path) -> Option<Vec<u32>> {
+    let text = std::fs::read_to_string(pmu_dir.join("cpus"))
+        .or_else(|_| std::fs::read_to_string(pmu_dir.join("cpumask")))
+        .ok()?;
     numalens_topology::cpulist::parse_cpulist(text.trim()).ok()
 }
 
@@ -306,18 +311,6 @@ mod tests {
         assert_eq!(
             (events[0].config, events[0].name.as_str()),
             ([0; 3], "ibs_op//")
-        );
-    }
-
-    #[test]
-    fn arm_spe_is_refused_with_what_records_it() {
-        let sys = tempfile::tempdir().unwrap();
-        pmu(sys.path(), "arm_spe_0", &[("type", "9")]);
-        let found = detect(sys.path()).unwrap();
-        let err = live_events(&found, sys.path(), None, DEFAULT_LDLAT).unwrap_err();
-        assert!(
-            err.contains("Arm SPE") && err.contains("perf record"),
-            "{err}"
         );
     }
 

@@ -29,6 +29,8 @@ use perf_event_open_sys::bindings::{self as sys, perf_event_attr};
 use crate::pmu_events::LiveEvent;
 use crate::records::{Trailer, decode_task};
 use crate::sampler::{EventRings, Refusal, RingReader, Sampler, SamplerError, task_tree_attr};
+use crate::spe_live::SpeReader;
+use numalens_assemble::perf_sample::spe_access::SpeMeaning;
 
 /// `NUMALENS_PMU_STAND_IN=page-faults`: record `--backend pmu` with the software page-fault
 /// event in place of the hardware one (tests on machines without a PMU). `--backend auto` never
@@ -69,6 +71,7 @@ pub fn stand_in(period: Option<u64>) -> LiveEvent {
             default_kind: SampleKind::Load,
             fixed_period: period.unwrap_or(1),
         },
+        spe: None,
     }
 }
 
@@ -78,7 +81,7 @@ pub enum NoLiveEvent {
     /// No precise memory event at all.
     #[error(transparent)]
     Missing(#[from] crate::pmu::NoPreciseEvent),
-    /// One that the live sampler does not drive (Arm SPE), or a period it does not take.
+    /// A period or configuration the machine's event does not take.
     #[error("{0}")]
     NotDriven(String),
     /// [`STAND_IN_VAR`] has a value it does not take.
@@ -135,6 +138,9 @@ struct Features {
     weight_struct: bool,
     /// Lowered from the event's own precision when the PMU does not offer it.
     precise_cut: u8,
+    /// Arm SPE's filters keeping loads and stores only (dropped when the PMU refuses them: the
+    /// decoder skips other operations).
+    spe_filters: bool,
 }
 
 impl Features {
@@ -145,13 +151,15 @@ impl Features {
         lost_counted: true,
         weight_struct: true,
         precise_cut: 0,
+        spe_filters: true,
     };
 
     /// One step back after the kernel refused this event with `error`, whose precision is
     /// `precise_ip`: false when there is none left. Kernel-mode samples and physical addresses
     /// need the same privilege (`permission.rs`); a field the kernel or the PMU does not take is
-    /// dropped newest first, then the precision, down to 1.
-    fn step_back(&mut self, error: &SamplerError, precise_ip: u8) -> bool {
+    /// dropped newest first, then the precision, down to 1. An SPE event (`spe`) has no weight
+    /// or precision to drop, but filters.
+    fn step_back(&mut self, error: &SamplerError, precise_ip: u8, spe: bool) -> bool {
         let denied = matches!(error, SamplerError::Denied(_));
         let invalid = error.is_invalid();
         if denied && self.kernel {
@@ -160,7 +168,9 @@ impl Features {
             (self.phys_addr, self.phys_addr_denied) = (false, true);
         } else if invalid && self.lost_counted {
             self.lost_counted = false;
-        } else if invalid && self.weight_struct {
+        } else if invalid && spe && self.spe_filters {
+            self.spe_filters = false;
+        } else if invalid && !spe && self.weight_struct {
             self.weight_struct = false;
         } else if invalid && self.phys_addr {
             self.phys_addr = false;
@@ -197,7 +207,10 @@ impl Wanted {
     /// event alone: another may take what it does not): false when it has none left.
     fn step_back(&mut self, events: &[LiveEvent], refusal: &Refusal) -> bool {
         match self.events.get_mut(refusal.event) {
-            Some(want) => want.step_back(&refusal.error, events[refusal.event].precise_ip),
+            Some(want) => {
+                let event = &events[refusal.event];
+                want.step_back(&refusal.error, event.precise_ip, event.spe.is_some())
+            }
             // Past the precise events: the page faults opened beside them.
             None => crate::faults::step_back(&mut self.faults, &refusal.error),
         }
@@ -251,15 +264,7 @@ fn open_precise(
                 .leader_config
                 .map(|config| leader_attr(e.perf_type, config, *w)),
             cpus: e.cpus.as_deref().unwrap_or(cpus),
-            reader: RingReader::Precise(Arc::new(PreciseReader {
-                layout: Layout {
-                    sample_type: attr.sample_type,
-                    ..Layout::default()
-                },
-                meaning: e.meaning,
-                physical: Arc::clone(physical),
-                trailer: Trailer::of(attr.sample_type),
-            })),
+            reader: ring_reader(e, attr, physical),
         })
         .collect();
     // First touches place pages, which no load or store sample says: the page faults are
@@ -278,8 +283,44 @@ fn open_precise(
     Sampler::open_events(pid, &rings, ring_pages, info)
 }
 
+/// How the rings of `event`, opened with `attr`, are read.
+fn ring_reader(
+    event: &LiveEvent,
+    attr: &perf_event_attr,
+    physical: &Arc<PhysicalNodes>,
+) -> RingReader {
+    let physical = Arc::clone(physical);
+    let trailer = Trailer::of(attr.sample_type);
+    match event.spe {
+        Some(spe) => RingReader::Spe(Arc::new(SpeReader {
+            meaning: SpeMeaning {
+                interval: event.meaning.fixed_period,
+                neoverse: spe.neoverse,
+            },
+            physical,
+            trailer,
+        })),
+        None => RingReader::Precise(Arc::new(PreciseReader {
+            layout: Layout {
+                sample_type: attr.sample_type,
+                ..Layout::default()
+            },
+            meaning: event.meaning,
+            physical,
+            trailer,
+        })),
+    }
+}
+
+/// What the `sample_id` of an SPE event's records holds (it takes no samples: its packets go to
+/// the AUX area, announced by AUX records carrying these).
+pub const SPE_SAMPLE_TYPE: u64 = sample::TID | sample::TIME | sample::CPU | sample::IDENTIFIER;
+
 /// The sample fields asked for with `want`.
 fn sample_type(event: &LiveEvent, want: Features) -> u64 {
+    if event.spe.is_some() {
+        return SPE_SAMPLE_TYPE;
+    }
     let mut t = sample::IP
         | sample::TID
         | sample::TIME
@@ -311,10 +352,11 @@ fn precise_attr(event: &LiveEvent, want: Features) -> perf_event_attr {
     attr.set_mmap(0);
     attr.set_mmap2(0);
     attr.set_mmap_data(0);
+    let config = configuration(event, want);
     attr.type_ = event.perf_type;
-    attr.config = event.config[0];
-    attr.__bindgen_anon_3.config1 = event.config[1];
-    attr.__bindgen_anon_4.config2 = event.config[2];
+    attr.config = config[0];
+    attr.__bindgen_anon_3.config1 = config[1];
+    attr.__bindgen_anon_4.config2 = config[2];
     attr.__bindgen_anon_1.sample_period = event.meaning.fixed_period;
     attr.sample_type = sample_type(event, want);
     if want.lost_counted {
@@ -322,6 +364,23 @@ fn precise_attr(event: &LiveEvent, want: Features) -> perf_event_attr {
     }
     attr.set_precise_ip(u64::from(event.precise_ip.saturating_sub(want.precise_cut)));
     attr
+}
+
+/// The event's configuration words without what `want` dropped (SPE's physical addresses and
+/// filters are configuration terms, not sample fields).
+fn configuration(event: &LiveEvent, want: Features) -> [u64; 3] {
+    let mut config = event.config;
+    if let Some(spe) = event.spe {
+        for (word, i) in config.iter_mut().zip(0..) {
+            if !want.phys_addr {
+                *word &= !spe.physical_bits[i];
+            }
+            if !want.spe_filters {
+                *word &= !spe.filter_bits[i];
+            }
+        }
+    }
+    config
 }
 
 /// The counting event that leads a precise event's group: it follows the task tree like its
@@ -361,8 +420,11 @@ fn settings(
     s.insert("precise_ip".into(), precise.into());
     let weights: Vec<&str> = want
         .iter()
-        .map(|w| {
-            if w.weight_struct {
+        .zip(events)
+        .map(|(w, e)| {
+            if e.spe.is_some() {
+                "spe_total_latency"
+            } else if w.weight_struct {
                 "weight_struct"
             } else {
                 "weight"
@@ -380,6 +442,18 @@ fn settings(
     );
     if want.iter().any(|w| w.phys_addr_denied) {
         s.insert("physical_addresses_denied".into(), true.into());
+    }
+    let spe: Vec<&Features> = want
+        .iter()
+        .zip(events)
+        .filter(|(_, e)| e.spe.is_some())
+        .map(|(w, _)| w)
+        .collect();
+    if !spe.is_empty() {
+        s.insert(
+            "spe_type_filter".into(),
+            spe.iter().all(|w| w.spe_filters).into(),
+        );
     }
     s.insert(
         "nodes_from_memory_blocks".into(),
@@ -406,6 +480,7 @@ mod tests {
                 default_kind: SampleKind::Load,
                 fixed_period: 65_536,
             },
+            spe: None,
         }
     }
 
@@ -445,6 +520,7 @@ mod tests {
             lost_counted: false,
             weight_struct: false,
             precise_cut: 1,
+            spe_filters: true,
         };
         let attr = precise_attr(&intel, older);
         assert_eq!(
@@ -534,6 +610,68 @@ mod tests {
         assert_eq!(want.events, vec![Features::ALL; 2]);
         assert!(want.step_back(&events, &refusal(2, libc::EACCES)));
         assert!(!want.faults.kernel);
+    }
+
+    fn spe() -> LiveEvent {
+        LiveEvent {
+            name: "arm_spe_0//".into(),
+            perf_type: 9,
+            config: [1 | 1 << 1 | 1 << 33 | 1 << 34, 0, 0],
+            leader_config: None,
+            precise_ip: 0,
+            raw: false,
+            cpus: None,
+            meaning: EventMeaning {
+                ibs: false,
+                default_kind: SampleKind::Load,
+                fixed_period: 65_536,
+            },
+            spe: Some(crate::spe_event::SpeSetup {
+                neoverse: false,
+                physical_bits: [1 << 1, 0, 0],
+                filter_bits: [1 << 33 | 1 << 34, 0, 0],
+            }),
+        }
+    }
+
+    #[test]
+    fn an_spe_event_asks_for_no_samples_and_steps_back_through_its_terms() {
+        let event = spe();
+        let attr = precise_attr(&event, ALL);
+        assert_eq!(attr.sample_type, SPE_SAMPLE_TYPE);
+        assert_eq!((attr.type_, attr.config), (9, event.config[0]));
+        assert_eq!((attr.inherit(), attr.precise_ip()), (1, 0));
+        // SAFETY: reading the union member this attribute was built with.
+        assert_eq!(unsafe { attr.__bindgen_anon_1.sample_period }, 65_536);
+        assert!(matches!(
+            ring_reader(&event, &attr, &Arc::new(PhysicalNodes::default())),
+            RingReader::Spe(_)
+        ));
+
+        // Refused for privilege: kernel-mode samples, then physical addresses (`pa_enable`).
+        let events = [event];
+        let mut want = Wanted::all(1);
+        assert!(want.step_back(&events, &refusal(0, libc::EACCES)));
+        assert!(want.step_back(&events, &refusal(0, libc::EACCES)));
+        let attr = precise_attr(&events[0], want.events[0]);
+        assert_eq!(attr.config, 1 | 1 << 33 | 1 << 34, "pa_enable cleared");
+        assert_eq!(attr.exclude_kernel(), 1);
+        // Refused as invalid: the lost count, then the type filters; no weight or precision.
+        let mut want = Wanted::all(1);
+        let mut steps = 0;
+        while want.step_back(&events, &refusal(0, libc::EOPNOTSUPP)) {
+            steps += 1;
+        }
+        assert_eq!(steps, 3, "lost count, filters, physical addresses");
+        assert!(
+            want.events[0].weight_struct,
+            "SPE has no weight field to drop"
+        );
+        let attr = precise_attr(&events[0], want.events[0]);
+        assert_eq!(attr.config, 1);
+        let s = settings(&events, &[attr], &want.events, &PhysicalNodes::default());
+        assert_eq!(s["spe_type_filter"], serde_json::json!(false));
+        assert_eq!(s["latency_field"], serde_json::json!("spe_total_latency"));
     }
 
     #[test]

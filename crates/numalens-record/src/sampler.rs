@@ -13,6 +13,7 @@ use perf_event_open_sys::bindings::perf_event_attr;
 
 use crate::perf::{PerfRing, enable_event, open_event};
 use crate::pmu_live::PreciseReader;
+use crate::spe_live::SpeReader;
 
 /// What the kernel says about the records it could not write into the rings.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -86,6 +87,8 @@ pub(crate) enum RingReader {
     Faults,
     /// A precise memory event's samples, through the shared sample decoder.
     Precise(Arc<PreciseReader>),
+    /// Arm SPE: packets in the AUX area, announced by the ring's AUX records.
+    Spe(Arc<SpeReader>),
 }
 
 /// One event to open on some CPUs.
@@ -98,6 +101,13 @@ pub(crate) struct EventRings<'a> {
     pub leader: Option<perf_event_attr>,
     pub cpus: &'a [u32],
     pub reader: RingReader,
+}
+
+impl EventRings<'_> {
+    /// The event writes an AUX area beside its ring.
+    fn has_aux(&self) -> bool {
+        matches!(self.reader, RingReader::Spe(_))
+    }
 }
 
 /// The sampler of one task tree.
@@ -148,7 +158,10 @@ impl Sampler {
                         other => break other,
                     }
                 };
-                let ring = ring.map_err(|e| refused(classify(e, event.name, cpu)))?;
+                let mut ring = ring.map_err(|e| refused(classify(e, event.name, cpu)))?;
+                if event.has_aux() {
+                    map_aux(&mut ring, pages).map_err(|e| refused(classify(e, event.name, cpu)))?;
+                }
                 rings.push((ring, event.reader.clone()));
                 leaders.extend(leader);
                 cpus.push(cpu);
@@ -220,10 +233,19 @@ impl Sampler {
     pub fn drain(&mut self, mut sink: impl FnMut(PerfEvent)) -> usize {
         let mut count = 0;
         for (ring, reader) in &mut self.rings {
+            if let RingReader::Spe(spe) = reader {
+                let drained = spe.drain(ring, &mut sink);
+                if drained.truncated {
+                    ring.mark_filled();
+                }
+                count += drained.records;
+                continue;
+            }
             count += ring.drain(|bytes| {
                 let event = match reader {
                     RingReader::Faults => crate::faults::decode(bytes),
                     RingReader::Precise(p) => p.decode(bytes),
+                    RingReader::Spe(_) => None,
                 };
                 if let Some(event) = event {
                     sink(event);
@@ -231,6 +253,19 @@ impl Sampler {
             });
         }
         count
+    }
+}
+
+/// Maps the AUX area of `ring` with as many pages as its ring has, halved while the kernel's
+/// mlock limit refuses more (the area counts against it as the ring does).
+fn map_aux(ring: &mut PerfRing, ring_pages: usize) -> io::Result<()> {
+    let mut pages = ring_pages.max(2);
+    loop {
+        match ring.map_aux(pages) {
+            // SPE needs two pages at least.
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) && pages > 2 => pages /= 2,
+            other => return other,
+        }
     }
 }
 

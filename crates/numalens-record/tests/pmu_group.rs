@@ -45,6 +45,7 @@ fn a_member_led_by_a_counting_event_samples_every_page() {
             default_kind: SampleKind::Load,
             fixed_period: 1,
         },
+        spe: None,
     };
     let spec = LaunchSpec {
         program: "sh".into(),

@@ -88,8 +88,8 @@ pub enum BackendArg {
     /// and/or sampled accesses (see --inst-mode), plus page faults when perf allows.
     Inst,
     /// Precise hardware sampling of loads and stores with their data source, latency and node
-    /// (Intel PEBS load latency and stores, AMD IBS op), plus page faults for first touches.
-    /// Arm SPE is not driven: record it with perf and read it with `numalens import`.
+    /// (Intel PEBS load latency and stores, AMD IBS op, Arm SPE through its AUX area), plus
+    /// page faults for first touches.
     Pmu,
 }
 
@@ -218,7 +218,8 @@ pub struct RecordingArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub page_scan_interval: Option<std::time::Duration>,
     /// With `--backend pmu` (or `auto` choosing it) only: one sample per this many events
-    /// (default: 500 loads or stores over 30 cycles on Intel, 65536 cycles on AMD IBS).
+    /// (default: 500 loads or stores over 30 cycles on Intel, 65536 cycles on AMD IBS, 65536
+    /// operations on Arm SPE).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub sample_period: Option<u64>,
     /// With `--backend inst` only: exact counts, samples, or both (default: both).

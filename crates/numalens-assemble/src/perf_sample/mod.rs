@@ -12,3 +12,4 @@ pub mod ibs;
 pub mod physical;
 pub mod sample;
 pub mod spe;
+pub mod spe_access;
