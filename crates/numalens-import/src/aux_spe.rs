@@ -29,13 +29,56 @@ pub struct SpeReading {
     interval: u64,
     /// Bytes of the AUX data that were not packets.
     pub bad_bytes: u64,
+    /// The threads of the buffers' stretches (`PERF_RECORD_AUX`).
+    pub owners: AuxOwners,
+}
+
+/// Which thread each stretch of a CPU's AUX buffer was written for, from the kernel's
+/// `PERF_RECORD_AUX` records: the event follows tasks and closes a stretch whenever its task is
+/// switched out, and the record carries that task's pid and tid. A per-CPU recording's AUXTRACE
+/// records name no thread, and the hardware writes context packets only for privileged users on
+/// kernels that keep the thread id in `CONTEXTIDR_EL1`: without these stretches every sample of
+/// such a recording would be one unknown thread's.
+#[derive(Debug, Clone, Default)]
+pub struct AuxOwners {
+    /// Per CPU: (first byte, end, pid, tid), by first byte.
+    by_cpu: AHashMap<u32, Vec<(u64, u64, u32, u32)>>,
+}
+
+impl AuxOwners {
+    /// A `PERF_RECORD_AUX` record: `size` bytes at `offset` of `cpu`'s buffer for `pid`/`tid`.
+    pub fn add(&mut self, cpu: u32, (offset, size): (u64, u64), (pid, tid): (u32, u32)) {
+        if size > 0 {
+            let list = self.by_cpu.entry(cpu).or_default();
+            list.push((offset, offset.saturating_add(size), pid, tid));
+        }
+    }
+
+    /// Sorts what was added (each CPU's records come in order; this keeps a damaged file's
+    /// order from mattering).
+    pub fn finish(&mut self) {
+        for list in self.by_cpu.values_mut() {
+            list.sort_unstable();
+        }
+    }
+
+    /// The process and thread the byte at `position` of `cpu`'s buffer was written for.
+    pub fn owner(&self, cpu: u32, position: u64) -> Option<(u32, u32)> {
+        let list = self.by_cpu.get(&cpu)?;
+        let i = list.partition_point(|&(start, ..)| start <= position);
+        let &(_, end, pid, tid) = list.get(i.checked_sub(1)?)?;
+        (position < end).then_some((pid, tid))
+    }
 }
 
 /// An SPE record of a load or store, with what the AUXTRACE record says of where it was taken.
 pub struct SpeSample {
     pub record: SpeRecord,
-    /// Thread id: the context packet's, else the AUXTRACE record's (per-thread recording).
+    /// Thread id: the context packet's, else the AUXTRACE record's (per-thread recording), else
+    /// the kernel's AUX record's for the stretch of buffer it came from.
     pub tid: Option<u32>,
+    /// The process, when the AUX record named it.
+    pub pid: Option<u32>,
     pub cpu: Option<u32>,
     pub time_ns: u64,
 }
@@ -86,7 +129,7 @@ impl SpeReading {
         sink: &mut dyn FnMut(&SpeReading, SpeSample),
     ) {
         let mut b = Bytes::new(body, big_endian);
-        let (Ok(size), Ok(_offset), Ok(_reference), Ok(_idx), Ok(tid), Ok(cpu)) =
+        let (Ok(size), Ok(offset), Ok(_reference), Ok(_idx), Ok(tid), Ok(cpu)) =
             (b.u64(), b.u64(), b.u64(), b.u32(), b.u32(), b.u32())
         else {
             return;
@@ -96,13 +139,17 @@ impl SpeReading {
         // -1: per-CPU recording (no thread), or per-thread recording (no CPU).
         let known = |v: u32| (v != u32::MAX).then_some(v);
         let mut records = Records::new(data);
-        for record in records.by_ref() {
+        while let Some(record) = records.next() {
             if !spe_access::is_access(&record) {
                 continue;
             }
             let count = record.timestamp.unwrap_or(0);
+            // The record's last byte: within the stretch that held it.
+            let at = offset.wrapping_add(records.position().saturating_sub(1) as u64);
+            let owner = known(cpu).and_then(|c| self.owners.owner(c, at));
             let sample = SpeSample {
-                tid: record.context.or(known(tid)),
+                tid: record.context.or(known(tid)).or(owner.map(|o| o.1)),
+                pid: owner.map(|o| o.0),
                 cpu: known(cpu),
                 time_ns: self.time.map_or(count, |t| t.perf_time(count)),
                 record,
@@ -121,7 +168,7 @@ impl SpeReading {
     ) -> Option<Access> {
         let tid = s.tid.unwrap_or(0);
         let origin = SpeOrigin {
-            pid: pid_of.get(&tid).copied().unwrap_or(tid),
+            pid: pid_of.get(&tid).copied().or(s.pid).unwrap_or(tid),
             tid,
             cpu: s.cpu,
             time_ns: s.time_ns,

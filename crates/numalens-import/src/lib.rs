@@ -29,6 +29,8 @@ use numalens_assemble::symbols::ModuleFiles;
 use numalens_assemble::{AssembleOptions, ProgramEnd, Summary, write_profile};
 use numalens_format::Host;
 
+use crate::aux_spe::AuxOwners;
+
 /// Why a file could not be imported.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
@@ -146,6 +148,7 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
     let sampled_faults = d.sampled_faults;
     let build_ids = std::mem::take(&mut d.build_ids);
     let pids = std::mem::take(&mut d.pids);
+    let owners = std::mem::take(&mut d.aux_owners);
     let mut raw = raw_recording(d, start_unix_ns, first);
     raw.end_unix_ns = Some(start_unix_ns.saturating_add(last - first));
     if imported.truncated > 0 {
@@ -162,7 +165,7 @@ pub fn import(input: &Path, output: &Path, opts: &ImportOptions) -> Result<Impor
              pages between them are missing; record with `-c 1` to keep every fault"
         ));
     }
-    raw.access_stream = Some(Box::new(SecondPass(input.to_path_buf(), pids)));
+    raw.access_stream = Some(Box::new(SecondPass(input.to_path_buf(), pids, owners)));
     let this_host = raw.host.hostname == numalens_assemble::this_host().hostname;
     raw.objects = statics::statics(&raw.tasks, opts.min_object, &build_ids, this_host);
     let profile = write_profile(&mut raw, output, assemble, |_| Ok(ProgramEnd::default()))?;
@@ -180,7 +183,7 @@ fn open(input: &Path) -> Result<std::fs::File, ImportError> {
 }
 
 /// The memory samples, read again from the file as the profile is written.
-struct SecondPass(PathBuf, ahash::AHashMap<u32, u32>);
+struct SecondPass(PathBuf, ahash::AHashMap<u32, u32>, AuxOwners);
 
 /// Accesses handed from the reading thread to the writing one at a time.
 const BATCH: usize = 4096;
@@ -190,12 +193,12 @@ impl AccessStream for SecondPass {
     /// writes the accesses already read.
     fn for_each(self: Box<Self>, sink: &mut dyn FnMut(Access)) -> Result<(), String> {
         let (send, receive) = std::sync::mpsc::sync_channel::<Vec<Access>>(8);
-        let SecondPass(path, pids) = *self;
+        let SecondPass(path, pids, owners) = *self;
         let reader = std::thread::spawn(move || {
             let file = open(&path).map_err(|e| e.to_string())?;
             let mut batch = Vec::with_capacity(BATCH);
             let mut stopped = false;
-            let read = read::stream_accesses(file, &pids, &mut |a| {
+            let read = read::stream_accesses(file, (&pids, &owners), &mut |a| {
                 batch.push(a);
                 if batch.len() == BATCH && !stopped {
                     let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));

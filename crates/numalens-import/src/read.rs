@@ -15,7 +15,7 @@ use numalens_assemble::perf_sample::access::{self, EventMeaning};
 use numalens_assemble::perf_sample::bytes::{Bytes, Truncated};
 use numalens_assemble::perf_sample::sample::{self, Layout, Sample};
 
-use crate::aux_spe::{Reorder, SpeReading, SpeSample};
+use crate::aux_spe::{AuxOwners, Reorder, SpeReading, SpeSample};
 pub use crate::first_pass::AccessStats;
 use crate::first_pass::SpeThreads;
 use crate::fixed::{FixedLayout, Head};
@@ -54,6 +54,8 @@ pub struct Decoded {
     pub build_ids: std::collections::HashMap<String, Vec<u8>>,
     /// The process of each thread the task records name (SPE samples carry only the thread).
     pub pids: ahash::AHashMap<u32, u32>,
+    /// The threads of the SPE buffers' stretches, from the kernel's AUX records.
+    pub aux_owners: AuxOwners,
 }
 
 /// The software counters of page faults: every fault, or the minor or the major ones.
@@ -248,7 +250,10 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
     each_record((own, order), &mut perf_file, record_iter, &mut |record| {
         let (attr_index, data) = match record {
             Rec::Sample(attr_index, data) => (attr_index, data),
-            Rec::Event(record) => return take_task(&mut d, &record, reading.big_endian),
+            Rec::Event(record) => {
+                add_aux_owner(&mut spe.owners, &record, reading.big_endian);
+                return take_task(&mut d, &record, reading.big_endian);
+            }
             Rec::User(user) => {
                 reading.spe_records(&mut spe, &user, &mut |_, s| spe_threads.add(&s));
                 return Ok(());
@@ -284,7 +289,29 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
     }
     spe_threads.into_stats(&mut d.accesses, &d.pids);
     d.truncated += u64::from(spe.bad_bytes > 0);
+    spe.owners.finish();
+    d.aux_owners = spe.owners;
     Ok(d)
+}
+
+/// A kernel `PERF_RECORD_AUX` record's stretch of buffer and the task it was written for.
+fn add_aux_owner(owners: &mut AuxOwners, record: &RawEventRecord<'_>, big_endian: bool) {
+    if record.record_type != RecordType::AUX {
+        return;
+    }
+    let body = record.data.as_slice();
+    let mut b = Bytes::new(&body, big_endian);
+    let (Ok(offset), Ok(size)) = (b.u64(), b.u64()) else {
+        return;
+    };
+    let Ok(common) = record.common_data() else {
+        return;
+    };
+    let as_u32 = |v: Option<i32>| v.and_then(|v| u32::try_from(v).ok());
+    if let (Some(cpu), Some(pid), Some(tid)) = (common.cpu, as_u32(common.pid), as_u32(common.tid))
+    {
+        owners.add(cpu, (offset, size), (pid, tid));
+    }
 }
 
 /// When a task or mapping record happened.
@@ -316,7 +343,7 @@ fn processes(tasks: &[PerfEvent]) -> ahash::AHashMap<u32, u32> {
 /// The second pass: every memory sample with a data address, in time order, to `sink`.
 pub fn stream_accesses(
     file: std::fs::File,
-    pids: &ahash::AHashMap<u32, u32>,
+    (pids, owners): (&ahash::AHashMap<u32, u32>, &AuxOwners),
     sink: &mut dyn FnMut(Access),
 ) -> Result<(), ImportError> {
     // A second descriptor for the mapped reading (out of descriptors: say so, not "damaged").
@@ -328,6 +355,7 @@ pub fn stream_accesses(
     let reading = reading(&perf_file)?;
     let mut body = Vec::new();
     let mut spe = SpeReading::new(&reading.cpuid);
+    spe.owners = owners.clone();
     let mut reorder = Reorder::default();
     let order = Order::Time;
     each_record((own, order), &mut perf_file, record_iter, &mut |record| {

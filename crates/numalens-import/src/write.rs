@@ -162,6 +162,11 @@ impl PerfDataWriter {
 
     /// The `sample_id` trailer of a non-sample record of event 0.
     fn sample_id(&self, body: &mut Vec<u8>, pid: u32, tid: u32, time: u64) {
+        self.sample_id_on(body, (pid, tid, time), 0);
+    }
+
+    /// The `sample_id` of a record written on `cpu`.
+    fn sample_id_on(&self, body: &mut Vec<u8>, (pid, tid, time): (u32, u32, u64), cpu: u32) {
         let a = &self.attrs[0];
         if a.flags & FLAG_SAMPLE_ID_ALL == 0 {
             return;
@@ -178,7 +183,7 @@ impl PerfDataWriter {
             put64(body, a.ids.first().copied().unwrap_or(0));
         }
         if t & CPU != 0 {
-            put64(body, 0);
+            put64(body, u64::from(cpu));
         }
         if t & IDENTIFIER != 0 {
             put64(body, a.ids.first().copied().unwrap_or(0));
@@ -258,12 +263,13 @@ impl PerfDataWriter {
 
     /// `PERF_RECORD_AUX`: the kernel's note that `size` bytes at `offset` of the AUX buffer are
     /// new (`flags`: truncated, overwrite, …), of event 0.
-    pub fn aux(&mut self, offset: u64, size: u64, flags: u64, (pid, tid, time): (u32, u32, u64)) {
+    /// It was written on `cpu` (for the task running there).
+    pub fn aux(&mut self, (offset, size, flags): (u64, u64, u64), task: (u32, u32, u64), cpu: u32) {
         let mut body = Vec::new();
         for x in [offset, size, flags] {
             put64(&mut body, x);
         }
-        self.sample_id(&mut body, pid, tid, time);
+        self.sample_id_on(&mut body, task, cpu);
         self.record(RECORD_AUX, 0, &body);
     }
 

@@ -41,8 +41,9 @@ const OPS: [(Option<u8>, u64, u16); 9] = [
     (None, 0x2, 0x0),                        // branch: no data access
 ];
 
-/// The packets of record `i`: one sampled operation.
-fn record(out: &mut Vec<u8>, i: u64) {
+/// The packets of record `i`: one sampled operation, with a context packet naming its thread
+/// when `context`.
+fn record(out: &mut Vec<u8>, i: u64, context: bool) {
     let (op, events, source) = OPS[(i % OPS.len() as u64) as usize];
     encode::address(out, spe::ADDRESS_PC, 0x40_1000 + 4 * (i % 32));
     match op {
@@ -66,13 +67,17 @@ fn record(out: &mut Vec<u8>, i: u64) {
         );
         encode::data_source(out, source);
     }
-    encode::context(out, if i.is_multiple_of(3) { WORKER } else { PID });
+    if context {
+        encode::context(out, if i.is_multiple_of(3) { WORKER } else { PID });
+    }
     encode::timestamp(out, 1_000 + i * 7);
 }
 
 /// Two CPUs' AUX buffers, read out `rounds` times with `per` records each: the records of the
-/// two CPUs interleave in time.
-fn write_file(path: &Path, rounds: u64, per: u64) -> u64 {
+/// two CPUs interleave in time. Without context packets (`context` false), each read-out holds
+/// two stretches that the kernel's AUX records give to two threads in turn, as when the event
+/// follows its task from one thread to the other; the thread of each record's time is returned.
+fn write_file(path: &Path, rounds: u64, per: u64, context: bool) -> (u64, BTreeMap<u64, u32>) {
     let mut w = PerfDataWriter::new();
     w.event(EventAttr {
         name: "arm_spe_0/ts_enable=1,pa_enable=1/".into(),
@@ -102,26 +107,47 @@ fn write_file(path: &Path, rounds: u64, per: u64) -> u64 {
     w.finished_round();
     let mut offsets = [0u64; 2];
     let mut n = 0;
+    let mut threads = BTreeMap::new();
     for round in 0..rounds {
         for cpu in 0..2u32 {
             let mut data = Vec::new();
+            let turn = if (round + u64::from(cpu)).is_multiple_of(2) {
+                [PID, WORKER]
+            } else {
+                [WORKER, PID]
+            };
+            let mut first_stretch = 0;
             for k in 0..per {
                 // CPU 0 takes the even records, CPU 1 the odd: each buffer is in time order,
                 // the two overlap.
-                record(&mut data, (round * per + k) * 2 + u64::from(cpu));
+                let i = (round * per + k) * 2 + u64::from(cpu);
+                if k == per / 2 {
+                    first_stretch = data.len() as u64;
+                }
+                record(&mut data, i, context);
+                let thread = turn[usize::from(k >= per / 2)];
+                if !context && OPS[(i % OPS.len() as u64) as usize].0.is_some() {
+                    threads.insert(ZERO + (1_000 + i * 7) * 40, thread);
+                }
                 n += 1;
             }
             encode::pad_to_8(&mut data);
             let at = offsets[cpu as usize];
             let time = ZERO + (round + 1) * per * 2 * 7 * 40;
-            w.aux(at, data.len() as u64, 0, (PID, PID, time));
+            if context {
+                w.aux((at, data.len() as u64, 0), (PID, PID, time), cpu);
+            } else {
+                w.aux((at, first_stretch, 0), (PID, turn[0], time), cpu);
+                let rest = data.len() as u64 - first_stretch;
+                w.aux((at + first_stretch, rest, 0), (PID, turn[1], time), cpu);
+            }
             w.auxtrace(&data, at, cpu, u32::MAX, cpu);
             offsets[cpu as usize] += data.len() as u64;
         }
         w.finished_round();
     }
     w.write_to(path).unwrap();
-    n
+    (n, threads)
 }
 
 /// What perf's SPE decoder made of one record.
@@ -205,7 +231,7 @@ fn label_of(p: &PerfSpe) -> DataSource {
 fn spe_packets_decode_as_perf_decodes_them() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("spe.data");
-    let records = write_file(&data, 6, 50);
+    let (records, _) = write_file(&data, 6, 50, true);
     let profile = dir.path().join("spe.numalens");
     let imported = import(&data, &profile, &ImportOptions { min_object: 4096 }).unwrap();
     let loads_stores = records - records / OPS.len() as u64;
@@ -253,4 +279,24 @@ fn spe_packets_decode_as_perf_decodes_them() {
         ours.values().map(|s| s.data_source.label()).collect();
     // L1, L2, system cache, local and remote DRAM, another chip, stores.
     assert_eq!(kinds.len(), 7, "every source written was read: {kinds:?}");
+}
+
+#[test]
+fn without_context_packets_each_sample_is_the_thread_of_its_stretch_of_buffer() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("spe.data");
+    let (_, threads) = write_file(&data, 4, 40, false);
+    let profile = dir.path().join("spe.numalens");
+    import(&data, &profile, &ImportOptions { min_object: 4096 }).unwrap();
+    let ours = common::samples(&profile);
+    assert_eq!(ours.len(), threads.len());
+    for s in &ours {
+        let want = threads.get(&s.time_ns).unwrap_or_else(|| panic!("{s:?}"));
+        assert_eq!((s.tid, s.pid), (*want, PID), "at {}", s.time_ns);
+    }
+    let workers = ours.iter().filter(|s| s.tid == WORKER).count();
+    assert!(
+        workers > 0 && workers < ours.len(),
+        "both threads have samples"
+    );
 }

@@ -184,6 +184,11 @@ impl<'a> Records<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
         Self { buf, at: 0, bad: 0 }
     }
+
+    /// Bytes of the buffer read so far: after a record, where it ended.
+    pub fn position(&self) -> usize {
+        self.at
+    }
 }
 
 impl Iterator for Records<'_> {
