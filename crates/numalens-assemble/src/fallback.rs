@@ -12,6 +12,49 @@ use crate::raw::PerfEvent;
 /// The heap outside tracked objects.
 const HEAP: &str = "[heap] (allocations below --min-object)";
 
+/// A heap of one of glibc's other malloc arenas (those of threads) outside tracked objects.
+const THREAD_HEAP: &str = "[thread heap] (allocations below --min-object)";
+
+/// The largest size of such a heap (glibc's `HEAP_MAX_SIZE` on 64-bit machines): each is mapped
+/// on its own, aligned to this size, readable and writable as far as it has grown and reserved
+/// without access for the rest.
+const THREAD_HEAP_MAX: u64 = 64 << 20;
+
+/// The mappings seen in `/proc/PID/maps` as objects of last resort ([`mapped_object`]), glibc's
+/// thread heaps told from other anonymous mappings by their layout: like `[heap]`, the pages
+/// the program's small allocations share with a tracked object are theirs when they hold most
+/// of them (`inst.rs`), where an anonymous mapping always lost to the tracked object.
+pub fn mapped_objects(seen: &[SeenMapping]) -> Vec<ObjectSpec> {
+    let reserved: HashSet<(u32, u64, u64)> = seen
+        .iter()
+        .filter(|s| s.mapping.path.is_empty() && s.mapping.perms.starts_with("---"))
+        .map(|s| (s.pid, s.mapping.start, s.mapping.end))
+        .collect();
+    seen.iter()
+        .map(|s| {
+            let mut o = mapped_object(s);
+            if is_thread_heap(s, &reserved) {
+                (o.kind, o.name) = (ObjectKind::Heap, THREAD_HEAP.to_string());
+            }
+            o
+        })
+        .collect()
+}
+
+/// An anonymous read-write mapping at a multiple of [`THREAD_HEAP_MAX`], either that large or
+/// followed by a reserved mapping up to that size (`reserved`: pid, start, end).
+fn is_thread_heap(s: &SeenMapping, reserved: &HashSet<(u32, u64, u64)>) -> bool {
+    let m = &s.mapping;
+    let Some(full) = m.start.checked_add(THREAD_HEAP_MAX) else {
+        return false;
+    };
+    m.path.is_empty()
+        && m.perms.starts_with("rw")
+        && m.start.is_multiple_of(THREAD_HEAP_MAX)
+        && m.end > m.start
+        && (m.end == full || (m.end < full && reserved.contains(&(s.pid, m.end, full))))
+}
+
 /// A mapping seen in `/proc/PID/maps`, as an object of last resort. It is taken to exist for the
 /// whole run: snapshots are periodic, so their times only bound when it appeared.
 pub fn mapped_object(seen: &SeenMapping) -> ObjectSpec {
@@ -41,6 +84,55 @@ pub fn mapped_object(seen: &SeenMapping) -> ObjectSpec {
     }
 }
 
+/// The mappings the kernel reported ([`reported_object`]), glibc's thread heaps told apart: the
+/// kernel reports the heap's reservation (no access, twice its largest size unless the first
+/// try landed aligned) and then its read-write part at an aligned start, again at each growth.
+pub fn reported_objects(tasks: &[PerfEvent]) -> Vec<ObjectSpec> {
+    let reservations: Vec<(u32, u64, u64)> = tasks
+        .iter()
+        .filter_map(|t| match t {
+            PerfEvent::Mmap {
+                pid,
+                start,
+                len,
+                prot: 0,
+                path,
+                ..
+            } if is_anonymous(path) && *len >= THREAD_HEAP_MAX => {
+                Some((*pid, *start, start.saturating_add(*len)))
+            }
+            _ => None,
+        })
+        .collect();
+    tasks
+        .iter()
+        .filter_map(|t| {
+            let mut o = reported_object(t)?;
+            if o.kind == ObjectKind::Mmap && in_thread_heap_reservation(&o, &reservations) {
+                (o.kind, o.name) = (ObjectKind::Heap, THREAD_HEAP.to_string());
+            }
+            Some(o)
+        })
+        .collect()
+}
+
+/// `o` starts at a multiple of [`THREAD_HEAP_MAX`], within a reservation (pid, start, end) that
+/// holds that much from there and is at most twice as large.
+fn in_thread_heap_reservation(o: &ObjectSpec, reservations: &[(u32, u64, u64)]) -> bool {
+    let Some(full) = o.start.checked_add(THREAD_HEAP_MAX) else {
+        return false;
+    };
+    o.start.is_multiple_of(THREAD_HEAP_MAX)
+        && o.size <= THREAD_HEAP_MAX
+        && reservations.iter().any(|&(pid, from, to)| {
+            pid == o.pid && from <= o.start && full <= to && to - from <= 2 * THREAD_HEAP_MAX
+        })
+}
+
+fn is_anonymous(path: &str) -> bool {
+    path.is_empty() || path.starts_with("//anon") || path.starts_with("/dev/zero")
+}
+
 /// A mapping the kernel reported (perf MMAP2, data mappings included), as an object of last
 /// resort from the moment it was made: it covers what the program maps before the runtime starts
 /// and between two maps snapshots.
@@ -57,8 +149,7 @@ pub fn reported_object(task: &PerfEvent) -> Option<ObjectSpec> {
     else {
         return None;
     };
-    let anonymous = path.is_empty() || path.starts_with("//anon") || path.starts_with("/dev/zero");
-    let (kind, name) = if anonymous {
+    let (kind, name) = if is_anonymous(path) {
         (ObjectKind::Mmap, format!("anonymous mapping {start:#x}"))
     } else if path == "[heap]" {
         // The kernel reports the heap again at each `brk` that grows it.
@@ -92,15 +183,22 @@ pub fn reported_object(task: &PerfEvent) -> Option<ObjectSpec> {
 /// heap is named only once it has grown past its start), so an anonymous mapping starting where
 /// a heap starts is that heap.
 pub fn merge_grown(mut objects: Vec<ObjectSpec>) -> Vec<ObjectSpec> {
-    let heaps: HashSet<(u32, u64)> = objects
+    let heaps: HashMap<(u32, u64), (String, u64)> = objects
         .iter()
         .filter(|o| o.kind == ObjectKind::Heap && !o.tracked)
-        .map(|o| (o.pid, o.start))
+        .map(|o| ((o.pid, o.start), (o.name.clone(), o.size)))
         .collect();
     for o in &mut objects {
-        if o.kind == ObjectKind::Mmap && !o.tracked && heaps.contains(&(o.pid, o.start)) {
-            o.kind = ObjectKind::Heap;
-            o.name = HEAP.to_string();
+        if o.kind != ObjectKind::Mmap || o.tracked {
+            continue;
+        }
+        if let Some((name, size)) = heaps.get(&(o.pid, o.start)) {
+            (o.kind, o.name) = (ObjectKind::Heap, name.clone());
+            // A thread heap's reservation is twice its largest size, of which glibc unmapped
+            // the half it did not align to: what is readable is what the maps showed.
+            if name == THREAD_HEAP {
+                o.size = o.size.min(*size);
+            }
         }
     }
     let mut merged: Vec<ObjectSpec> = Vec::with_capacity(objects.len());
@@ -155,6 +253,108 @@ mod tests {
         assert_eq!(merged.len(), 2);
         assert_eq!((merged[0].size, merged[0].alloc_ns), (0x3000, 10));
         assert_eq!(merged[1].start, 0x9000);
+    }
+
+    fn seen(start: u64, end: u64, perms: &str) -> SeenMapping {
+        SeenMapping {
+            pid: 7,
+            mapping: crate::procmaps::Mapping {
+                start,
+                end,
+                perms: perms.into(),
+                offset: 0,
+                path: String::new(),
+            },
+            first_seen_ns: 1,
+            last_seen_ns: 2,
+        }
+    }
+
+    #[test]
+    fn glibcs_thread_heaps_are_heaps_and_other_anonymous_mappings_are_not() {
+        let at = 0x7f55_6400_0000; // a multiple of 64 MiB
+        let max = THREAD_HEAP_MAX;
+        let objects = mapped_objects(&[
+            // A thread's heap grown to 132 KiB, the rest of its 64 MiB reserved.
+            seen(at, at + 0x21000, "rw-p"),
+            seen(at + 0x21000, at + max, "---p"),
+            // One grown to its largest size.
+            seen(at + max, at + 2 * max, "rw-p"),
+            // A large allocation's own mapping that happens to be aligned, and one that is not.
+            seen(at + 4 * max, at + 4 * max + 0x80_0000, "rw-p"),
+            seen(at + 0x1000, at + 0x1000 + max, "rw-p"),
+            // Reserved after it, but not up to the aligned size: a thread's stack and guard.
+            seen(at + 6 * max, at + 6 * max + 0x1000, "rw-p"),
+            seen(at + 6 * max + 0x1000, at + 6 * max + 0x2000, "---p"),
+            // At the top of the address space (no panic).
+            seen(u64::MAX - 0xfff, u64::MAX, "rw-p"),
+        ]);
+        let kinds: Vec<(ObjectKind, bool)> = objects
+            .iter()
+            .map(|o| (o.kind, o.name == THREAD_HEAP))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (ObjectKind::Heap, true),
+                (ObjectKind::Mmap, false),
+                (ObjectKind::Heap, true),
+                (ObjectKind::Mmap, false),
+                (ObjectKind::Mmap, false),
+                (ObjectKind::Mmap, false),
+                (ObjectKind::Mmap, false),
+                (ObjectKind::Mmap, false),
+            ]
+        );
+        // The arena's reservation, reported by the kernel when it was made, at the heap's start:
+        // it is that thread heap, not the main heap.
+        let mut reservation = objects[0].clone();
+        (reservation.kind, reservation.name) = (ObjectKind::Mmap, "anonymous mapping".into());
+        reservation.size = 2 * max;
+        let merged = merge_grown(vec![objects[0].clone(), reservation]);
+        assert_eq!(merged.len(), 1, "{merged:?}");
+        assert_eq!(
+            (merged[0].name.as_str(), merged[0].size),
+            (THREAD_HEAP, 0x21000)
+        );
+    }
+
+    fn reported(start: u64, len: u64, prot: i32) -> PerfEvent {
+        PerfEvent::Mmap {
+            pid: 7,
+            tid: 8,
+            start,
+            len,
+            pgoff: start,
+            prot: prot as u32,
+            flags: 0x22,
+            path: "//anon".into(),
+            time_ns: start & 0xfff,
+        }
+    }
+
+    #[test]
+    fn a_thread_heap_the_kernel_reported_is_a_heap() {
+        let max = THREAD_HEAP_MAX;
+        let at = 0x7f6d_2c00_0000; // a multiple of 64 MiB
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        let objects = reported_objects(&[
+            // The reservation, unaligned, twice the largest size; then the read-write part at
+            // the aligned start inside it, grown once.
+            reported(at - 0x320_0000, 2 * max, 0),
+            reported(at, 0x21000, rw),
+            reported(at, 0x22000, rw),
+            // Aligned, but in no reservation: a large allocation's own mapping.
+            reported(at + 4 * max, 0x10_0000, rw),
+            // Aligned inside a reservation far larger than a heap's: not glibc's.
+            reported(at + 8 * max, 8 * max, 0),
+            reported(at + 8 * max, 0x1000, rw),
+        ]);
+        let heaps: Vec<bool> = objects.iter().map(|o| o.name == THREAD_HEAP).collect();
+        assert_eq!(heaps, [false, true, true, false, false, false]);
+        let merged = merge_grown(objects);
+        let heap = merged.iter().find(|o| o.name == THREAD_HEAP).unwrap();
+        assert_eq!((heap.start, heap.size), (at, 0x22000));
     }
 
     #[test]

@@ -161,13 +161,8 @@ pub fn write_profile(
         .flat_map(|v| v.objects.iter().cloned())
         .chain(raw.objects.iter().cloned())
         .collect();
-    let mut fallbacks: Vec<ObjectSpec> = raw
-        .maps
-        .mappings()
-        .iter()
-        .map(fallback::mapped_object)
-        .collect();
-    fallbacks.extend(raw.tasks.iter().filter_map(fallback::reported_object));
+    let mut fallbacks = fallback::mapped_objects(&raw.maps.mappings());
+    fallbacks.extend(fallback::reported_objects(&raw.tasks));
     objects.extend(fallback::merge_grown(fallbacks));
     inherit::backdate_main_stacks(&mut objects, &raw.tasks);
     inherit::inherit_objects(&mut objects, &raw.tasks, &raw.faults);
