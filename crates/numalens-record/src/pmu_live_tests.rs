@@ -2,22 +2,17 @@
 
 use super::*;
 
+/// An event of the stand-in's shape with another PMU's type and configuration.
+fn event(perf_type: u32, config: u64) -> LiveEvent {
+    let mut e = stand_in(Some(65_536));
+    (e.name, e.perf_type, e.config) = (format!("pmu {perf_type}"), perf_type, [config, 0, 0]);
+    e
+}
+
 fn ibs() -> LiveEvent {
-    LiveEvent {
-        name: "ibs_op//".into(),
-        perf_type: 11,
-        config: [1 << 16, 0, 0],
-        leader_config: None,
-        precise_ip: 0,
-        raw: true,
-        cpus: None,
-        meaning: EventMeaning {
-            ibs: true,
-            default_kind: SampleKind::Load,
-            fixed_period: 65_536,
-        },
-        spe: None,
-    }
+    let mut e = event(11, 1 << 16);
+    (e.raw, e.meaning.ibs) = (true, true);
+    e
 }
 
 const ALL: Features = Features::ALL;
@@ -149,25 +144,13 @@ fn only_the_refused_event_steps_back() {
 }
 
 fn spe() -> LiveEvent {
-    LiveEvent {
-        name: "arm_spe_0//".into(),
-        perf_type: 9,
-        config: [1 | 1 << 1 | 1 << 33 | 1 << 34, 0, 0],
-        leader_config: None,
-        precise_ip: 0,
-        raw: false,
-        cpus: None,
-        meaning: EventMeaning {
-            ibs: false,
-            default_kind: SampleKind::Load,
-            fixed_period: 65_536,
-        },
-        spe: Some(crate::spe_event::SpeSetup {
-            neoverse: false,
-            physical_bits: [1 << 1, 0, 0],
-            filter_bits: [1 << 33 | 1 << 34, 0, 0],
-        }),
-    }
+    let mut e = event(9, 1 | 1 << 1 | 1 << 33 | 1 << 34);
+    e.spe = Some(crate::spe_event::SpeSetup {
+        neoverse: false,
+        physical_bits: [1 << 1, 0, 0],
+        filter_bits: [1 << 33 | 1 << 34, 0, 0],
+    });
+    e
 }
 
 #[test]
