@@ -162,7 +162,11 @@ impl Features {
     fn step_back(&mut self, error: &SamplerError, precise_ip: u8, spe: bool) -> bool {
         let denied = matches!(error, SamplerError::Denied(_));
         let invalid = error.is_invalid();
-        if denied && self.kernel {
+        if denied && spe && self.phys_addr {
+            // SPE's physical addresses need CAP_PERFMON whatever perf_event_paranoid says: they
+            // go first, so that kernel-mode samples are not given up for them.
+            (self.phys_addr, self.phys_addr_denied) = (false, true);
+        } else if denied && self.kernel {
             self.kernel = false;
         } else if denied && self.phys_addr {
             (self.phys_addr, self.phys_addr_denied) = (false, true);
@@ -292,14 +296,13 @@ fn ring_reader(
     let physical = Arc::clone(physical);
     let trailer = Trailer::of(attr.sample_type);
     match event.spe {
-        Some(spe) => RingReader::Spe(Arc::new(SpeReader {
-            meaning: SpeMeaning {
+        Some(spe) => {
+            let meaning = SpeMeaning {
                 interval: event.meaning.fixed_period,
                 neoverse: spe.neoverse,
-            },
-            physical,
-            trailer,
-        })),
+            };
+            RingReader::Spe(Arc::new(SpeReader::new(meaning, physical, trailer)))
+        }
         None => RingReader::Precise(Arc::new(PreciseReader {
             layout: Layout {
                 sample_type: attr.sample_type,
@@ -363,6 +366,8 @@ fn precise_attr(event: &LiveEvent, want: Features) -> perf_event_attr {
         attr.read_format = sys::PERF_FORMAT_LOST as u64;
     }
     attr.set_precise_ip(u64::from(event.precise_ip.saturating_sub(want.precise_cut)));
+    // SPE's records are told apart by the threads' switches (`spe_live.rs`).
+    attr.set_context_switch(u64::from(event.spe.is_some()));
     attr
 }
 

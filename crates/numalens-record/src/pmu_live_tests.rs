@@ -167,10 +167,18 @@ fn an_spe_event_asks_for_no_samples_and_steps_back_through_its_terms() {
         RingReader::Spe(_)
     ));
 
-    // Refused for privilege: kernel-mode samples, then physical addresses (`pa_enable`).
+    assert_eq!(
+        attr.context_switch(),
+        1,
+        "its records are split by the switches"
+    );
+    assert_eq!(precise_attr(&ibs(), ALL).context_switch(), 0);
+    // Refused for privilege: physical addresses first (`pa_enable` needs CAP_PERFMON whatever
+    // perf_event_paranoid says), then kernel-mode samples.
     let events = [event];
     let mut want = Wanted::all(1);
     assert!(want.step_back(&events, &refusal(0, libc::EACCES)));
+    assert!(!want.events[0].phys_addr && want.events[0].kernel);
     assert!(want.step_back(&events, &refusal(0, libc::EACCES)));
     let attr = precise_attr(&events[0], want.events[0]);
     assert_eq!(attr.config, 1 | 1 << 33 | 1 << 34, "pa_enable cleared");

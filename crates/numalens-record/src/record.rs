@@ -345,6 +345,7 @@ pub fn run_with(
         .max(crate::outlive::logged_processes(&events_dir));
     let outlived = first_exit.and_then(|first| first.outlived(processes));
     let lost = sampler.as_ref().map(|s| s.lost()).unwrap_or_default();
+    let incomplete = sampler.as_mut().map(spe_notes).unwrap_or_default();
     let (exit, reaper) = match exit {
         Ended::Reaped(exit) => (exit, None),
         Ended::Exiting => (
@@ -376,7 +377,7 @@ pub fn run_with(
         sampler: sampler.map(|s| s.info),
         start_unix_ns,
         end_unix_ns: None,
-        incomplete: Vec::new(),
+        incomplete,
         clock_origin_ns,
         host: this_host(),
         page_size,
@@ -394,6 +395,23 @@ pub fn run_with(
         end,
         inst_staging,
     })
+}
+
+/// What an SPE event's AUX area says of the recording: a reason it is incomplete when the area
+/// filled, and the chunks with colliding samples in the backend's settings.
+fn spe_notes(sampler: &mut crate::sampler::Sampler) -> Vec<String> {
+    let collisions = sampler.spe_collisions();
+    if collisions > 0 {
+        let settings = &mut sampler.info.settings;
+        settings.insert("spe_collisions".into(), collisions.into());
+    }
+    match sampler.spe_truncated() {
+        0 => Vec::new(),
+        n => vec![format!(
+            "Arm SPE's AUX area filled {n} times: the samples until the recorder emptied it \
+             were lost; a larger --ring-pages gives the area more room"
+        )],
+    }
 }
 
 /// The environment the runtimes read: where to write, what to record, the plan's rules, and

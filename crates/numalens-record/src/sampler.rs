@@ -110,9 +110,17 @@ impl EventRings<'_> {
     }
 }
 
+/// Pages of the ring of an event that writes an AUX area: it carries only the announcements of
+/// chunks and the threads' switches; the pages asked for go to the area.
+const AUX_EVENT_RING_PAGES: usize = 16;
+
 /// The sampler of one task tree.
 pub struct Sampler {
     rings: Vec<(PerfRing, RingReader)>,
+    /// Times an SPE event's AUX area filled (the kernel stopped the event until it was enabled
+    /// again), and chunks with colliding samples.
+    spe_truncated: u64,
+    spe_collisions: u64,
     /// The counting leaders of grouped events, kept open as long as their members.
     leaders: Vec<OwnedFd>,
     pub info: SamplerInfo,
@@ -145,8 +153,14 @@ impl Sampler {
                     ),
                     None => None,
                 };
+                let ring_pages = if event.has_aux() {
+                    pages.min(AUX_EVENT_RING_PAGES)
+                } else {
+                    pages
+                };
                 let ring = loop {
-                    match PerfRing::open(&event.attr, (pid, cpu as i32), leader.as_ref(), pages) {
+                    let at = (pid, cpu as i32);
+                    match PerfRing::open(&event.attr, at, leader.as_ref(), ring_pages) {
                         // Rings count against perf_event_mlock_kb; shrink before giving up.
                         Err(e)
                             if e.raw_os_error() == Some(libc::EPERM)
@@ -173,6 +187,8 @@ impl Sampler {
         info.ring_pages = pages;
         Ok(Sampler {
             rings,
+            spe_truncated: 0,
+            spe_collisions: 0,
             leaders,
             info,
         })
@@ -229,15 +245,30 @@ impl Sampler {
         }
     }
 
+    /// How often an SPE event's AUX area filled: samples were lost each time until the
+    /// recorder emptied it and enabled the event again.
+    pub fn spe_truncated(&self) -> u64 {
+        self.spe_truncated
+    }
+
+    /// SPE chunks in which samples collided (the interval is short for the hardware).
+    pub fn spe_collisions(&self) -> u64 {
+        self.spe_collisions
+    }
+
     /// Decodes and hands out every record now in the rings.
     pub fn drain(&mut self, mut sink: impl FnMut(PerfEvent)) -> usize {
         let mut count = 0;
         for (ring, reader) in &mut self.rings {
             if let RingReader::Spe(spe) = reader {
                 let drained = spe.drain(ring, &mut sink);
-                if drained.truncated {
-                    ring.mark_filled();
+                if drained.truncated > 0 {
+                    // The kernel stopped the event when the area filled; the space is free
+                    // again: enabling the event enables every thread's copy of it.
+                    let _ = ring.enable();
+                    self.spe_truncated += drained.truncated;
                 }
+                self.spe_collisions += drained.collisions;
                 count += drained.records;
                 continue;
             }

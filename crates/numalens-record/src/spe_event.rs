@@ -29,7 +29,7 @@ pub struct SpeSetup {
     /// The cores write the Neoverse data source encoding.
     pub neoverse: bool,
     /// The configuration bits of `pa_enable`: cleared when the kernel refuses physical
-    /// addresses (they need the privilege kernel-mode samples need).
+    /// addresses (the driver takes them only from a user with CAP_PERFMON).
     pub physical_bits: [u64; 3],
     /// The bits of the load and store filters: cleared when the PMU refuses filtering by type.
     pub filter_bits: [u64; 3],

@@ -1,68 +1,121 @@
 //! Arm SPE recorded live: the event's packets come in its AUX area (`aux.rs`), in chunks that
-//! `PERF_RECORD_AUX` records of its ring announce. Each chunk is one thread's: the event follows
-//! the program's tasks, and the kernel closes the area's chunk whenever the task is switched
-//! out or the area's watermark interrupts it, writing the record with the running task's pid,
-//! tid, CPU and time. The packets are decoded by the reader `numalens import` uses for SPE
+//! `PERF_RECORD_AUX` records of its ring announce, each with the pid, tid, CPU and time of the
+//! task running when the kernel closed it (at a switch, or when the area's watermark
+//! interrupted). The packets are decoded by the reader `numalens import` uses for SPE
 //! recordings.
 //!
-//! The thread is the chunk's, not a context packet's: the hardware writes context packets only
-//! for privileged users on kernels that keep the thread id in `CONTEXTIDR_EL1`, and then with
-//! the id of the kernel's first pid namespace, which is not the recorder's in a container.
+//! The thread: a chunk is not always one thread's. Sibling threads of the program share an
+//! equivalent set of events, and the kernel switches between them without stopping the event
+//! (it swaps their contexts), so no chunk closes there. The event therefore also asks for the
+//! context-switch records (`PERF_RECORD_SWITCH`), written before that swap, and a record is the
+//! thread's that ran on the chunk's CPU at the record's time (`CpuThreads`); the chunk's thread
+//! is the answer only where the switches do not say. Context packets are not used: the hardware
+//! writes them only for privileged users on kernels that keep the thread id in
+//! `CONTEXTIDR_EL1`, and with the ids of the first pid namespace, not the recorder's.
 //!
 //! Times: each record ends with the generic timer's count; the ring's first page says how counts
 //! become the kernel's `perf_clock` (`sched_clock` on arm64), not the `CLOCK_MONOTONIC` of every
-//! other record. The two clocks differ by an offset: each chunk's is taken as the one that puts
-//! its last record at the chunk's close, whose time is on `CLOCK_MONOTONIC` (the records of a
-//! chunk are microseconds apart at the default interval, and the chunk closes when the last was
-//! written or when the task stops running). A record without a count, or a kernel that gives no
-//! conversion, gets the chunk's close time.
+//! other record. A chunk closes after its last record was written, so its close time minus its
+//! last record's `perf_clock` time is never less than the offset between the two clocks; the
+//! least such bound over the chunks of the last [`OFFSET_WINDOW_NS`] is taken (a chunk closed
+//! late, after a system call or a wait, only raises its own bound), which also follows a slow
+//! drift between the clocks. A record without a count, or a kernel that gives no conversion,
+//! gets its chunk's close time; no record is placed after its chunk's close.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 
+use numalens_assemble::perf_sample::cpu_threads::CpuThreads;
 use numalens_assemble::perf_sample::physical::PhysicalNodes;
 use numalens_assemble::perf_sample::spe::{Records, SpeRecord, TimeConv};
 use numalens_assemble::perf_sample::spe_access::{self, SpeMeaning, SpeOrigin};
 use numalens_assemble::raw::PerfEvent;
+use perf_event_open_sys::bindings as sys;
 
 use crate::aux::{AuxArea, AuxChunk};
 use crate::perf::PerfRing;
-use crate::records::{Trailer, decode_task};
+use crate::records::{Fields, Trailer, decode_task};
+
+/// How far back the chunks bounding the clocks' offset are remembered.
+pub const OFFSET_WINDOW_NS: u64 = 2_000_000_000;
+
+/// How long the threads' runs of each CPU are remembered after the latest chunk closed.
+const RUNS_KEPT_NS: u64 = 10_000_000_000;
 
 /// How an SPE event's ring and AUX area are read.
 pub struct SpeReader {
     pub meaning: SpeMeaning,
     pub physical: Arc<PhysicalNodes>,
     pub trailer: Trailer,
+    /// What the rings have said so far (every CPU's ring is drained by the same reader).
+    state: Mutex<SpeState>,
+}
+
+#[derive(Default)]
+struct SpeState {
+    threads: CpuThreads,
+    offset: OffsetWindow,
 }
 
 /// What reading one ring's new chunks gave.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpeDrained {
     pub records: usize,
-    /// The area had filled: the kernel dropped packets after a chunk.
-    pub truncated: bool,
+    /// Chunks after which the area had filled: the kernel dropped packets and stopped the
+    /// event until it is enabled again.
+    pub truncated: u64,
+    /// Chunks in which a sample was dropped because the previous one was still being taken
+    /// (the interval is too short for the hardware).
+    pub collisions: u64,
     /// Bytes that were not packets.
     pub bad_bytes: u64,
 }
 
 impl SpeReader {
+    pub fn new(meaning: SpeMeaning, physical: Arc<PhysicalNodes>, trailer: Trailer) -> Self {
+        SpeReader {
+            meaning,
+            physical,
+            trailer,
+            state: Mutex::default(),
+        }
+    }
+
     /// Reads every record now in `ring` and the AUX chunks they announce, hands out their
     /// accesses and the other records, and gives the chunks' space back to the kernel.
     pub fn drain(&self, ring: &mut PerfRing, sink: &mut dyn FnMut(PerfEvent)) -> SpeDrained {
         let mut chunks = Vec::new();
         let mut drained = SpeDrained {
-            records: ring.drain(|bytes| match AuxChunk::parse(bytes) {
-                Some(chunk) => chunks.push(chunk),
-                None => decode_task(bytes, self.trailer)
-                    .into_iter()
-                    .for_each(&mut *sink),
-            }),
+            records: ring.drain(|bytes| self.take_record(bytes, &mut chunks, sink)),
             ..SpeDrained::default()
         };
         if let Some(aux) = ring.aux_mut() {
             self.read_chunks(aux, &chunks, &mut drained, sink);
         }
         drained
+    }
+
+    /// One record of the ring: a chunk to read, a context switch, or another record.
+    pub fn take_record(
+        &self,
+        bytes: &[u8],
+        chunks: &mut Vec<AuxChunk>,
+        sink: &mut dyn FnMut(PerfEvent),
+    ) {
+        if let Some(chunk) = AuxChunk::parse(bytes) {
+            chunks.push(chunk);
+        } else if crate::records::kind(bytes) == Some(sys::PERF_RECORD_SWITCH) {
+            if let Some((out, cpu, time_ns, task)) = switch(bytes) {
+                let threads = &mut self.state.lock().unwrap_or_else(|e| e.into_inner()).threads;
+                if out {
+                    threads.switch_out(cpu, time_ns, task);
+                } else {
+                    threads.switch_in(cpu, time_ns, task);
+                }
+            }
+        } else if let Some(event) = decode_task(bytes, self.trailer) {
+            sink(event);
+        }
     }
 
     /// Decodes `chunks` of `aux` in order and releases each.
@@ -74,32 +127,49 @@ impl SpeReader {
         sink: &mut dyn FnMut(PerfEvent),
     ) {
         let conv = aux.time_conv();
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let mut records = Vec::new();
+        let mut latest_close = 0;
         for chunk in chunks {
             records.clear();
             let mut reading = Records::new(aux.chunk(chunk.offset, chunk.size));
             records.extend(reading.by_ref().filter(spe_access::is_access));
             drained.bad_bytes += reading.bad;
-            self.emit(chunk, &records, conv, sink);
+            if chunk.flags & u64::from(sys::PERF_AUX_FLAG_PARTIAL) != 0 {
+                // The hardware says the chunk's last record is incomplete.
+                records.pop();
+            }
+            let clock = ChunkClock::new(chunk, &records, conv, &mut state.offset);
+            self.emit(chunk, &records, &clock, &state.threads, sink);
             aux.release(chunk.offset.saturating_add(chunk.size));
-            drained.truncated |= chunk.truncated();
+            drained.truncated += u64::from(chunk.truncated());
+            drained.collisions +=
+                u64::from(chunk.flags & u64::from(sys::PERF_AUX_FLAG_COLLISION) != 0);
+            latest_close = latest_close.max(chunk.time_ns);
         }
+        state
+            .threads
+            .forget_before(latest_close.saturating_sub(RUNS_KEPT_NS));
     }
 
     fn emit(
         &self,
         chunk: &AuxChunk,
         records: &[SpeRecord],
-        conv: Option<TimeConv>,
+        clock: &ChunkClock,
+        threads: &CpuThreads,
         sink: &mut dyn FnMut(PerfEvent),
     ) {
-        let clock = ChunkClock::new(chunk, records, conv);
         for r in records {
+            let time_ns = clock.time(r.timestamp);
+            let (pid, tid) = threads
+                .at(chunk.cpu, time_ns)
+                .unwrap_or((chunk.pid, chunk.tid));
             let origin = SpeOrigin {
-                pid: chunk.pid,
-                tid: chunk.tid,
+                pid,
+                tid,
                 cpu: Some(chunk.cpu),
-                time_ns: clock.time(r.timestamp),
+                time_ns,
             };
             if let Some(a) = spe_access::access(r, origin, self.meaning, &self.physical) {
                 sink(PerfEvent::Access(a));
@@ -108,19 +178,65 @@ impl SpeReader {
     }
 }
 
-/// The `CLOCK_MONOTONIC` time of a chunk's timer counts (see the module's comment).
+/// A `PERF_RECORD_SWITCH` of an event whose `sample_id` holds TID, TIME, CPU and IDENTIFIER:
+/// whether the task switched out, its CPU, the time and the task.
+fn switch(bytes: &[u8]) -> Option<(bool, u32, u64, (u32, u32))> {
+    let misc = u16::from_le_bytes(bytes.get(4..6)?.try_into().ok()?);
+    let out = u32::from(misc) & sys::PERF_RECORD_MISC_SWITCH_OUT != 0;
+    let mut f = Fields::after_header(bytes);
+    let task = f.u32_pair()?;
+    let time_ns = f.u64()?;
+    let (cpu, _) = f.u32_pair()?;
+    Some((out, cpu, time_ns, task))
+}
+
+/// `CLOCK_MONOTONIC − perf_clock` as the chunks bound it (see the module's comment): the least
+/// bound of the chunks closed in the last [`OFFSET_WINDOW_NS`], kept as a sliding minimum.
+#[derive(Default)]
+struct OffsetWindow {
+    /// (close time, bound), bounds increasing from front to back.
+    bounds: VecDeque<(u64, i128)>,
+}
+
+impl OffsetWindow {
+    /// Takes the bound of a chunk closed at `close_ns` and returns the offset to use.
+    fn observe(&mut self, close_ns: u64, bound: i128) -> i128 {
+        while self.bounds.back().is_some_and(|&(_, b)| b >= bound) {
+            self.bounds.pop_back();
+        }
+        self.bounds.push_back((close_ns, bound));
+        while self.bounds.len() > 1
+            && self
+                .bounds
+                .front()
+                .is_some_and(|&(at, _)| at.saturating_add(OFFSET_WINDOW_NS) < close_ns)
+        {
+            self.bounds.pop_front();
+        }
+        self.bounds.front().map_or(bound, |&(_, b)| b)
+    }
+}
+
+/// The `CLOCK_MONOTONIC` time of a chunk's timer counts.
 struct ChunkClock {
     conv: Option<TimeConv>,
-    /// `CLOCK_MONOTONIC` minus `perf_clock`, in ns.
     offset: i128,
     close_ns: u64,
 }
 
 impl ChunkClock {
-    fn new(chunk: &AuxChunk, records: &[SpeRecord], conv: Option<TimeConv>) -> Self {
+    fn new(
+        chunk: &AuxChunk,
+        records: &[SpeRecord],
+        conv: Option<TimeConv>,
+        window: &mut OffsetWindow,
+    ) -> Self {
         let last = records.iter().rev().find_map(|r| r.timestamp);
         let offset = match (conv, last) {
-            (Some(c), Some(count)) => i128::from(chunk.time_ns) - i128::from(c.perf_time(count)),
+            (Some(c), Some(count)) => {
+                let bound = i128::from(chunk.time_ns) - i128::from(c.perf_time(count));
+                window.observe(chunk.time_ns, bound)
+            }
             _ => 0,
         };
         ChunkClock {
@@ -172,18 +288,14 @@ mod tests {
     }
 
     fn reader() -> SpeReader {
-        SpeReader {
-            meaning: SpeMeaning {
-                interval: 65_536,
-                neoverse: false,
-            },
-            // Blocks of 128 MiB: 0–3 on node 0, 4–7 on node 1.
-            physical: Arc::new(PhysicalNodes::from_runs(
-                1 << 27,
-                vec![(0, 4, 0), (4, 4, 1)],
-            )),
-            trailer: Trailer::of(crate::pmu_live::SPE_SAMPLE_TYPE),
-        }
+        let meaning = SpeMeaning {
+            interval: 65_536,
+            neoverse: false,
+        };
+        // Blocks of 128 MiB: 0–3 on node 0, 4–7 on node 1.
+        let physical = PhysicalNodes::from_runs(1 << 27, vec![(0, 4, 0), (4, 4, 1)]);
+        let trailer = Trailer::of(crate::pmu_live::SPE_SAMPLE_TYPE);
+        SpeReader::new(meaning, Arc::new(physical), trailer)
     }
 
     #[test]
@@ -210,8 +322,10 @@ mod tests {
         fake.page.time_zero = 10_000;
         fake.page.__bindgen_anon_1.capabilities = 1 << 4;
         let mut area = fake.area();
-        // perf_clock of count 1 100 is 12 200; the chunk closed at monotonic 500 300: the
-        // clocks are 488 100 apart.
+        // perf_clock of count 1 100 is 12 200; the first chunk closed at monotonic 500 300: the
+        // clocks are at most 488 100 apart. The second closed well after its last record (its
+        // thread waited in the kernel): its own bound, 585 800, is larger, and the least one
+        // places its records.
         let chunk = |offset, size, tid, time_ns, flags| AuxChunk {
             offset,
             size,
@@ -223,7 +337,7 @@ mod tests {
         };
         let chunks = [
             chunk(256, 128, 41, 500_300, 0),
-            chunk(384, 192, 42, 600_000, 1),
+            chunk(384, 192, 42, 600_000, 1 | 8),
         ];
         let mut got = Vec::new();
         let mut drained = SpeDrained::default();
@@ -244,8 +358,8 @@ mod tests {
             [
                 (41, 0x7f00_0000_1000, SampleKind::Load, Some(1), 500_100),
                 (41, 0x7f00_0000_2040, SampleKind::Store, Some(0), 500_300),
-                (42, 0x7f00_0000_3000, SampleKind::Load, Some(1), 599_800),
-                (42, 0x7f00_0000_4000, SampleKind::Store, Some(0), 600_000),
+                (42, 0x7f00_0000_3000, SampleKind::Load, Some(1), 502_100),
+                (42, 0x7f00_0000_4000, SampleKind::Store, Some(0), 502_300),
             ]
         );
         let a = &got[0];
@@ -255,7 +369,11 @@ mod tests {
         );
         assert_eq!(a.data_source, DataSource::RemoteDram);
         assert_eq!(area.tail(), 384 + 192, "both chunks given back");
-        assert!(drained.truncated, "the second chunk says the area filled");
+        assert_eq!(
+            drained.truncated, 1,
+            "the second chunk says the area filled"
+        );
+        assert_eq!(drained.collisions, 1);
         assert_eq!(drained.bad_bytes, 0);
     }
 
@@ -284,6 +402,91 @@ mod tests {
             }
         });
         assert_eq!(times, [777, 777]);
-        assert!(!drained.truncated);
+        assert_eq!(drained.truncated, 0);
+    }
+
+    /// A `PERF_RECORD_SWITCH` as the kernel writes it for the SPE event's sample_id.
+    fn switch_record(out: bool, (pid, tid): (u32, u32), time_ns: u64, cpu: u32) -> Vec<u8> {
+        let misc = if out {
+            sys::PERF_RECORD_MISC_SWITCH_OUT
+        } else {
+            0
+        };
+        let mut bytes = sys::PERF_RECORD_SWITCH.to_le_bytes().to_vec();
+        bytes.extend((misc as u16).to_le_bytes());
+        bytes.extend(40u16.to_le_bytes());
+        for word in [
+            u64::from(pid) | u64::from(tid) << 32,
+            time_ns,
+            u64::from(cpu),
+            99,
+        ] {
+            bytes.extend(word.to_le_bytes());
+        }
+        bytes
+    }
+
+    #[test]
+    fn a_chunk_spanning_a_switch_between_sibling_threads_is_split_by_the_switches() {
+        // The kernel switched CPU 1 from thread 41 to thread 42 without stopping the event
+        // (their contexts were swapped): one chunk, closed for 42, holds both threads' records.
+        let mut fake = FakeAux::new(256);
+        let mut bytes = Vec::new();
+        for (i, count) in [1_000, 1_100, 1_200, 1_300].into_iter().enumerate() {
+            record(&mut bytes, false, 0x1000 * (i as u64 + 1), 0, count);
+        }
+        fake.area.copy_from_slice(&bytes);
+        fake.page.time_shift = 1;
+        fake.page.time_mult = 4;
+        fake.page.time_zero = 10_000;
+        fake.page.__bindgen_anon_1.capabilities = 1 << 4;
+        let mut area = fake.area();
+        let reader = reader();
+        let mut chunks = Vec::new();
+        let mut other = Vec::new();
+        for record in [
+            switch_record(false, (40, 41), 599_000, 1),
+            switch_record(true, (40, 41), 599_700, 1),
+            switch_record(false, (40, 42), 599_700, 1),
+            // Another CPU's switches say nothing of CPU 1.
+            switch_record(false, (40, 43), 599_500, 2),
+        ] {
+            reader.take_record(&record, &mut chunks, &mut |e| other.push(e));
+        }
+        assert!(chunks.is_empty() && other.is_empty());
+        let chunk = AuxChunk {
+            offset: 0,
+            size: 256,
+            flags: 0,
+            pid: 40,
+            tid: 42,
+            time_ns: 600_000,
+            cpu: 1,
+        };
+        let mut got = Vec::new();
+        let mut drained = SpeDrained::default();
+        reader.read_chunks(&mut area, &[chunk], &mut drained, &mut |e| {
+            if let PerfEvent::Access(a) = e {
+                got.push((a.tid, a.time_ns))
+            }
+        });
+        // Counts 1 000–1 300 are perf_clock 12 000–12 600, monotonic 599 400–600 000.
+        assert_eq!(
+            got,
+            [(41, 599_400), (41, 599_600), (42, 599_800), (42, 600_000)]
+        );
+    }
+
+    #[test]
+    fn the_clocks_offset_is_the_least_bound_of_the_recent_chunks() {
+        let mut w = OffsetWindow::default();
+        let s = 1_000_000_000;
+        assert_eq!(w.observe(0, 100), 100);
+        assert_eq!(w.observe(s, 150), 100, "a chunk closed late");
+        assert_eq!(w.observe(s + 1, 90), 90);
+        // Past the window, an older least bound no longer holds (the clocks drift).
+        assert_eq!(w.observe(2 * s + 2, 95), 90);
+        assert_eq!(w.observe(3 * s + 2, 97), 95);
+        assert_eq!(w.observe(6 * s, 120), 120);
     }
 }

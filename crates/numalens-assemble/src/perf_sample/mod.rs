@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod bytes;
+pub mod cpu_threads;
 pub mod data_src;
 pub mod ibs;
 pub mod physical;
