@@ -6,12 +6,19 @@
 
 use ahash::AHashMap;
 use linux_perf_data::UserRecordType;
-use linux_perf_data::linux_perf_event_reader::RawData;
+use linux_perf_data::linux_perf_event_reader::{RawData, RawEventRecord, RecordType};
 use numalens_assemble::perf_sample::bytes::Bytes;
+use numalens_assemble::perf_sample::cpu_threads::CpuThreads;
 use numalens_assemble::perf_sample::physical::PhysicalNodes;
 use numalens_assemble::perf_sample::spe::{self, Records, SpeRecord, TimeConv};
 use numalens_assemble::perf_sample::spe_access::{self, SpeMeaning, SpeOrigin};
 use numalens_assemble::raw::Access;
+
+/// `PERF_RECORD_MISC_SWITCH_OUT`.
+const MISC_SWITCH_OUT: u16 = 1 << 13;
+
+/// How long the threads' runs of each CPU are remembered after the latest record.
+const RUNS_KEPT_NS: u64 = 10_000_000_000;
 
 /// `perf_record_auxtrace_info.type` of Arm SPE.
 const AUXTRACE_ARM_SPE: u32 = 4;
@@ -29,8 +36,16 @@ pub struct SpeReading {
     interval: u64,
     /// Bytes of the AUX data that were not packets.
     pub bad_bytes: u64,
-    /// The threads of the buffers' stretches (`PERF_RECORD_AUX`).
+    /// The latest record's time so far.
+    latest_ns: Option<u64>,
+    /// Samples whose stretch's AUX record had not been read yet (CPU, byte of the buffer),
+    /// when they are held for it ([`SpeReading::defer_unknown_threads`]).
+    deferred: Option<Vec<(u32, u64, SpeSample)>>,
+    /// The threads of the buffers' stretches (`PERF_RECORD_AUX`), for recordings without
+    /// switch records.
     pub owners: AuxOwners,
+    /// Which thread ran on each CPU when, from the switch records.
+    threads: CpuThreads,
 }
 
 /// Which thread each stretch of a CPU's AUX buffer was written for, from the kernel's
@@ -72,6 +87,7 @@ impl AuxOwners {
 }
 
 /// An SPE record of a load or store, with what the AUXTRACE record says of where it was taken.
+#[derive(Debug, Clone)]
 pub struct SpeSample {
     pub record: SpeRecord,
     /// Thread id: the context packet's, else the AUXTRACE record's (per-thread recording), else
@@ -91,6 +107,52 @@ impl SpeReading {
             neoverse: spe::neoverse_data_source(midr),
             interval: 1,
             ..SpeReading::default()
+        }
+    }
+
+    /// Holds the samples of a thread not known yet until [`SpeReading::finish_deferred`] (a
+    /// pass that reads the file in its order, where a stretch's AUX record may come after its
+    /// data).
+    pub fn defer_unknown_threads(&mut self) {
+        self.deferred = Some(Vec::new());
+    }
+
+    /// The held samples, with the threads the AUX records read since give them.
+    pub fn finish_deferred(&mut self, sink: &mut dyn FnMut(&SpeReading, SpeSample)) {
+        self.owners.finish();
+        for (cpu, at, mut sample) in self.deferred.take().unwrap_or_default() {
+            if let Some((pid, tid)) = self.owners.owner(cpu, at) {
+                (sample.pid, sample.tid) = (Some(pid), Some(tid));
+            }
+            sink(self, sample);
+        }
+    }
+
+    /// Takes a kernel record: a context switch (`PERF_RECORD_SWITCH`, or `_CPU_WIDE` of a
+    /// system-wide recording) says which thread runs on its CPU from its time.
+    pub fn kernel_record(&mut self, record: &RawEventRecord<'_>) {
+        if !matches!(
+            record.record_type,
+            RecordType::SWITCH | RecordType::SWITCH_CPU_WIDE
+        ) {
+            return;
+        }
+        let Ok(common) = record.common_data() else {
+            return;
+        };
+        let as_u32 = |v: Option<i32>| v.and_then(|v| u32::try_from(v).ok());
+        let (Some(cpu), Some(time), Some(pid), Some(tid)) = (
+            common.cpu,
+            common.timestamp,
+            as_u32(common.pid),
+            as_u32(common.tid),
+        ) else {
+            return;
+        };
+        if record.misc & MISC_SWITCH_OUT != 0 {
+            self.threads.switch_out(cpu, time, (pid, tid));
+        } else {
+            self.threads.switch_in(cpu, time, (pid, tid));
         }
     }
 
@@ -144,19 +206,45 @@ impl SpeReading {
                 continue;
             }
             let count = record.timestamp.unwrap_or(0);
+            let time_ns = self.time.map_or(count, |t| t.perf_time(count));
             // The record's last byte: within the stretch that held it.
             let at = offset.wrapping_add(records.position().saturating_sub(1) as u64);
-            let owner = known(cpu).and_then(|c| self.owners.owner(c, at));
+            let owner = known(cpu).and_then(|c| self.thread_at(c, time_ns, at));
             let sample = SpeSample {
                 tid: record.context.or(known(tid)).or(owner.map(|o| o.1)),
                 pid: owner.map(|o| o.0),
                 cpu: known(cpu),
-                time_ns: self.time.map_or(count, |t| t.perf_time(count)),
+                time_ns,
                 record,
             };
+            // perf reads a CPU's ring before its AUX buffer, so a stretch closed in between is
+            // copied before its AUX record: in a pass in file order, its samples wait for it.
+            if let (None, Some(deferred), Some(c)) =
+                (sample.tid, self.deferred.as_mut(), known(cpu))
+                && self.threads.is_empty()
+            {
+                deferred.push((c, at, sample));
+                continue;
+            }
             sink(self, sample);
         }
         self.bad_bytes += records.bad;
+        if let Some(latest) = self.latest_ns {
+            self.threads
+                .forget_before(latest.saturating_sub(RUNS_KEPT_NS));
+        }
+    }
+
+    /// Who ran on `cpu` at `time_ns`, by the switch records; without any, the task of the AUX
+    /// record whose stretch holds byte `at` of the CPU's buffer (the kernel closes a stretch at
+    /// a switch, though not between sibling threads whose contexts it swaps).
+    fn thread_at(&mut self, cpu: u32, time_ns: u64, at: u64) -> Option<(u32, u32)> {
+        self.latest_ns = Some(self.latest_ns.unwrap_or(0).max(time_ns));
+        if self.threads.is_empty() {
+            return self.owners.owner(cpu, at);
+        }
+        // The idle task is no thread of a program.
+        self.threads.at(cpu, time_ns).filter(|&(_, tid)| tid != 0)
     }
 
     /// The access an SPE sample stands for; `pid_of` gives a thread's process.

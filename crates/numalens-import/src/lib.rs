@@ -198,7 +198,7 @@ impl AccessStream for SecondPass {
             let file = open(&path).map_err(|e| e.to_string())?;
             let mut batch = Vec::with_capacity(BATCH);
             let mut stopped = false;
-            let read = read::stream_accesses(file, (&pids, &owners), &mut |a| {
+            let read = read::stream_accesses(file, (&pids, owners), &mut |a| {
                 batch.push(a);
                 if batch.len() == BATCH && !stopped {
                     let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));

@@ -244,6 +244,7 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
         .collect();
     let mut body = Vec::new();
     let mut spe = SpeReading::new(&reading.cpuid);
+    spe.defer_unknown_threads();
     let mut spe_threads = SpeThreads::default();
     // Read in the file's order: what is kept is put in time order after.
     let order = Order::File;
@@ -252,6 +253,7 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
             Rec::Sample(attr_index, data) => (attr_index, data),
             Rec::Event(record) => {
                 add_aux_owner(&mut spe.owners, &record, reading.big_endian);
+                spe.kernel_record(&record);
                 return take_task(&mut d, &record, reading.big_endian);
             }
             Rec::User(user) => {
@@ -278,6 +280,7 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
         }
         Ok(())
     })?;
+    spe.finish_deferred(&mut |_, s| spe_threads.add(&s));
     d.accesses.settle();
     // perf's order of records of one time is the file's: a stable sort keeps it.
     d.tasks.sort_by_key(task_time);
@@ -289,7 +292,6 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
     }
     spe_threads.into_stats(&mut d.accesses, &d.pids);
     d.truncated += u64::from(spe.bad_bytes > 0);
-    spe.owners.finish();
     d.aux_owners = spe.owners;
     Ok(d)
 }
@@ -343,7 +345,7 @@ fn processes(tasks: &[PerfEvent]) -> ahash::AHashMap<u32, u32> {
 /// The second pass: every memory sample with a data address, in time order, to `sink`.
 pub fn stream_accesses(
     file: std::fs::File,
-    (pids, owners): (&ahash::AHashMap<u32, u32>, &AuxOwners),
+    (pids, owners): (&ahash::AHashMap<u32, u32>, AuxOwners),
     sink: &mut dyn FnMut(Access),
 ) -> Result<(), ImportError> {
     // A second descriptor for the mapped reading (out of descriptors: say so, not "damaged").
@@ -355,13 +357,16 @@ pub fn stream_accesses(
     let reading = reading(&perf_file)?;
     let mut body = Vec::new();
     let mut spe = SpeReading::new(&reading.cpuid);
-    spe.owners = owners.clone();
+    spe.owners = owners;
     let mut reorder = Reorder::default();
     let order = Order::Time;
     each_record((own, order), &mut perf_file, record_iter, &mut |record| {
         let (attr_index, data) = match record {
             Rec::Sample(attr_index, data) => (attr_index, data),
-            Rec::Event(_) => return Ok(()),
+            Rec::Event(record) => {
+                spe.kernel_record(&record);
+                return Ok(());
+            }
             Rec::User(user) => {
                 reading.spe_records(&mut spe, &user, &mut |spe, s| {
                     if let Some(a) = spe.access(&s, pids, &reading.physical) {

@@ -14,6 +14,8 @@ const RECORD_COMM: u32 = 3;
 const RECORD_SAMPLE: u32 = 9;
 const RECORD_FINISHED_ROUND: u32 = 68;
 const RECORD_AUX: u32 = 11;
+const RECORD_SWITCH_CPU_WIDE: u32 = 15;
+const MISC_SWITCH_OUT: u16 = 1 << 13;
 const RECORD_AUXTRACE_INFO: u32 = 70;
 const RECORD_AUXTRACE: u32 = 71;
 const RECORD_TIME_CONV: u32 = 79;
@@ -188,6 +190,23 @@ impl PerfDataWriter {
         if t & IDENTIFIER != 0 {
             put64(body, a.ids.first().copied().unwrap_or(0));
         }
+    }
+
+    /// `PERF_RECORD_SWITCH_CPU_WIDE` on `cpu` at `time`: `task` (pid, tid) switched out (`out`)
+    /// for `other`, or in from it.
+    pub fn switch_cpu_wide(
+        &mut self,
+        out: bool,
+        task: (u32, u32),
+        other: (u32, u32),
+        (time, cpu): (u64, u32),
+    ) {
+        let mut body = Vec::new();
+        put32(&mut body, other.0);
+        put32(&mut body, other.1);
+        self.sample_id_on(&mut body, (task.0, task.1, time), cpu);
+        let misc = if out { MISC_SWITCH_OUT } else { 0 };
+        self.record(RECORD_SWITCH_CPU_WIDE, misc, &body);
     }
 
     pub fn comm(&mut self, pid: u32, tid: u32, name: &str, time: u64) {

@@ -73,11 +73,32 @@ fn record(out: &mut Vec<u8>, i: u64, context: bool) {
     encode::timestamp(out, 1_000 + i * 7);
 }
 
+/// How a file says which thread each record is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Threads {
+    /// Context packets.
+    Context,
+    /// No context packets: each read-out holds two stretches that the kernel's AUX records give
+    /// to two threads in turn, as when the event follows its task from one thread to the other.
+    AuxStretches,
+    /// As `AuxStretches`, with each read-out's AUX records after its data, as perf writes them
+    /// when the kernel closed the stretches between its reading of the ring and of the buffer.
+    AuxStretchesLate,
+    /// No context packets: context-switch records (a system-wide recording), while the AUX
+    /// records name whatever task ran when the buffer was closed.
+    Switches,
+}
+
+/// The perf time of record `i`.
+fn time_of(i: u64) -> u64 {
+    ZERO + (1_000 + i * 7) * 40
+}
+
 /// Two CPUs' AUX buffers, read out `rounds` times with `per` records each: the records of the
-/// two CPUs interleave in time. Without context packets (`context` false), each read-out holds
-/// two stretches that the kernel's AUX records give to two threads in turn, as when the event
-/// follows its task from one thread to the other; the thread of each record's time is returned.
-fn write_file(path: &Path, rounds: u64, per: u64, context: bool) -> (u64, BTreeMap<u64, u32>) {
+/// two CPUs interleave in time. Without context packets, the thread of each record's time is
+/// returned.
+fn write_file(path: &Path, rounds: u64, per: u64, threads: Threads) -> (u64, BTreeMap<u64, u32>) {
+    let context = threads == Threads::Context;
     let mut w = PerfDataWriter::new();
     w.event(EventAttr {
         name: "arm_spe_0/ts_enable=1,pa_enable=1/".into(),
@@ -107,7 +128,7 @@ fn write_file(path: &Path, rounds: u64, per: u64, context: bool) -> (u64, BTreeM
     w.finished_round();
     let mut offsets = [0u64; 2];
     let mut n = 0;
-    let mut threads = BTreeMap::new();
+    let mut expected = BTreeMap::new();
     for round in 0..rounds {
         for cpu in 0..2u32 {
             let mut data = Vec::new();
@@ -124,30 +145,45 @@ fn write_file(path: &Path, rounds: u64, per: u64, context: bool) -> (u64, BTreeM
                 if k == per / 2 {
                     first_stretch = data.len() as u64;
                 }
+                if threads == Threads::Switches && (k == 0 || k == per / 2) {
+                    // The thread of this half comes in just before its first record.
+                    let (at, half) = ((time_of(i) - 20, cpu), usize::from(k > 0));
+                    if k > 0 {
+                        w.switch_cpu_wide(true, (PID, turn[0]), (PID, turn[1]), at);
+                    }
+                    w.switch_cpu_wide(false, (PID, turn[half]), (0, 0), at);
+                }
                 record(&mut data, i, context);
                 let thread = turn[usize::from(k >= per / 2)];
                 if !context && OPS[(i % OPS.len() as u64) as usize].0.is_some() {
-                    threads.insert(ZERO + (1_000 + i * 7) * 40, thread);
+                    expected.insert(time_of(i), thread);
                 }
                 n += 1;
             }
             encode::pad_to_8(&mut data);
             let at = offsets[cpu as usize];
             let time = ZERO + (round + 1) * per * 2 * 7 * 40;
-            if context {
+            let stretches = matches!(threads, Threads::AuxStretches | Threads::AuxStretchesLate);
+            let late = threads == Threads::AuxStretchesLate;
+            if late {
+                w.auxtrace(&data, at, cpu, u32::MAX, cpu);
+            }
+            if !stretches {
                 w.aux((at, data.len() as u64, 0), (PID, PID, time), cpu);
             } else {
                 w.aux((at, first_stretch, 0), (PID, turn[0], time), cpu);
                 let rest = data.len() as u64 - first_stretch;
                 w.aux((at + first_stretch, rest, 0), (PID, turn[1], time), cpu);
             }
-            w.auxtrace(&data, at, cpu, u32::MAX, cpu);
+            if !late {
+                w.auxtrace(&data, at, cpu, u32::MAX, cpu);
+            }
             offsets[cpu as usize] += data.len() as u64;
         }
         w.finished_round();
     }
     w.write_to(path).unwrap();
-    (n, threads)
+    (n, expected)
 }
 
 /// What perf's SPE decoder made of one record.
@@ -231,7 +267,7 @@ fn label_of(p: &PerfSpe) -> DataSource {
 fn spe_packets_decode_as_perf_decodes_them() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("spe.data");
-    let (records, _) = write_file(&data, 6, 50, true);
+    let (records, _) = write_file(&data, 6, 50, Threads::Context);
     let profile = dir.path().join("spe.numalens");
     let imported = import(&data, &profile, &ImportOptions { min_object: 4096 }).unwrap();
     let loads_stores = records - records / OPS.len() as u64;
@@ -281,17 +317,17 @@ fn spe_packets_decode_as_perf_decodes_them() {
     assert_eq!(kinds.len(), 7, "every source written was read: {kinds:?}");
 }
 
-#[test]
-fn without_context_packets_each_sample_is_the_thread_of_its_stretch_of_buffer() {
+/// Imports a file written with `threads` and checks every sample's thread and process.
+fn threads_are_told(threads: Threads) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("spe.data");
-    let (_, threads) = write_file(&data, 4, 40, false);
+    let (_, expected) = write_file(&data, 4, 40, threads);
     let profile = dir.path().join("spe.numalens");
     import(&data, &profile, &ImportOptions { min_object: 4096 }).unwrap();
     let ours = common::samples(&profile);
-    assert_eq!(ours.len(), threads.len());
+    assert_eq!(ours.len(), expected.len());
     for s in &ours {
-        let want = threads.get(&s.time_ns).unwrap_or_else(|| panic!("{s:?}"));
+        let want = expected.get(&s.time_ns).unwrap_or_else(|| panic!("{s:?}"));
         assert_eq!((s.tid, s.pid), (*want, PID), "at {}", s.time_ns);
     }
     let workers = ours.iter().filter(|s| s.tid == WORKER).count();
@@ -299,4 +335,25 @@ fn without_context_packets_each_sample_is_the_thread_of_its_stretch_of_buffer() 
         workers > 0 && workers < ours.len(),
         "both threads have samples"
     );
+    let table = numalens_format::Profile::open(&profile)
+        .unwrap()
+        .read_all::<numalens_format::Thread>()
+        .unwrap();
+    let tids: std::collections::BTreeSet<u32> = table.iter().map(|t| t.tid).collect();
+    assert_eq!(tids, [PID, WORKER].into(), "the thread table: {table:?}");
+}
+
+#[test]
+fn without_context_packets_each_sample_is_the_thread_of_its_stretch_of_buffer() {
+    threads_are_told(Threads::AuxStretches);
+}
+
+#[test]
+fn a_stretchs_aux_record_after_its_data_still_gives_its_thread() {
+    threads_are_told(Threads::AuxStretchesLate);
+}
+
+#[test]
+fn with_switch_records_each_sample_is_the_thread_running_at_its_time() {
+    threads_are_told(Threads::Switches);
 }
