@@ -25,6 +25,11 @@ const THREAD_HEAP_MAX: u64 = 64 << 20;
 /// the program's small allocations share with a tracked object are theirs when they hold most
 /// of them (`inst.rs`), where an anonymous mapping always lost to the tracked object.
 pub fn mapped_objects(seen: &[SeenMapping]) -> Vec<ObjectSpec> {
+    let glibc: HashSet<u32> = seen
+        .iter()
+        .filter(|s| is_glibc(&s.mapping.path))
+        .map(|s| s.pid)
+        .collect();
     let reserved: HashSet<(u32, u64, u64)> = seen
         .iter()
         .filter(|s| s.mapping.path.is_empty() && s.mapping.perms.starts_with("---"))
@@ -33,7 +38,7 @@ pub fn mapped_objects(seen: &[SeenMapping]) -> Vec<ObjectSpec> {
     seen.iter()
         .map(|s| {
             let mut o = mapped_object(s);
-            if is_thread_heap(s, &reserved) {
+            if glibc.contains(&s.pid) && is_thread_heap(s, &reserved) {
                 (o.kind, o.name) = (ObjectKind::Heap, THREAD_HEAP.to_string());
             }
             o
@@ -88,6 +93,13 @@ pub fn mapped_object(seen: &SeenMapping) -> ObjectSpec {
 /// kernel reports the heap's reservation (no access, twice its largest size unless the first
 /// try landed aligned) and then its read-write part at an aligned start, again at each growth.
 pub fn reported_objects(tasks: &[PerfEvent]) -> Vec<ObjectSpec> {
+    let glibc: HashSet<u32> = tasks
+        .iter()
+        .filter_map(|t| match t {
+            PerfEvent::Mmap { pid, path, .. } if is_glibc(path) => Some(*pid),
+            _ => None,
+        })
+        .collect();
     let reservations: Vec<(u32, u64, u64)> = tasks
         .iter()
         .filter_map(|t| match t {
@@ -108,7 +120,10 @@ pub fn reported_objects(tasks: &[PerfEvent]) -> Vec<ObjectSpec> {
         .iter()
         .filter_map(|t| {
             let mut o = reported_object(t)?;
-            if o.kind == ObjectKind::Mmap && in_thread_heap_reservation(&o, &reservations) {
+            if o.kind == ObjectKind::Mmap
+                && glibc.contains(&o.pid)
+                && in_thread_heap_reservation(&o, &reservations)
+            {
                 (o.kind, o.name) = (ObjectKind::Heap, THREAD_HEAP.to_string());
             }
             Some(o)
@@ -127,6 +142,14 @@ fn in_thread_heap_reservation(o: &ObjectSpec, reservations: &[(u32, u64, u64)]) 
         && reservations.iter().any(|&(pid, from, to)| {
             pid == o.pid && from <= o.start && full <= to && to - from <= 2 * THREAD_HEAP_MAX
         })
+}
+
+/// The process runs glibc's allocator: its C library is mapped (a statically linked program, or
+/// another language's runtime such as Go's, whose heap arenas are also 64 MiB-aligned
+/// reservations grown in place, is not taken for it).
+fn is_glibc(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.starts_with("libc.so") || (name.starts_with("libc-2.") && name.ends_with(".so"))
 }
 
 fn is_anonymous(path: &str) -> bool {
@@ -192,13 +215,17 @@ pub fn merge_grown(mut objects: Vec<ObjectSpec>) -> Vec<ObjectSpec> {
         if o.kind != ObjectKind::Mmap || o.tracked {
             continue;
         }
-        if let Some((name, size)) = heaps.get(&(o.pid, o.start)) {
-            (o.kind, o.name) = (ObjectKind::Heap, name.clone());
-            // A thread heap's reservation is twice its largest size, of which glibc unmapped
-            // the half it did not align to: what is readable is what the maps showed.
-            if name == THREAD_HEAP {
-                o.size = o.size.min(*size);
+        match heaps.get(&(o.pid, o.start)) {
+            // A thread heap's own reservation, when glibc's first try landed aligned: what is
+            // readable is what the maps showed. A larger mapping from that start (two heaps
+            // side by side, merged into one) stays a mapping: the heap answers for its part.
+            Some((name, size)) if name == THREAD_HEAP && o.size <= THREAD_HEAP_MAX => {
+                (o.kind, o.name, o.size) = (ObjectKind::Heap, name.clone(), o.size.min(*size));
             }
+            Some((name, _)) if name != THREAD_HEAP => {
+                (o.kind, o.name) = (ObjectKind::Heap, name.clone());
+            }
+            _ => {}
         }
     }
     let mut merged: Vec<ObjectSpec> = Vec::with_capacity(objects.len());
@@ -274,7 +301,9 @@ mod tests {
     fn glibcs_thread_heaps_are_heaps_and_other_anonymous_mappings_are_not() {
         let at = 0x7f55_6400_0000; // a multiple of 64 MiB
         let max = THREAD_HEAP_MAX;
-        let objects = mapped_objects(&[
+        let mut libc = seen(0x7f77_0000_0000, 0x7f77_0002_8000, "r-xp");
+        libc.mapping.path = "/usr/lib/x86_64-linux-gnu/libc.so.6".into();
+        let layout = [
             // A thread's heap grown to 132 KiB, the rest of its 64 MiB reserved.
             seen(at, at + 0x21000, "rw-p"),
             seen(at + 0x21000, at + max, "---p"),
@@ -288,7 +317,14 @@ mod tests {
             seen(at + 6 * max + 0x1000, at + 6 * max + 0x2000, "---p"),
             // At the top of the address space (no panic).
             seen(u64::MAX - 0xfff, u64::MAX, "rw-p"),
-        ]);
+        ];
+        // Without glibc in the process (a Go program's heap arenas look the same), none is.
+        let without: Vec<ObjectKind> = mapped_objects(&layout).iter().map(|o| o.kind).collect();
+        assert!(
+            without.iter().all(|k| *k == ObjectKind::Mmap),
+            "{without:?}"
+        );
+        let objects = mapped_objects(&[&layout[..], &[libc]].concat());
         let kinds: Vec<(ObjectKind, bool)> = objects
             .iter()
             .map(|o| (o.kind, o.name == THREAD_HEAP))
@@ -304,13 +340,15 @@ mod tests {
                 (ObjectKind::Mmap, false),
                 (ObjectKind::Mmap, false),
                 (ObjectKind::Mmap, false),
+                (ObjectKind::Code, false),
             ]
         );
-        // The arena's reservation, reported by the kernel when it was made, at the heap's start:
-        // it is that thread heap, not the main heap.
+        // The arena's reservation, reported by the kernel when it was made, at the heap's start
+        // (glibc's first try, at the address after the previous heap, landed): it is that
+        // thread heap, not the main heap, and as large as the maps showed.
         let mut reservation = objects[0].clone();
         (reservation.kind, reservation.name) = (ObjectKind::Mmap, "anonymous mapping".into());
-        reservation.size = 2 * max;
+        reservation.size = max;
         let merged = merge_grown(vec![objects[0].clone(), reservation]);
         assert_eq!(merged.len(), 1, "{merged:?}");
         assert_eq!(
@@ -338,7 +376,11 @@ mod tests {
         let max = THREAD_HEAP_MAX;
         let at = 0x7f6d_2c00_0000; // a multiple of 64 MiB
         let rw = libc::PROT_READ | libc::PROT_WRITE;
-        let objects = reported_objects(&[
+        let mut glibc = reported(0x7f77_0000_0000, 0x28000, libc::PROT_READ | libc::PROT_EXEC);
+        if let PerfEvent::Mmap { path, .. } = &mut glibc {
+            *path = "/usr/lib/x86_64-linux-gnu/libc.so.6".into();
+        }
+        let layout = [
             // The reservation, unaligned, twice the largest size; then the read-write part at
             // the aligned start inside it, grown once.
             reported(at - 0x320_0000, 2 * max, 0),
@@ -349,12 +391,29 @@ mod tests {
             // Aligned inside a reservation far larger than a heap's: not glibc's.
             reported(at + 8 * max, 8 * max, 0),
             reported(at + 8 * max, 0x1000, rw),
-        ]);
+        ];
+        let without = reported_objects(&layout);
+        assert!(
+            without.iter().all(|o| o.name != THREAD_HEAP),
+            "no glibc: {without:?}"
+        );
+        let objects = reported_objects(&[&layout[..], &[glibc]].concat());
         let heaps: Vec<bool> = objects.iter().map(|o| o.name == THREAD_HEAP).collect();
-        assert_eq!(heaps, [false, true, true, false, false, false]);
+        assert_eq!(heaps, [false, true, true, false, false, false, false]);
         let merged = merge_grown(objects);
         let heap = merged.iter().find(|o| o.name == THREAD_HEAP).unwrap();
         assert_eq!((heap.start, heap.size), (at, 0x22000));
+        // Two heaps side by side, the lower one grown to its largest size: the kernel merges
+        // them into one read-write mapping, which stays a mapping beside the heap.
+        let mut merged_pair = heap.clone();
+        (merged_pair.kind, merged_pair.name) = (ObjectKind::Mmap, "anonymous mapping".into());
+        merged_pair.size = max + 0x21000;
+        let kept = merge_grown(vec![heap.clone(), merged_pair]);
+        assert_eq!(kept.len(), 2, "{kept:?}");
+        assert_eq!(
+            (kept[1].kind, kept[1].size),
+            (ObjectKind::Mmap, max + 0x21000)
+        );
     }
 
     #[test]

@@ -17,6 +17,10 @@ use numalens_assemble::raw::Access;
 /// `PERF_RECORD_MISC_SWITCH_OUT`.
 const MISC_SWITCH_OUT: u16 = 1 << 13;
 
+/// At most this many samples wait for their stretch's AUX record (a file that lost them would
+/// otherwise hold every sample): past it, a sample's thread is unknown.
+const MAX_DEFERRED: usize = 1 << 20;
+
 /// How long the threads' runs of each CPU are remembered after the latest record.
 const RUNS_KEPT_NS: u64 = 10_000_000_000;
 
@@ -46,6 +50,9 @@ pub struct SpeReading {
     pub owners: AuxOwners,
     /// Which thread ran on each CPU when, from the switch records.
     threads: CpuThreads,
+    /// The switch records' times are on the clock the timer counts are converted to (perf's
+    /// own, not one given with `perf record -k`).
+    pub switch_times_comparable: bool,
 }
 
 /// Which thread each stretch of a CPU's AUX buffer was written for, from the kernel's
@@ -209,7 +216,8 @@ impl SpeReading {
             let time_ns = self.time.map_or(count, |t| t.perf_time(count));
             // The record's last byte: within the stretch that held it.
             let at = offset.wrapping_add(records.position().saturating_sub(1) as u64);
-            let owner = known(cpu).and_then(|c| self.thread_at(c, time_ns, at));
+            let timed = self.time.is_some() && record.timestamp.is_some();
+            let owner = known(cpu).and_then(|c| self.thread_at(c, timed.then_some(time_ns), at));
             let sample = SpeSample {
                 tid: record.context.or(known(tid)).or(owner.map(|o| o.1)),
                 pid: owner.map(|o| o.0),
@@ -221,7 +229,7 @@ impl SpeReading {
             // copied before its AUX record: in a pass in file order, its samples wait for it.
             if let (None, Some(deferred), Some(c)) =
                 (sample.tid, self.deferred.as_mut(), known(cpu))
-                && self.threads.is_empty()
+                && deferred.len() < MAX_DEFERRED
             {
                 deferred.push((c, at, sample));
                 continue;
@@ -235,16 +243,19 @@ impl SpeReading {
         }
     }
 
-    /// Who ran on `cpu` at `time_ns`, by the switch records; without any, the task of the AUX
+    /// Who ran on `cpu` at `time_ns` (perf's time of the record, when it has one and the
+    /// file converts it), by the switch records; where they cannot say, the task of the AUX
     /// record whose stretch holds byte `at` of the CPU's buffer (the kernel closes a stretch at
     /// a switch, though not between sibling threads whose contexts it swaps).
-    fn thread_at(&mut self, cpu: u32, time_ns: u64, at: u64) -> Option<(u32, u32)> {
-        self.latest_ns = Some(self.latest_ns.unwrap_or(0).max(time_ns));
-        if self.threads.is_empty() {
-            return self.owners.owner(cpu, at);
-        }
-        // The idle task is no thread of a program.
-        self.threads.at(cpu, time_ns).filter(|&(_, tid)| tid != 0)
+    fn thread_at(&mut self, cpu: u32, time_ns: Option<u64>, at: u64) -> Option<(u32, u32)> {
+        let by_switches = time_ns
+            .filter(|_| self.switch_times_comparable)
+            .and_then(|t| {
+                self.latest_ns = Some(self.latest_ns.unwrap_or(0).max(t));
+                // The idle task is no thread of a program.
+                self.threads.at(cpu, t).filter(|&(_, tid)| tid != 0)
+            });
+        by_switches.or_else(|| self.owners.owner(cpu, at))
     }
 
     /// The access an SPE sample stands for; `pid_of` gives a thread's process.

@@ -187,6 +187,19 @@ struct Reading {
     physical: PhysicalNodes,
     /// `HEADER_CPUID`.
     cpuid: String,
+    /// The events were recorded on a clock of their own (`perf record -k`), not perf's.
+    own_clock: bool,
+}
+
+impl Reading {
+    /// The reading of the SPE records of this file.
+    fn spe(&self) -> SpeReading {
+        let mut spe = SpeReading::new(&self.cpuid);
+        // SPE's timer counts become perf's clock (TIME_CONV): another clock's switch times
+        // cannot be compared with them.
+        spe.switch_times_comparable = !self.own_clock;
+        spe
+    }
 }
 
 impl Reading {
@@ -243,7 +256,7 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
         })
         .collect();
     let mut body = Vec::new();
-    let mut spe = SpeReading::new(&reading.cpuid);
+    let mut spe = reading.spe();
     spe.defer_unknown_threads();
     let mut spe_threads = SpeThreads::default();
     // Read in the file's order: what is kept is put in time order after.
@@ -356,7 +369,7 @@ pub fn stream_accesses(
     } = PerfFileReader::parse_file(BufReader::with_capacity(1 << 20, file))?;
     let reading = reading(&perf_file)?;
     let mut body = Vec::new();
-    let mut spe = SpeReading::new(&reading.cpuid);
+    let mut spe = reading.spe();
     spe.owners = owners;
     let mut reorder = Reorder::default();
     let order = Order::Time;
@@ -450,6 +463,10 @@ fn reading(perf_file: &PerfFile) -> Result<Reading, ImportError> {
         .map(|a| event_reading(&a.attr, a.name.as_deref().unwrap_or(""), ibs_op_type))
         .collect();
     same_faults(&mut events);
+    let own_clock = perf_file
+        .event_attributes()
+        .iter()
+        .any(|a| a.attr.flags.contains(AttrFlags::USE_CLOCKID));
     let cpuid = Bytes::new(
         perf_file
             .feature_section_data(Feature::CPUID)
@@ -463,6 +480,7 @@ fn reading(perf_file: &PerfFile) -> Result<Reading, ImportError> {
         events,
         physical,
         cpuid,
+        own_clock,
     })
 }
 

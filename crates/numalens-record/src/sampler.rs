@@ -111,8 +111,9 @@ impl EventRings<'_> {
 }
 
 /// Pages of the ring of an event that writes an AUX area: it carries only the announcements of
-/// chunks and the threads' switches; the pages asked for go to the area.
-const AUX_EVENT_RING_PAGES: usize = 16;
+/// chunks and the threads' switches (about 200 bytes a switch: out, in, a chunk, a restart;
+/// 256 KiB hold 1 300 switches a drain), and the pages asked for go to the area.
+const AUX_EVENT_RING_PAGES: usize = 64;
 
 /// The sampler of one task tree.
 pub struct Sampler {
@@ -153,12 +154,12 @@ impl Sampler {
                     ),
                     None => None,
                 };
-                let ring_pages = if event.has_aux() {
-                    pages.min(AUX_EVENT_RING_PAGES)
-                } else {
-                    pages
-                };
                 let ring = loop {
+                    let ring_pages = if event.has_aux() {
+                        pages.min(AUX_EVENT_RING_PAGES)
+                    } else {
+                        pages
+                    };
                     let at = (pid, cpu as i32);
                     match PerfRing::open(&event.attr, at, leader.as_ref(), ring_pages) {
                         // Rings count against perf_event_mlock_kb; shrink before giving up.

@@ -132,17 +132,26 @@ impl SpeReader {
         let mut latest_close = 0;
         for chunk in chunks {
             records.clear();
+            let partial = chunk.flags & u64::from(sys::PERF_AUX_FLAG_PARTIAL) != 0;
             let mut reading = Records::new(aux.chunk(chunk.offset, chunk.size));
-            records.extend(reading.by_ref().filter(spe_access::is_access));
+            let mut last_is_access = false;
+            for record in reading.by_ref() {
+                last_is_access = spe_access::is_access(&record);
+                if last_is_access {
+                    records.push(record);
+                }
+            }
             drained.bad_bytes += reading.bad;
-            if chunk.flags & u64::from(sys::PERF_AUX_FLAG_PARTIAL) != 0 {
+            if partial && last_is_access {
                 // The hardware says the chunk's last record is incomplete.
                 records.pop();
             }
             let clock = ChunkClock::new(chunk, &records, conv, &mut state.offset);
             self.emit(chunk, &records, &clock, &state.threads, sink);
             aux.release(chunk.offset.saturating_add(chunk.size));
-            drained.truncated += u64::from(chunk.truncated());
+            // A thread scheduled in while the area is still full adds an empty truncated chunk:
+            // only the fill that cut data off counts.
+            drained.truncated += u64::from(chunk.truncated() && chunk.size > 0);
             drained.collisions +=
                 u64::from(chunk.flags & u64::from(sys::PERF_AUX_FLAG_COLLISION) != 0);
             latest_close = latest_close.max(chunk.time_ns);
