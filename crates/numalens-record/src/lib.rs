@@ -2,6 +2,7 @@
 //! `inst` hooks (`numalens-inst`) and the page-fault or precise memory sampler, keeps what the sampler saw (and a
 //! copy of it on disk), and has the recording assembled into a profile (`numalens-assemble`).
 
+mod drain_priority;
 pub mod faults;
 pub mod launch;
 mod live_pass;
@@ -15,6 +16,7 @@ mod program_end;
 pub mod record;
 mod records;
 pub mod recover;
+pub mod ring_drain;
 pub mod sampler;
 pub mod scan;
 pub mod session;

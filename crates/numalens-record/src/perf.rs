@@ -37,8 +37,14 @@ impl PerfRing {
         leader: Option<&OwnedFd>,
         data_pages: usize,
     ) -> io::Result<Self> {
-        let fd = open_event(attr, pid, cpu, leader)?;
         let page = page_size();
+        let mut attr = *attr;
+        if attr.watermark() != 0 {
+            // SAFETY: with `watermark` set, the union holds wakeup_watermark.
+            let wanted = unsafe { attr.__bindgen_anon_2.wakeup_watermark };
+            attr.__bindgen_anon_2.wakeup_watermark = wakeup_bytes(wanted, page * data_pages);
+        }
+        let fd = open_event(&attr, pid, cpu, leader)?;
         let mmap_len = page * (1 + data_pages);
         // SAFETY: mapping a perf fd read-write with the documented 1 + 2^n pages layout.
         let base = unsafe {
@@ -77,26 +83,18 @@ impl PerfRing {
         self.fd.as_raw_fd()
     }
 
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
     /// Enables the event now (for events opened disabled without enable_on_exec).
     pub fn enable(&self) -> io::Result<()> {
         enable_event(&self.fd)
     }
 
-    /// The number of records the kernel could not write into this ring (for this event and its
-    /// inherited copies), read with `read(2)` from an event opened with `PERF_FORMAT_LOST` as its
-    /// only read format (Linux 6.0+): `{ value, lost }`.
+    /// The number of records the kernel could not write into this ring: [`read_lost`].
     pub fn read_lost(&self) -> io::Result<u64> {
-        let mut values = [0u64; 2];
-        let want = std::mem::size_of_val(&values);
-        // SAFETY: reading at most `want` bytes into a local array from a perf fd we own.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), values.as_mut_ptr().cast(), want) };
-        match n {
-            n if n < 0 => Err(io::Error::last_os_error()),
-            n if n as usize == want => Ok(values[1]),
-            n => Err(io::Error::other(format!(
-                "read {n} bytes of the event's count, not {want}"
-            ))),
-        }
+        read_lost(&self.fd)
     }
 
     /// True once a drain found the ring full (see `filled`).
@@ -182,6 +180,33 @@ impl Drop for PerfRing {
         // SAFETY: unmapping exactly what open() mapped.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.mmap_len) };
     }
+}
+
+/// The number of records the kernel could not write into an event's ring (for the event and its
+/// inherited copies), read with `read(2)` from an event opened with `PERF_FORMAT_LOST` as its
+/// only read format (Linux 6.0+): `{ value, lost }`.
+pub fn read_lost(fd: &OwnedFd) -> io::Result<u64> {
+    let mut values = [0u64; 2];
+    let want = std::mem::size_of_val(&values);
+    // SAFETY: reading at most `want` bytes into a local array from a perf fd we own.
+    let n = unsafe { libc::read(fd.as_raw_fd(), values.as_mut_ptr().cast(), want) };
+    match n {
+        n if n < 0 => Err(io::Error::last_os_error()),
+        n if n as usize == want => Ok(values[1]),
+        n => Err(io::Error::other(format!(
+            "read {n} bytes of the event's count, not {want}"
+        ))),
+    }
+}
+
+/// The bytes a ring of `ring_bytes` holds when the kernel wakes its reader: `wanted`, but at
+/// most a quarter of the ring. With a watermark as large as the ring (64 KiB is all of a 16-page
+/// ring, which the mlock limit may leave), the reader would be woken only once nothing more fits,
+/// and the kernel would drop records from then until the reader's next timeout: a ring must wake
+/// its reader while three quarters of it are still free.
+pub fn wakeup_bytes(wanted: u32, ring_bytes: usize) -> u32 {
+    let quarter = u32::try_from(ring_bytes / 4).unwrap_or(u32::MAX);
+    wanted.min(quarter).max(1)
 }
 
 /// Opens `attr` for task `pid` on `cpu`, in the group of `leader` if given, without a ring (a
