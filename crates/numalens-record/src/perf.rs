@@ -245,3 +245,69 @@ pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A page-fault ring of 16 pages (what the mlock limit may leave) on this thread: the
+    /// recorder's 64 KiB watermark is the whole ring, yet the kernel must say the ring is
+    /// readable while most of it is still free.
+    #[test]
+    fn a_small_ring_wakes_its_reader_before_it_is_full() {
+        let pages = 16;
+        let mut attr = crate::faults::fault_attr(true, false);
+        attr.set_disabled(0);
+        attr.set_enable_on_exec(0);
+        attr.set_inherit(0);
+        let mut ring = match PerfRing::open(&attr, (0, -1), None, pages) {
+            Ok(ring) => ring,
+            Err(e) => {
+                eprintln!("skipped: page-fault sampling is not allowed here ({e})");
+                return;
+            }
+        };
+        let ring_bytes = pages * page_size();
+        let most = ring_bytes / 48; // samples of at least 48 bytes fill the ring by then
+        let block = vec![0u8; (most + 1) * page_size()];
+        // The allocation is not touched yet: each write below is one first touch, one sample.
+        let mut touched = 0;
+        while touched < most && !readable(&ring) {
+            // SAFETY: within the block; volatile so that every page is written.
+            unsafe {
+                std::ptr::write_volatile(block.as_ptr().add(touched * page_size()) as *mut u8, 1)
+            };
+            touched += 1;
+        }
+        let mut held = 0;
+        ring.drain(|r| held += r.len());
+        assert!(
+            readable_at(held, ring_bytes),
+            "{touched} faults, {held} bytes in a ring of {ring_bytes} when it was readable"
+        );
+    }
+
+    /// Woken with at least three quarters of the ring free (and a little more for the record
+    /// that crossed the watermark and the task records the test thread may add).
+    fn readable_at(held: usize, ring_bytes: usize) -> bool {
+        held > 0 && held <= ring_bytes / 4 + 256
+    }
+
+    fn readable(ring: &PerfRing) -> bool {
+        let mut fd = libc::pollfd {
+            fd: ring.raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut fd, 1, 0) };
+        fd.revents & libc::POLLIN != 0
+    }
+
+    #[test]
+    fn the_wakeup_is_the_wanted_one_in_a_large_ring() {
+        assert_eq!(wakeup_bytes(64 * 1024, 256 * 4096), 64 * 1024);
+        assert_eq!(wakeup_bytes(64 * 1024, 16 * 4096), 16 * 1024);
+        assert_eq!(wakeup_bytes(64 * 1024, 1), 1);
+    }
+}
