@@ -3,6 +3,7 @@
 //! copy of it on disk), and has the recording assembled into a profile (`numalens-assemble`).
 
 pub mod aux;
+mod drain_priority;
 pub mod faults;
 pub mod launch;
 mod live_pass;
@@ -16,6 +17,7 @@ mod program_end;
 pub mod record;
 mod records;
 pub mod recover;
+pub mod ring_drain;
 pub mod sampler;
 pub mod scan;
 pub mod session;

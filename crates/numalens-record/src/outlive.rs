@@ -11,7 +11,7 @@ use std::time::Instant;
 use numalens_assemble::raw::Outlived;
 use numalens_preload::events::find_event_logs;
 
-use crate::sampler::Sampler;
+use crate::ring_drain::RingDrain;
 
 /// The first process's end, while others of the program may still run.
 pub(crate) struct FirstExit {
@@ -60,7 +60,7 @@ impl FirstExit {
 
 /// Where to learn which processes of the program still run.
 pub(crate) struct Others<'a> {
-    pub sampler: Option<&'a Sampler>,
+    pub rings: Option<&'a RingDrain>,
     /// Processes the rings' FORK records named, as long as they exist.
     pub live: &'a BTreeSet<u32>,
     pub events_dir: &'a Path,
@@ -69,13 +69,13 @@ pub(crate) struct Others<'a> {
 impl Others<'_> {
     /// The processes still running (possibly not all named), or `None` when none runs.
     fn running(&self) -> Option<Vec<u32>> {
-        let named: Vec<u32> = match self.sampler {
+        let named: Vec<u32> = match self.rings {
             Some(s) if s.ended() => return None,
             // An EXIT record may have been lost: a pid is named only while it exists.
             Some(_) => self.live.iter().copied().filter(|p| exists(*p)).collect(),
             None => holding_their_log(self.events_dir),
         };
-        (self.sampler.is_some() || !named.is_empty()).then_some(named)
+        (self.rings.is_some() || !named.is_empty()).then_some(named)
     }
 }
 

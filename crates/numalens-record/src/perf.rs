@@ -41,8 +41,14 @@ impl PerfRing {
         leader: Option<&OwnedFd>,
         data_pages: usize,
     ) -> io::Result<Self> {
-        let fd = open_event(attr, pid, cpu, leader)?;
         let page = page_size();
+        let mut attr = *attr;
+        if attr.watermark() != 0 {
+            // SAFETY: with `watermark` set, the union holds wakeup_watermark.
+            let wanted = unsafe { attr.__bindgen_anon_2.wakeup_watermark };
+            attr.__bindgen_anon_2.wakeup_watermark = wakeup_bytes(wanted, page * data_pages);
+        }
+        let fd = open_event(&attr, pid, cpu, leader)?;
         let mmap_len = page * (1 + data_pages);
         // SAFETY: mapping a perf fd read-write with the documented 1 + 2^n pages layout.
         let base = unsafe {
@@ -100,26 +106,18 @@ impl PerfRing {
         self.fd.as_raw_fd()
     }
 
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
     /// Enables the event now (for events opened disabled without enable_on_exec).
     pub fn enable(&self) -> io::Result<()> {
         enable_event(&self.fd)
     }
 
-    /// The number of records the kernel could not write into this ring (for this event and its
-    /// inherited copies), read with `read(2)` from an event opened with `PERF_FORMAT_LOST` as its
-    /// only read format (Linux 6.0+): `{ value, lost }`.
+    /// The number of records the kernel could not write into this ring: [`read_lost`].
     pub fn read_lost(&self) -> io::Result<u64> {
-        let mut values = [0u64; 2];
-        let want = std::mem::size_of_val(&values);
-        // SAFETY: reading at most `want` bytes into a local array from a perf fd we own.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), values.as_mut_ptr().cast(), want) };
-        match n {
-            n if n < 0 => Err(io::Error::last_os_error()),
-            n if n as usize == want => Ok(values[1]),
-            n => Err(io::Error::other(format!(
-                "read {n} bytes of the event's count, not {want}"
-            ))),
-        }
+        read_lost(&self.fd)
     }
 
     /// True once a drain found the ring full (see `filled`).
@@ -209,6 +207,33 @@ impl Drop for PerfRing {
     }
 }
 
+/// The number of records the kernel could not write into an event's ring (for the event and its
+/// inherited copies), read with `read(2)` from an event opened with `PERF_FORMAT_LOST` as its
+/// only read format (Linux 6.0+): `{ value, lost }`.
+pub fn read_lost(fd: &OwnedFd) -> io::Result<u64> {
+    let mut values = [0u64; 2];
+    let want = std::mem::size_of_val(&values);
+    // SAFETY: reading at most `want` bytes into a local array from a perf fd we own.
+    let n = unsafe { libc::read(fd.as_raw_fd(), values.as_mut_ptr().cast(), want) };
+    match n {
+        n if n < 0 => Err(io::Error::last_os_error()),
+        n if n as usize == want => Ok(values[1]),
+        n => Err(io::Error::other(format!(
+            "read {n} bytes of the event's count, not {want}"
+        ))),
+    }
+}
+
+/// The bytes a ring of `ring_bytes` holds when the kernel wakes its reader: `wanted`, but at
+/// most a quarter of the ring. With a watermark as large as the ring (64 KiB is all of a 16-page
+/// ring, which the mlock limit may leave), the reader would be woken only once nothing more fits,
+/// and the kernel would drop records from then until the reader's next timeout: a ring must wake
+/// its reader while three quarters of it are still free.
+pub fn wakeup_bytes(wanted: u32, ring_bytes: usize) -> u32 {
+    let quarter = u32::try_from(ring_bytes / 4).unwrap_or(u32::MAX);
+    wanted.min(quarter).max(1)
+}
+
 /// Opens `attr` for task `pid` on `cpu`, in the group of `leader` if given, without a ring (a
 /// group leader that only counts).
 pub fn open_event(
@@ -244,4 +269,70 @@ pub fn enable_event(fd: &OwnedFd) -> io::Result<()> {
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A page-fault ring of 16 pages (what the mlock limit may leave) on this thread: the
+    /// recorder's 64 KiB watermark is the whole ring, yet the kernel must say the ring is
+    /// readable while most of it is still free.
+    #[test]
+    fn a_small_ring_wakes_its_reader_before_it_is_full() {
+        let pages = 16;
+        let mut attr = crate::faults::fault_attr(true, false);
+        attr.set_disabled(0);
+        attr.set_enable_on_exec(0);
+        attr.set_inherit(0);
+        let mut ring = match PerfRing::open(&attr, (0, -1), None, pages) {
+            Ok(ring) => ring,
+            Err(e) => {
+                eprintln!("skipped: page-fault sampling is not allowed here ({e})");
+                return;
+            }
+        };
+        let ring_bytes = pages * page_size();
+        let most = ring_bytes / 48; // samples of at least 48 bytes fill the ring by then
+        let block = vec![0u8; (most + 1) * page_size()];
+        // The allocation is not touched yet: each write below is one first touch, one sample.
+        let mut touched = 0;
+        while touched < most && !readable(&ring) {
+            // SAFETY: within the block; volatile so that every page is written.
+            unsafe {
+                std::ptr::write_volatile(block.as_ptr().add(touched * page_size()) as *mut u8, 1)
+            };
+            touched += 1;
+        }
+        let mut held = 0;
+        ring.drain(|r| held += r.len());
+        assert!(
+            readable_at(held, ring_bytes),
+            "{touched} faults, {held} bytes in a ring of {ring_bytes} when it was readable"
+        );
+    }
+
+    /// Woken with at least three quarters of the ring free (and a little more for the record
+    /// that crossed the watermark and the task records the test thread may add).
+    fn readable_at(held: usize, ring_bytes: usize) -> bool {
+        held > 0 && held <= ring_bytes / 4 + 256
+    }
+
+    fn readable(ring: &PerfRing) -> bool {
+        let mut fd = libc::pollfd {
+            fd: ring.raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut fd, 1, 0) };
+        fd.revents & libc::POLLIN != 0
+    }
+
+    #[test]
+    fn the_wakeup_is_the_wanted_one_in_a_large_ring() {
+        assert_eq!(wakeup_bytes(64 * 1024, 256 * 4096), 64 * 1024);
+        assert_eq!(wakeup_bytes(64 * 1024, 16 * 4096), 16 * 1024);
+        assert_eq!(wakeup_bytes(64 * 1024, 1), 1);
+    }
 }

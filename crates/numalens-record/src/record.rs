@@ -15,6 +15,7 @@ use crate::faults::online_cpus;
 use crate::launch::{ExitWatch, LaunchError, LaunchSpec, launch};
 use crate::outlive::{FirstExit, Others};
 pub use crate::program_end::{ProgramEnding, Reaper, own_cpu_time};
+use crate::ring_drain::RingDrain;
 use crate::scan::scan_process;
 use crate::signals;
 use crate::status_line::StatusLine;
@@ -225,11 +226,10 @@ pub fn run_with(
     let live_pass = inst_staging
         .as_ref()
         .and_then(|s| crate::live_pass::LivePass::start(s.dir().to_path_buf()));
-    let mut sampler = launched.sampler.take();
+    // The rings are drained on a thread of their own: nothing the loop does holds them up.
+    let mut rings = launched.sampler.take().map(RingDrain::start);
     // Without rings, whose hang-up reports the end, the program's exit is watched directly.
-    let exit_watch = sampler
-        .is_none()
-        .then(|| ExitWatch::new(launched.child.id()));
+    let exit_watch = rings.is_none().then(|| ExitWatch::new(launched.child.id()));
     let mut raw = Collected {
         spill: Spill::create(&events_dir),
         ..Collected::default()
@@ -243,10 +243,9 @@ pub fn run_with(
     // processes of the program (a daemon's child) still run.
     let mut first_exit: Option<FirstExit> = None;
     let exit = loop {
-        match &mut sampler {
-            Some(s) => {
-                let over = s.wait(50);
-                s.drain(|e| raw.take(e));
+        match &mut rings {
+            Some(r) => {
+                let over = r.receive(TURN, |e| raw.take(e));
                 raw.faults
                     .settle(monotonic_ns().saturating_sub(SETTLE_LAG_NS));
                 if let Some(hook) = hook.as_deref_mut() {
@@ -276,11 +275,11 @@ pub fn run_with(
                 }
             }
             // Once the first process is reaped its pidfd stays readable: sleep instead.
-            None if first_exit.is_some() => std::thread::sleep(Duration::from_millis(50)),
+            None if first_exit.is_some() => std::thread::sleep(TURN),
             None => exit_watch
                 .as_ref()
                 .expect("made without a sampler")
-                .wait(50),
+                .wait(TURN.as_millis() as i32),
         }
         if first_exit.is_none() {
             // Once the first process is reaped its pid may be reused: nothing is sent to it then.
@@ -308,7 +307,7 @@ pub fn run_with(
         }
         let samples = raw.faults.len() + raw.accesses.len();
         let drained = (samples, raw.tasks.as_slice(), raw.lost);
-        status.update(started.elapsed(), drained, sampler.as_ref());
+        status.update(started.elapsed(), drained, rings.as_ref());
         if first_exit.is_none()
             && let Some(exit) = launched.child.try_wait().map_err(RecordError::Wait)?
         {
@@ -318,19 +317,21 @@ pub fn run_with(
         // The other processes are waited for until a signal to the recorder (the user's
         // Ctrl-C) says to stop.
         let others = Others {
-            sampler: sampler.as_ref(),
+            rings: rings.as_ref(),
             live: &raw.live,
             events_dir: &events_dir,
         };
         if let Some(first) = &mut first_exit
             && first.ends(others, signals::interrupted().is_some())
         {
-            if let Some(s) = &mut sampler {
-                s.drain(|e| raw.take(e));
-            }
             break Ended::Reaped(first.status);
         }
     };
+    // The thread's last drain; after the program's end the kernel's lost count is final.
+    let mut sampler = rings
+        .map(|r| r.finish(|e| raw.take(e)))
+        .transpose()
+        .map_err(|e| RecordError::Runtime(e.to_string()))?;
     // What the last turns drained goes to disk too: a recorder killed while it writes the
     // profile then loses nothing of the run, and the events directory holds the whole recording.
     raw.spill.flush();
@@ -459,6 +460,9 @@ enum Ended {
     /// Every task of the program has exited; the first process is not reaped yet.
     Exiting,
 }
+
+/// The longest turn of the loop: it waits this long for what the rings gave.
+const TURN: Duration = Duration::from_millis(50);
 
 /// How often the recorder reads the maps of the program's processes.
 const MAPS_INTERVAL: Duration = Duration::from_millis(100);

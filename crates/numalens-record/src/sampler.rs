@@ -5,13 +5,13 @@
 //! waiting, draining, the loss count and the end of the program are the same for all.
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use numalens_assemble::raw::{PerfEvent, SamplerInfo};
 use perf_event_open_sys::bindings::perf_event_attr;
 
-use crate::perf::{PerfRing, enable_event, open_event};
+use crate::perf::{PerfRing, enable_event, open_event, read_lost};
 use crate::pmu_live::PreciseReader;
 use crate::spe_live::SpeReader;
 
@@ -58,7 +58,8 @@ impl SamplerError {
 
 /// What every sampler's event shares: disabled until the target execs, inherited by its threads
 /// and children, with the task and mapping records the assembly needs, on the runtime's clock,
-/// waking the recorder every 64 KiB. The backend sets the event, its period and sample fields.
+/// waking the recorder every 64 KiB (a quarter of a smaller ring: `perf::wakeup_bytes`). The
+/// backend sets the event, its period and sample fields.
 pub fn task_tree_attr(exclude_kernel: bool) -> perf_event_attr {
     // SAFETY: perf_event_attr is plain data; all-zero is its documented empty state.
     let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
@@ -199,18 +200,21 @@ impl Sampler {
     /// has exited: no ring will get another record (the kernel reports a hang-up once an event
     /// and all its inherited copies are gone).
     pub fn wait(&self, timeout_ms: i32) -> bool {
-        let mut fds: Vec<libc::pollfd> = self
+        poll_all_hung_up(self.rings.iter().map(|(r, _)| r.raw_fd()), timeout_ms)
+    }
+
+    /// What the recorder's loop asks while another thread drains the rings: the same events,
+    /// through descriptors of their own.
+    pub fn watch(&self) -> io::Result<SamplerWatch> {
+        let events = self
             .rings
             .iter()
-            .map(|(r, _)| libc::pollfd {
-                fd: r.raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        // SAFETY: fds is a valid array of pollfd of the given length.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
-        fds.iter().all(|f| f.revents & libc::POLLHUP != 0)
+            .map(|(r, _)| r.fd().try_clone())
+            .collect::<io::Result<_>>()?;
+        Ok(SamplerWatch {
+            events,
+            lost_counted: self.info.lost_counted,
+        })
     }
 
     /// Starts sampling now: for a process that is already running (an event opened for a
@@ -299,6 +303,41 @@ fn map_aux(ring: &mut PerfRing, ring_pages: usize) -> io::Result<()> {
             other => return other,
         }
     }
+}
+
+/// The sampler's events seen from beside the thread that drains their rings: whether the program
+/// has ended, and the kernel's lost count so far.
+pub struct SamplerWatch {
+    events: Vec<OwnedFd>,
+    lost_counted: bool,
+}
+
+impl SamplerWatch {
+    /// True when every task of the program has exited, without waiting (`Sampler::ended`).
+    pub fn ended(&self) -> bool {
+        poll_all_hung_up(self.events.iter().map(|e| e.as_raw_fd()), 0)
+    }
+
+    /// The records the kernel dropped so far, when it counts them (Linux 6.0+).
+    pub fn lost_counted(&self) -> Option<u64> {
+        self.lost_counted
+            .then(|| self.events.iter().map(read_lost).sum::<io::Result<u64>>())
+            .and_then(Result::ok)
+    }
+}
+
+/// Waits until one of `events` has data or `timeout_ms` passes; true when all of them hung up.
+fn poll_all_hung_up(events: impl Iterator<Item = RawFd>, timeout_ms: i32) -> bool {
+    let mut fds: Vec<libc::pollfd> = events
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: fds is a valid array of pollfd of the given length.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    fds.iter().all(|f| f.revents & libc::POLLHUP != 0)
 }
 
 fn classify(e: io::Error, event: &str, cpu: u32) -> SamplerError {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use numalens_assemble::raw::PerfEvent;
 use numalens_preload::events_tail::ObjectCounter;
 
-use crate::sampler::Sampler;
+use crate::ring_drain::RingDrain;
 
 /// `elapsed  faults  objects  tasks  lost` on one stderr line, redrawn in place, on a terminal
 /// only.
@@ -34,7 +34,7 @@ impl StatusLine {
         &mut self,
         elapsed: Duration,
         (faults, tasks, lost): (usize, &[PerfEvent], u64),
-        sampler: Option<&Sampler>,
+        rings: Option<&RingDrain>,
     ) {
         if !self.enabled
             || self
@@ -50,8 +50,8 @@ impl StatusLine {
             .filter(|e| matches!(e, PerfEvent::Fork { .. }))
             .count();
         // The kernel's own count, when it keeps one: LOST records come late or never.
-        let lost = sampler
-            .and_then(|s| s.lost().counted)
+        let lost = rings
+            .and_then(RingDrain::lost_counted)
             .map_or(lost, |counted| counted.max(lost));
         let _ = write!(
             std::io::stderr(),
