@@ -102,6 +102,33 @@ pub struct EngineStats {
     pub peak_state_bytes: u64,
     /// The per-epoch sample table at its largest (proportional to one epoch's samples).
     pub peak_epoch_bytes: u64,
+    /// Each epoch's end: when, how many page moves the policy decided, and what the engine's
+    /// turn cost (for the run's summary: when the policy decided, against when moves landed).
+    pub timeline: Vec<EpochNote>,
+    /// The longest wall time between two turns of the engine (the recorder's loop), and when
+    /// it ended (seconds after the start): the engine neither decides nor feeds the movers
+    /// meanwhile.
+    pub longest_pause_ns: u64,
+    pub longest_pause_end_s: f64,
+    /// The longest of the engine's own turns (reading signals, deciding, feeding the movers).
+    pub longest_turn_ns: u64,
+    /// Clearing the soft-dirty bits: wall time in all and at most.
+    pub clear_refs_ns: u64,
+    pub clear_refs_most_ns: u64,
+}
+
+/// One epoch's end, for the run's summary.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EpochNote {
+    /// Seconds after the engine's start.
+    pub at_s: f64,
+    /// Page moves the policy decided at this epoch.
+    pub decided: u64,
+    /// Moves waiting in the backlog after deciding.
+    pub waiting: u64,
+    /// Wall time of clearing the soft-dirty bits and of deciding at this epoch (ns).
+    pub clear_refs_ns: u64,
+    pub decide_ns: u64,
 }
 
 impl EngineStats {
@@ -149,6 +176,8 @@ pub struct Engine {
     current: ahash::AHashMap<(u32, u32, u64), Pending>,
     start_ns: Option<u64>,
     epoch_start_ns: u64,
+    /// When the engine last took a turn.
+    last_turn_ns: u64,
     mover: MoveWorker,
     job_size: JobSize,
     inst: SamplesTail,
@@ -223,6 +252,7 @@ impl Engine {
             current: ahash::AHashMap::new(),
             start_ns: None,
             epoch_start_ns: 0,
+            last_turn_ns: 0,
             mover,
             job_size: JobSize::default(),
             inst: SamplesTail::default(),
@@ -355,19 +385,30 @@ impl Engine {
     }
 
     /// Closes the epoch's window, decides, and moves; the rows of what was done.
-    fn epoch(&mut self, live: &std::collections::BTreeSet<u32>) -> Vec<Migration> {
+    fn epoch(&mut self, live: &std::collections::BTreeSet<u32>, now_ns: u64) -> Vec<Migration> {
         self.locate_threads();
         let (cells, numbers) = self.close_window();
         self.stats.epochs += 1;
         self.stats.pages_tracked = self.pages.len() as u64;
         self.moves.prune(self.stats.epochs);
+        let cleared = std::time::Instant::now();
         self.clear_soft_dirty(live);
-        if self.pages.is_empty() {
-            return Vec::new();
+        let clear_refs_ns = cleared.elapsed().as_nanos() as u64;
+        self.stats.clear_refs_ns += clear_refs_ns;
+        self.stats.clear_refs_most_ns = self.stats.clear_refs_most_ns.max(clear_refs_ns);
+        let mut note = EpochNote {
+            at_s: now_ns.saturating_sub(self.start_ns.unwrap_or(now_ns)) as f64 / 1e9,
+            clear_refs_ns,
+            ..EpochNote::default()
+        };
+        if !self.pages.is_empty() {
+            let started = std::time::Instant::now();
+            note.decided = self.decide(&cells, &numbers);
+            note.decide_ns = started.elapsed().as_nanos() as u64;
+            self.stats.decide_ns += note.decide_ns;
         }
-        let started = std::time::Instant::now();
-        self.decide(&cells, &numbers);
-        self.stats.decide_ns += started.elapsed().as_nanos() as u64;
+        note.waiting = self.moves.waiting() as u64;
+        self.stats.timeline.push(note);
         Vec::new()
     }
 }
@@ -399,8 +440,8 @@ impl Engine {
     }
 
     /// The policy's step on the epoch's window: its thread moves made at once, its page moves
-    /// added to the backlog.
-    fn decide(&mut self, cells: &[Cell], numbers: &[(u32, u64)]) {
+    /// added to the backlog; how many page moves it decided.
+    fn decide(&mut self, cells: &[Cell], numbers: &[(u32, u64)]) -> u64 {
         let table = &self.pages;
         // The policy asks for the numbers of the window's pages only.
         let page_number = |p: u32| {
@@ -435,6 +476,7 @@ impl Engine {
                 .map(Cell::total)
                 .sum::<u64>()
         };
+        let mut decided = 0;
         for m in step.moves {
             if m.kind == MoveKind::Replicate {
                 // User space cannot replicate transparently: the page stays where it is.
@@ -442,7 +484,9 @@ impl Engine {
                 continue;
             }
             self.moves.request(m.page, m.to, accesses(m.page));
+            decided += 1;
         }
+        decided
     }
 
     fn move_thread(&mut self, thread: u32, to: usize) {
@@ -584,6 +628,7 @@ impl Engine {
 impl LiveHook for Engine {
     fn tick(&mut self, view: LiveView<'_>) -> Vec<Migration> {
         let cpu = thread_cpu_ns();
+        let wall = std::time::Instant::now();
         let now = view.now_ns;
         let done = self.mover.poll();
         let mut rows = self.collect(now, done);
@@ -591,6 +636,8 @@ impl LiveHook for Engine {
         rows.extend(self.turn(view));
         self.feed_mover(now, origin);
         self.stats.cpu_ns += thread_cpu_ns().saturating_sub(cpu);
+        let turn_ns = wall.elapsed().as_nanos() as u64;
+        self.stats.longest_turn_ns = self.stats.longest_turn_ns.max(turn_ns);
         self.stats.peak_state_bytes = self.stats.peak_state_bytes.max(self.state_bytes());
         self.stats.peak_epoch_bytes = self.stats.peak_epoch_bytes.max(self.epoch_bytes());
         rows
@@ -623,8 +670,16 @@ impl Engine {
         if self.start_ns.is_none() {
             self.start_ns = Some(view.now_ns);
             self.epoch_start_ns = view.now_ns;
+            self.last_turn_ns = view.now_ns;
             self.clear_soft_dirty(view.live);
         }
+        let pause = view.now_ns.saturating_sub(self.last_turn_ns);
+        if pause > self.stats.longest_pause_ns {
+            self.stats.longest_pause_ns = pause;
+            self.stats.longest_pause_end_s =
+                view.now_ns.saturating_sub(self.start_ns.unwrap_or(0)) as f64 / 1e9;
+        }
+        self.last_turn_ns = view.now_ns;
         self.stats.wall_ns = view
             .now_ns
             .saturating_sub(self.start_ns.unwrap_or(view.now_ns));
@@ -643,7 +698,7 @@ impl Engine {
             return Vec::new();
         }
         self.epoch_start_ns = view.now_ns;
-        self.epoch(view.live)
+        self.epoch(view.live, view.now_ns)
     }
 }
 

@@ -185,6 +185,7 @@ fn print_stats(policy: Policy, s: &EngineStats) {
             s.retried
         );
     }
+    print_timeline(s);
     if s.unmade > 0 {
         eprintln!(
             "numalens: {} page moves were still waiting for the mover when the program ended",
@@ -197,5 +198,40 @@ fn print_stats(policy: Policy, s: &EngineStats) {
     if !s.failed.is_empty() {
         let why: Vec<String> = s.failed.iter().map(|(e, n)| format!("{n} {e}")).collect();
         eprintln!("numalens: moves the kernel refused: {}", why.join(", "));
+    }
+}
+
+/// When the policy decided (the epochs that decided moves) and what held the engine's turns
+/// back: the moves' rows in the profile say when each job was handed to a mover, and the page
+/// scans when its pages landed.
+fn print_timeline(s: &EngineStats) {
+    let deciding: Vec<String> = s
+        .timeline
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.decided > 0)
+        .map(|(i, n)| format!("epoch {} at {:.2} s: {}", i + 1, n.at_s, n.decided))
+        .collect();
+    if !deciding.is_empty() {
+        eprintln!("numalens: page moves decided: {}", deciding.join(", "));
+    }
+    if s.epochs > 0 {
+        let at: Vec<String> = s
+            .timeline
+            .iter()
+            .map(|n| format!("{:.2}", n.at_s))
+            .collect();
+        eprintln!("numalens: epochs ended at (s): {}", at.join(" "));
+        let ms = |ns: u64| ns as f64 / 1e6;
+        eprintln!(
+            "numalens: engine turns: longest pause between two {:.0} ms (ending {:.2} s after \
+             the start), longest turn {:.0} ms; clearing soft-dirty bits {:.0} ms in all, {:.0} \
+             ms at most",
+            ms(s.longest_pause_ns),
+            s.longest_pause_end_s,
+            ms(s.longest_turn_ns),
+            ms(s.clear_refs_ns),
+            ms(s.clear_refs_most_ns)
+        );
     }
 }
