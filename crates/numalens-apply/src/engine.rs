@@ -72,6 +72,9 @@ pub struct EngineStats {
     pub requested: u64,
     pub moved: u64,
     pub already_in_place: u64,
+    /// Pages no longer mapped when their move came (the program freed them since the decision):
+    /// not moved.
+    pub unmapped: u64,
     pub deferred: u64,
     pub frozen: u64,
     pub failed: BTreeMap<String, u64>,
@@ -554,6 +557,7 @@ impl Engine {
                     policy: self.opts.policy.name().to_string(),
                     reason: reason.clone(),
                     time_ns: now_ns.saturating_sub(origin_ns),
+                    handed: std::time::Instant::now(),
                 }
             })
             .collect();
@@ -608,6 +612,7 @@ impl Engine {
         self.stats.requested += o.requested;
         self.stats.moved += o.moved;
         self.stats.already_in_place += o.already_in_place;
+        self.stats.unmapped += o.unmapped;
         self.stats.deferred += o.deferred;
         for (e, n) in &o.failed {
             *self.stats.failed.entry(e.clone()).or_default() += n;

@@ -23,7 +23,10 @@ pub struct Job {
     pub batch_pages: usize,
     pub policy: String,
     pub reason: String,
+    /// When the job was handed over, since the clock origin, and as an instant: the mover
+    /// adds the time it waited, so that rows say when the moves were made.
     pub time_ns: u64,
+    pub handed: std::time::Instant,
 }
 
 /// What a send came to: each job's outcome, and the requests to put back in the backlog with
@@ -150,7 +153,8 @@ fn run_mover(
                     default_batch
                 });
                 let label = (j.policy.as_str(), j.reason.as_str());
-                let outcome = migrator.migrate(j.pid, j.epoch, &j.requests, label, j.time_ns);
+                let now_ns = j.time_ns + j.handed.elapsed().as_nanos() as u64;
+                let outcome = migrator.migrate(j.pid, j.epoch, &j.requests, label, now_ns);
                 let requeue = requeue(&outcome.again, &j.requests, &j.levels);
                 Done { outcome, requeue }
             })

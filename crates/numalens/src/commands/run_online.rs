@@ -186,6 +186,13 @@ fn print_stats(policy: Policy, s: &EngineStats) {
         );
     }
     print_timeline(s);
+    if s.unmapped > 0 {
+        eprintln!(
+            "numalens: {} pages were no longer mapped when their move came (freed or unmapped \
+             by the program since the decision; EFAULT): not moved",
+            s.unmapped
+        );
+    }
     if s.unmade > 0 {
         eprintln!(
             "numalens: {} page moves were still waiting for the mover when the program ended",
