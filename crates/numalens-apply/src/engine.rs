@@ -61,6 +61,9 @@ pub struct EngineOptions {
     pub migrate: MigrateOptions,
     /// Clear soft-dirty bits each epoch, so that writes are sampled (see the module docs).
     pub soft_dirty: bool,
+    /// The nice value the engine's thread (the recorder's loop, which decides and feeds the
+    /// movers) takes at its first turn; `None`: left as it is.
+    pub nice: Option<i32>,
 }
 
 /// What the engine did, for the run's summary.
@@ -115,6 +118,8 @@ pub struct EngineStats {
     pub longest_pause_end_s: f64,
     /// The longest of the engine's own turns (reading signals, deciding, feeding the movers).
     pub longest_turn_ns: u64,
+    /// The nice value asked for the engine's thread and the kernel's answer (`Err`: why not).
+    pub nice: Option<(i32, Result<(), String>)>,
     /// Clearing the soft-dirty bits: wall time in all and at most.
     pub clear_refs_ns: u64,
     pub clear_refs_most_ns: u64,
@@ -677,6 +682,10 @@ impl Engine {
             self.epoch_start_ns = view.now_ns;
             self.last_turn_ns = view.now_ns;
             self.clear_soft_dirty(view.live);
+            if let Some(nice) = self.opts.nice {
+                let answer = crate::threads::set_nice(0, nice).map(|_| ());
+                self.stats.nice = Some((nice, answer.map_err(|e| e.to_string())));
+            }
         }
         let pause = view.now_ns.saturating_sub(self.last_turn_ns);
         if pause > self.stats.longest_pause_ns {

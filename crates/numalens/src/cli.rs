@@ -164,6 +164,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = numalens_apply::migrate::DEFAULT_MOVERS as u16,
           value_parser = clap::value_parser!(u16).range(1..=64), conflicts_with = "plan")]
     pub movers: u16,
+    /// The nice value of the online engine's thread (the recorder's loop: it reads the samples,
+    /// decides at each epoch and hands the movers their jobs), -20 to 19; below the current
+    /// one needs CAP_SYS_NICE (root). Not set: the engine's thread keeps numalens' own. The
+    /// program's threads and the movers keep theirs.
+    #[arg(long, value_name = "NICE", allow_hyphen_values = true,
+          value_parser = clap::value_parser!(i32).range(-20..=19), conflicts_with = "plan")]
+    pub engine_nice: Option<i32>,
     /// A parameter of the online policy, e.g. `carrefour.maptu_min=5` (its DRAM-rate gate, in
     /// accesses per µs) or `spm.observe_windows=10` (epochs observed before SPM's round);
     /// repeatable. docs/POLICIES.md lists them.

@@ -137,6 +137,7 @@ fn engine_options(args: &RunArgs, policy: Policy) -> Result<EngineOptions, Usage
             ..MigrateOptions::default()
         },
         soft_dirty: soft_dirty(),
+        nice: args.engine_nice,
     })
 }
 
@@ -221,6 +222,13 @@ fn print_timeline(s: &EngineStats) {
         .collect();
     if !deciding.is_empty() {
         eprintln!("numalens: page moves decided: {}", deciding.join(", "));
+    }
+    match &s.nice {
+        Some((nice, Ok(()))) => eprintln!("numalens: the engine's thread ran at nice {nice}"),
+        Some((nice, Err(why))) => {
+            eprintln!("numalens: the engine's thread could not take nice {nice}: {why}")
+        }
+        None => {}
     }
     if s.epochs > 0 {
         let at: Vec<String> = s
