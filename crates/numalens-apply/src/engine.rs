@@ -128,7 +128,7 @@ pub struct EngineStats {
 /// One epoch's end, for the run's summary.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EpochNote {
-    /// Seconds after the engine's start.
+    /// Seconds after the profile's clock origin (as the moves' rows and the page scans).
     pub at_s: f64,
     /// Page moves the policy decided at this epoch.
     pub decided: u64,
@@ -186,6 +186,8 @@ pub struct Engine {
     epoch_start_ns: u64,
     /// When the engine last took a turn.
     last_turn_ns: u64,
+    /// The profile's clock origin (monotonic ns).
+    origin_ns: u64,
     mover: MoveWorker,
     job_size: JobSize,
     inst: SamplesTail,
@@ -261,6 +263,7 @@ impl Engine {
             start_ns: None,
             epoch_start_ns: 0,
             last_turn_ns: 0,
+            origin_ns: 0,
             mover,
             job_size: JobSize::default(),
             inst: SamplesTail::default(),
@@ -405,7 +408,7 @@ impl Engine {
         self.stats.clear_refs_ns += clear_refs_ns;
         self.stats.clear_refs_most_ns = self.stats.clear_refs_most_ns.max(clear_refs_ns);
         let mut note = EpochNote {
-            at_s: now_ns.saturating_sub(self.start_ns.unwrap_or(now_ns)) as f64 / 1e9,
+            at_s: now_ns.saturating_sub(self.origin_ns) as f64 / 1e9,
             clear_refs_ns,
             ..EpochNote::default()
         };
@@ -681,6 +684,7 @@ impl Engine {
             self.start_ns = Some(view.now_ns);
             self.epoch_start_ns = view.now_ns;
             self.last_turn_ns = view.now_ns;
+            self.origin_ns = view.origin_ns;
             self.clear_soft_dirty(view.live);
             if let Some(nice) = self.opts.nice {
                 let answer = crate::threads::set_nice(0, nice).map(|_| ());
@@ -691,7 +695,7 @@ impl Engine {
         if pause > self.stats.longest_pause_ns {
             self.stats.longest_pause_ns = pause;
             self.stats.longest_pause_end_s =
-                view.now_ns.saturating_sub(self.start_ns.unwrap_or(0)) as f64 / 1e9;
+                view.now_ns.saturating_sub(self.origin_ns) as f64 / 1e9;
         }
         self.last_turn_ns = view.now_ns;
         self.stats.wall_ns = view

@@ -236,11 +236,14 @@ fn print_timeline(s: &EngineStats) {
             .iter()
             .map(|n| format!("{:.2}", n.at_s))
             .collect();
-        eprintln!("numalens: epochs ended at (s): {}", at.join(" "));
+        eprintln!(
+            "numalens: epochs ended at (s on the profile's clock): {}",
+            at.join(" ")
+        );
         let ms = |ns: u64| ns as f64 / 1e6;
         eprintln!(
-            "numalens: engine turns: longest pause between two {:.0} ms (ending {:.2} s after \
-             the start), longest turn {:.0} ms; clearing soft-dirty bits {:.0} ms in all, {:.0} \
+            "numalens: engine turns: longest pause between two {:.0} ms (ending at {:.2} s), \
+             longest turn {:.0} ms; clearing soft-dirty bits {:.0} ms in all, {:.0} \
              ms at most",
             ms(s.longest_pause_ns),
             s.longest_pause_end_s,
