@@ -137,7 +137,7 @@ fn engine_options(args: &RunArgs, policy: Policy) -> Result<EngineOptions, Usage
             ..MigrateOptions::default()
         },
         soft_dirty: soft_dirty(),
-        nice: args.engine_nice,
+        nice: Some(args.engine_nice),
     })
 }
 
@@ -225,9 +225,10 @@ fn print_timeline(s: &EngineStats) {
     }
     match &s.nice {
         Some((nice, Ok(()))) => eprintln!("numalens: the engine's thread ran at nice {nice}"),
-        Some((nice, Err(why))) => {
-            eprintln!("numalens: the engine's thread could not take nice {nice}: {why}")
-        }
+        Some((nice, Err(why))) => eprintln!(
+            "numalens: the engine's thread could not take nice {nice} ({why}; below numalens' \
+             own needs CAP_SYS_NICE): it ran at numalens' own, where its epochs may come late"
+        ),
         None => {}
     }
     if s.epochs > 0 {
