@@ -41,6 +41,9 @@ pub struct MigrateOptions {
     /// on the CPU that makes it, one page after the other, where the kernel's own balancing
     /// migrates on the faulting threads, all of them at once.
     pub movers: usize,
+    /// The nice value each mover thread takes when it starts (`None`: the engine's own at the
+    /// time, numalens' by default).
+    pub mover_nice: Option<i32>,
 }
 
 impl Default for MigrateOptions {
@@ -52,6 +55,7 @@ impl Default for MigrateOptions {
             ping_pong_epochs: 4,
             move_in_place: false,
             movers: DEFAULT_MOVERS,
+            mover_nice: None,
         }
     }
 }

@@ -177,6 +177,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "NICE", allow_hyphen_values = true, default_value_t = DEFAULT_ENGINE_NICE,
           value_parser = clap::value_parser!(i32).range(-20..=19), conflicts_with = "plan")]
     pub engine_nice: i32,
+    /// The nice value of the online engine's mover threads (-20 to 19; below numalens' own
+    /// needs CAP_SYS_NICE, refused they keep numalens' own). Not set: numalens' own.
+    #[arg(long, value_name = "NICE", allow_hyphen_values = true,
+          value_parser = clap::value_parser!(i32).range(-20..=19), conflicts_with = "plan")]
+    pub mover_nice: Option<i32>,
     /// A parameter of the online policy, e.g. `carrefour.maptu_min=5` (its DRAM-rate gate, in
     /// accesses per µs) or `spm.observe_windows=10` (epochs observed before SPM's round);
     /// repeatable. docs/POLICIES.md lists them.

@@ -134,6 +134,7 @@ fn engine_options(args: &RunArgs, policy: Policy) -> Result<EngineOptions, Usage
         migrate: MigrateOptions {
             rate_limit_mb_per_s: args.rate_limit,
             movers: usize::from(args.movers),
+            mover_nice: args.mover_nice,
             ..MigrateOptions::default()
         },
         soft_dirty: soft_dirty(),
