@@ -61,6 +61,9 @@ pub struct EngineOptions {
     pub migrate: MigrateOptions,
     /// Clear soft-dirty bits each epoch, so that writes are sampled (see the module docs).
     pub soft_dirty: bool,
+    /// The nice value the engine's thread (the recorder's loop, which decides and feeds the
+    /// movers) takes at its first turn; `None`: left as it is.
+    pub nice: Option<i32>,
 }
 
 /// What the engine did, for the run's summary.
@@ -72,6 +75,9 @@ pub struct EngineStats {
     pub requested: u64,
     pub moved: u64,
     pub already_in_place: u64,
+    /// Pages no longer mapped when their move came (the program freed them since the decision):
+    /// not moved.
+    pub unmapped: u64,
     pub deferred: u64,
     pub frozen: u64,
     pub failed: BTreeMap<String, u64>,
@@ -102,6 +108,35 @@ pub struct EngineStats {
     pub peak_state_bytes: u64,
     /// The per-epoch sample table at its largest (proportional to one epoch's samples).
     pub peak_epoch_bytes: u64,
+    /// Each epoch's end: when, how many page moves the policy decided, and what the engine's
+    /// turn cost (for the run's summary: when the policy decided, against when moves landed).
+    pub timeline: Vec<EpochNote>,
+    /// The longest wall time between two turns of the engine (the recorder's loop), and when
+    /// it ended (seconds after the start): the engine neither decides nor feeds the movers
+    /// meanwhile.
+    pub longest_pause_ns: u64,
+    pub longest_pause_end_s: f64,
+    /// The longest of the engine's own turns (reading signals, deciding, feeding the movers).
+    pub longest_turn_ns: u64,
+    /// The nice value asked for the engine's thread and the kernel's answer (`Err`: why not).
+    pub nice: Option<(i32, Result<(), String>)>,
+    /// Clearing the soft-dirty bits: wall time in all and at most.
+    pub clear_refs_ns: u64,
+    pub clear_refs_most_ns: u64,
+}
+
+/// One epoch's end, for the run's summary.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EpochNote {
+    /// Seconds after the profile's clock origin (as the moves' rows and the page scans).
+    pub at_s: f64,
+    /// Page moves the policy decided at this epoch.
+    pub decided: u64,
+    /// Moves waiting in the backlog after deciding.
+    pub waiting: u64,
+    /// Wall time of clearing the soft-dirty bits and of deciding at this epoch (ns).
+    pub clear_refs_ns: u64,
+    pub decide_ns: u64,
 }
 
 impl EngineStats {
@@ -149,6 +184,10 @@ pub struct Engine {
     current: ahash::AHashMap<(u32, u32, u64), Pending>,
     start_ns: Option<u64>,
     epoch_start_ns: u64,
+    /// When the engine last took a turn.
+    last_turn_ns: u64,
+    /// The profile's clock origin (monotonic ns).
+    origin_ns: u64,
     mover: MoveWorker,
     job_size: JobSize,
     inst: SamplesTail,
@@ -223,6 +262,8 @@ impl Engine {
             current: ahash::AHashMap::new(),
             start_ns: None,
             epoch_start_ns: 0,
+            last_turn_ns: 0,
+            origin_ns: 0,
             mover,
             job_size: JobSize::default(),
             inst: SamplesTail::default(),
@@ -355,19 +396,30 @@ impl Engine {
     }
 
     /// Closes the epoch's window, decides, and moves; the rows of what was done.
-    fn epoch(&mut self, live: &std::collections::BTreeSet<u32>) -> Vec<Migration> {
+    fn epoch(&mut self, live: &std::collections::BTreeSet<u32>, now_ns: u64) -> Vec<Migration> {
         self.locate_threads();
         let (cells, numbers) = self.close_window();
         self.stats.epochs += 1;
         self.stats.pages_tracked = self.pages.len() as u64;
         self.moves.prune(self.stats.epochs);
+        let cleared = std::time::Instant::now();
         self.clear_soft_dirty(live);
-        if self.pages.is_empty() {
-            return Vec::new();
+        let clear_refs_ns = cleared.elapsed().as_nanos() as u64;
+        self.stats.clear_refs_ns += clear_refs_ns;
+        self.stats.clear_refs_most_ns = self.stats.clear_refs_most_ns.max(clear_refs_ns);
+        let mut note = EpochNote {
+            at_s: now_ns.saturating_sub(self.origin_ns) as f64 / 1e9,
+            clear_refs_ns,
+            ..EpochNote::default()
+        };
+        if !self.pages.is_empty() {
+            let started = std::time::Instant::now();
+            note.decided = self.decide(&cells, &numbers);
+            note.decide_ns = started.elapsed().as_nanos() as u64;
+            self.stats.decide_ns += note.decide_ns;
         }
-        let started = std::time::Instant::now();
-        self.decide(&cells, &numbers);
-        self.stats.decide_ns += started.elapsed().as_nanos() as u64;
+        note.waiting = self.moves.waiting() as u64;
+        self.stats.timeline.push(note);
         Vec::new()
     }
 }
@@ -399,8 +451,8 @@ impl Engine {
     }
 
     /// The policy's step on the epoch's window: its thread moves made at once, its page moves
-    /// added to the backlog.
-    fn decide(&mut self, cells: &[Cell], numbers: &[(u32, u64)]) {
+    /// added to the backlog; how many page moves it decided.
+    fn decide(&mut self, cells: &[Cell], numbers: &[(u32, u64)]) -> u64 {
         let table = &self.pages;
         // The policy asks for the numbers of the window's pages only.
         let page_number = |p: u32| {
@@ -435,6 +487,7 @@ impl Engine {
                 .map(Cell::total)
                 .sum::<u64>()
         };
+        let mut decided = 0;
         for m in step.moves {
             if m.kind == MoveKind::Replicate {
                 // User space cannot replicate transparently: the page stays where it is.
@@ -442,7 +495,9 @@ impl Engine {
                 continue;
             }
             self.moves.request(m.page, m.to, accesses(m.page));
+            decided += 1;
         }
+        decided
     }
 
     fn move_thread(&mut self, thread: u32, to: usize) {
@@ -510,6 +565,7 @@ impl Engine {
                     policy: self.opts.policy.name().to_string(),
                     reason: reason.clone(),
                     time_ns: now_ns.saturating_sub(origin_ns),
+                    handed: std::time::Instant::now(),
                 }
             })
             .collect();
@@ -564,6 +620,7 @@ impl Engine {
         self.stats.requested += o.requested;
         self.stats.moved += o.moved;
         self.stats.already_in_place += o.already_in_place;
+        self.stats.unmapped += o.unmapped;
         self.stats.deferred += o.deferred;
         for (e, n) in &o.failed {
             *self.stats.failed.entry(e.clone()).or_default() += n;
@@ -584,6 +641,7 @@ impl Engine {
 impl LiveHook for Engine {
     fn tick(&mut self, view: LiveView<'_>) -> Vec<Migration> {
         let cpu = thread_cpu_ns();
+        let wall = std::time::Instant::now();
         let now = view.now_ns;
         let done = self.mover.poll();
         let mut rows = self.collect(now, done);
@@ -591,6 +649,8 @@ impl LiveHook for Engine {
         rows.extend(self.turn(view));
         self.feed_mover(now, origin);
         self.stats.cpu_ns += thread_cpu_ns().saturating_sub(cpu);
+        let turn_ns = wall.elapsed().as_nanos() as u64;
+        self.stats.longest_turn_ns = self.stats.longest_turn_ns.max(turn_ns);
         self.stats.peak_state_bytes = self.stats.peak_state_bytes.max(self.state_bytes());
         self.stats.peak_epoch_bytes = self.stats.peak_epoch_bytes.max(self.epoch_bytes());
         rows
@@ -623,8 +683,21 @@ impl Engine {
         if self.start_ns.is_none() {
             self.start_ns = Some(view.now_ns);
             self.epoch_start_ns = view.now_ns;
+            self.last_turn_ns = view.now_ns;
+            self.origin_ns = view.origin_ns;
             self.clear_soft_dirty(view.live);
+            if let Some(nice) = self.opts.nice {
+                let answer = crate::threads::set_nice(0, nice).map(|_| ());
+                self.stats.nice = Some((nice, answer.map_err(|e| e.to_string())));
+            }
         }
+        let pause = view.now_ns.saturating_sub(self.last_turn_ns);
+        if pause > self.stats.longest_pause_ns {
+            self.stats.longest_pause_ns = pause;
+            self.stats.longest_pause_end_s =
+                view.now_ns.saturating_sub(self.origin_ns) as f64 / 1e9;
+        }
+        self.last_turn_ns = view.now_ns;
         self.stats.wall_ns = view
             .now_ns
             .saturating_sub(self.start_ns.unwrap_or(view.now_ns));
@@ -643,7 +716,7 @@ impl Engine {
             return Vec::new();
         }
         self.epoch_start_ns = view.now_ns;
-        self.epoch(view.live)
+        self.epoch(view.live, view.now_ns)
     }
 }
 

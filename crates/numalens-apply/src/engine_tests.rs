@@ -22,6 +22,7 @@ fn engine_moving(policy: Policy, migrate: MigrateOptions) -> (Engine, Vec<u32>) 
         params,
         migrate,
         soft_dirty: false,
+        nice: None,
     };
     (Engine::new(opts, machine, &topology), first_cpus)
 }
@@ -334,4 +335,22 @@ fn each_mover_takes_its_own_job() {
     drain(&mut e);
     e.finish(1_000);
     assert_eq!((e.stats.requested, e.stats.moved), (10 * job as u64, 0));
+}
+
+#[test]
+fn the_engine_s_thread_takes_its_nice_value_at_its_first_turn() {
+    // On a thread of its own (the recorder's loop): a higher nice value needs no privilege.
+    let (asked, got, stats) = std::thread::spawn(|| {
+        let now = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        let asked = (now + 3).min(19);
+        let (mut e, _) = engine(Policy::Carrefour);
+        e.opts.nice = Some(asked);
+        tick(&mut e, 1_000, &[]);
+        let got = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        (asked, got, e.stats.nice.clone())
+    })
+    .join()
+    .unwrap();
+    assert_eq!(got, asked);
+    assert_eq!(stats, Some((asked, Ok(()))));
 }

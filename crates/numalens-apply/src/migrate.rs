@@ -41,6 +41,9 @@ pub struct MigrateOptions {
     /// on the CPU that makes it, one page after the other, where the kernel's own balancing
     /// migrates on the faulting threads, all of them at once.
     pub movers: usize,
+    /// The nice value each mover thread takes when it starts (`None`: the engine's own at the
+    /// time, numalens' by default).
+    pub mover_nice: Option<i32>,
 }
 
 impl Default for MigrateOptions {
@@ -52,6 +55,7 @@ impl Default for MigrateOptions {
             ping_pong_epochs: 4,
             move_in_place: false,
             movers: DEFAULT_MOVERS,
+            mover_nice: None,
         }
     }
 }
@@ -64,6 +68,9 @@ pub struct Outcome {
     pub requested: u64,
     pub already_in_place: u64,
     pub untouched: u64,
+    /// Pages whose address was no longer mapped when asked (`EFAULT`: the program unmapped or
+    /// freed them since the move was decided): not moved, counted apart.
+    pub unmapped: u64,
     pub deferred: u64,
     pub moved: u64,
     /// Per-page refusals by errno name.
@@ -177,7 +184,8 @@ impl Migrator {
     }
 
     /// Moves `requests` of process `pid`; `policy` and `reason` label the rows, `time_ns` is
-    /// their time since the clock origin.
+    /// now, since the clock origin: a moved page's row carries the time its call ended (when
+    /// the page had moved), an unmapped page's the time it was asked about.
     pub fn migrate(
         &mut self,
         pid: u32,
@@ -186,6 +194,7 @@ impl Migrator {
         label: (&str, &str),
         time_ns: u64,
     ) -> Outcome {
+        let begun = Instant::now();
         let mut out = Outcome {
             epoch,
             pid,
@@ -202,20 +211,34 @@ impl Migrator {
         };
         // (request's position, the request, where the page is now)
         let mut todo: Vec<(usize, Request, i32)> = Vec::new();
+        let mut gone: Vec<(usize, Request, i32)> = Vec::new();
         for (i, (r, at)) in requests.iter().copied().zip(now).enumerate() {
             let untouched = at == -libc::ENOENT;
             let in_place = at == r.1 as i32;
+            // The query and the move find the address's mapping alike: a move of an address
+            // the query found unmapped would be refused with `EFAULT` too, at the cost of a
+            // moving call.
+            let unmapped = at == -libc::EFAULT;
             out.untouched += u64::from(untouched);
             out.already_in_place += u64::from(in_place);
-            if self.opts.move_in_place || !(untouched || in_place) {
+            out.unmapped += u64::from(unmapped);
+            if unmapped && !self.opts.move_in_place {
+                gone.push((i, r, at));
+            } else if self.opts.move_in_place || !(untouched || in_place) {
                 todo.push((i, r, at));
             }
         }
+        let unmapped = gone;
         let allowed = self.take_budget(todo.len());
         out.deferred = (todo.len() - allowed) as u64;
         let over = todo.split_off(allowed);
         out.again = over.iter().map(|t| (t.0, Again::Deferred)).collect();
-        self.move_batches(pid, &todo, &mut out, label, time_ns);
+        let mut rows = Rows::new(pid, label, time_ns, self.page_size);
+        for (_, (address, to), _) in unmapped {
+            rows.push(address, None, to, "EFAULT".to_string());
+        }
+        self.move_batches(&mut rows, &todo, &mut out, (time_ns, begun));
+        out.rows = rows.finish();
         out
     }
 
@@ -235,15 +258,17 @@ impl Migrator {
         Ok(nodes)
     }
 
+    /// The moving calls; each call's rows carry the time it ended, when its pages had moved
+    /// (`began`: the job's start, since the clock origin and as an instant).
     fn move_batches(
         &mut self,
-        pid: u32,
+        rows: &mut Rows,
         todo: &[(usize, Request, i32)],
         out: &mut Outcome,
-        label: (&str, &str),
-        time_ns: u64,
+        began: (u64, Instant),
     ) {
-        let mut rows = Rows::new(pid, label, time_ns, self.page_size);
+        let pid = out.pid;
+        let (time_ns, begun) = began;
         for chunk in todo.chunks(self.opts.batch_pages.max(1)) {
             let pages: Vec<u64> = chunk.iter().map(|(_, r, _)| r.0).collect();
             let nodes: Vec<i32> = chunk.iter().map(|(_, r, _)| r.1 as i32).collect();
@@ -252,6 +277,7 @@ impl Migrator {
             let answer = move_pages(pid, &pages, Some(&nodes), &mut status);
             out.move_calls
                 .push((chunk.len(), started.elapsed().as_nanos() as u64));
+            rows.time_ns = time_ns + begun.elapsed().as_nanos() as u64;
             out.syscalls += 1;
             if let Err(e) = answer {
                 // The whole call failed (e.g. the process ended): said once, never fatal; its
@@ -279,7 +305,6 @@ impl Migrator {
                 rows.push(address, u32::try_from(from).ok(), to, result);
             }
         }
-        out.rows = rows.finish();
     }
 }
 
@@ -354,6 +379,7 @@ impl<'a> Rows<'a> {
 
     fn push(&mut self, address: u64, from: Option<u32>, to: u32, result: String) {
         if let Some(last) = self.rows.last_mut()
+            && last.time_ns == self.time_ns
             && last.start + last.len == address
             && last.from_node == from
             && last.to_node == to

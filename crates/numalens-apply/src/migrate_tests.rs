@@ -215,3 +215,59 @@ fn a_process_whose_memory_is_gone_is_said_to_be_exiting() {
         Some(&*format!("process {pid} was exiting"))
     );
 }
+
+#[test]
+fn pages_no_longer_mapped_are_counted_apart_and_never_moved() {
+    // Eight pages written, the last four unmapped since (as a program freeing its grid while
+    // their moves wait): the query answers EFAULT for them, as the move would.
+    let (addresses, base) = own_pages(8, 8);
+    unsafe {
+        libc::munmap(
+            (base as *mut u8).add(4 * PAGE as usize).cast(),
+            4 * PAGE as usize,
+        )
+    };
+    // Node 1: a move for every mapped page on a machine with two nodes or more; on one node the
+    // moving call is refused, which this test does not look at.
+    let requests: Vec<Request> = addresses.iter().map(|a| (*a, 1)).collect();
+    let out = migrator(0.0).migrate(std::process::id(), 1, &requests, ("t", "r"), 0);
+    assert_eq!(out.unmapped, 4, "{out:?}");
+    assert_eq!(out.failed.get("EFAULT"), None, "{out:?}");
+    // At most one moving call, of the four mapped pages only.
+    assert!(out.move_calls.iter().all(|c| c.0 == 4), "{out:?}");
+    let unmapped: Vec<(u64, u64, Option<u32>)> = out
+        .rows
+        .iter()
+        .filter(|r| r.result == "EFAULT")
+        .map(|r| (r.start, r.len / PAGE, r.from_node))
+        .collect();
+    assert_eq!(unmapped, [(addresses[4], 4, None)]);
+    unsafe { libc::munmap(base, 4 * PAGE as usize) };
+}
+
+#[test]
+fn a_moved_page_s_row_carries_the_time_its_call_ended() {
+    let (addresses, base) = own_pages(64, 64);
+    let requests: Vec<Request> = addresses.iter().map(|a| (*a, 0)).collect();
+    let mut m = Migrator::new(
+        MigrateOptions {
+            rate_limit_mb_per_s: 0.0,
+            move_in_place: true,
+            batch_pages: 16,
+            ..MigrateOptions::default()
+        },
+        PAGE,
+    );
+    let out = m.migrate(std::process::id(), 0, &requests, ("t", "r"), 1_000);
+    assert_eq!((out.moved, out.move_calls.len()), (64, 4), "{out:?}");
+    // Each call's rows: at least the job's start plus the calls made until then.
+    let mut made = 1_000;
+    let mut at = Vec::new();
+    for (call, rows) in out.move_calls.iter().zip(out.rows.iter()) {
+        made += call.1;
+        assert!(rows.time_ns >= made, "{rows:?} before {made}");
+        at.push(rows.time_ns);
+    }
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{at:?}");
+    unsafe { libc::munmap(base, 64 * PAGE as usize) };
+}

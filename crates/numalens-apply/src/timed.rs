@@ -308,6 +308,7 @@ impl TimedMoves {
                         m.time_ns as f64 / 1e9
                     ),
                     time_ns: now_ns.saturating_sub(origin_ns),
+                    handed: std::time::Instant::now(),
                 });
             }
         }

@@ -23,7 +23,10 @@ pub struct Job {
     pub batch_pages: usize,
     pub policy: String,
     pub reason: String,
+    /// When the job was handed over, since the clock origin, and as an instant: the mover
+    /// adds the time it waited, so that rows say when the moves were made.
     pub time_ns: u64,
+    pub handed: std::time::Instant,
 }
 
 /// What a send came to: each job's outcome, and the requests to put back in the backlog with
@@ -54,9 +57,16 @@ impl MoveWorker {
                 let inbox = Arc::clone(&inbox);
                 let outbox = outbox.clone();
                 let migrator = Migrator::sharing(options.clone(), page_size, Arc::clone(&budget));
+                let (batch, nice) = (options.batch_pages, options.mover_nice);
                 std::thread::Builder::new()
                     .name(format!("numalens-mover{i}"))
-                    .spawn(move || run_mover(migrator, options.batch_pages, &inbox, &outbox))
+                    .spawn(move || {
+                        // Refused (no CAP_SYS_NICE), the mover runs at the engine's priority.
+                        if let Some(n) = nice {
+                            let _ = crate::threads::set_nice(0, n);
+                        }
+                        run_mover(migrator, batch, &inbox, &outbox)
+                    })
                     .expect("a thread can be started")
             })
             .collect();
@@ -150,7 +160,8 @@ fn run_mover(
                     default_batch
                 });
                 let label = (j.policy.as_str(), j.reason.as_str());
-                let outcome = migrator.migrate(j.pid, j.epoch, &j.requests, label, j.time_ns);
+                let now_ns = j.time_ns + j.handed.elapsed().as_nanos() as u64;
+                let outcome = migrator.migrate(j.pid, j.epoch, &j.requests, label, now_ns);
                 let requeue = requeue(&outcome.again, &j.requests, &j.levels);
                 Done { outcome, requeue }
             })
@@ -191,6 +202,50 @@ impl Drop for MoveWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The nice values of this process's threads named `name` (`/proc/self/task/*/stat`,
+    /// field 19): other tests run movers of the same name at once.
+    fn nice_of(name: &str) -> Vec<i32> {
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return Vec::new();
+        };
+        tasks
+            .flatten()
+            .filter(|t| {
+                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name)
+            })
+            .filter_map(|t| {
+                let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+                let (_, rest) = stat.rsplit_once(')')?;
+                rest.split_whitespace().nth(16)?.parse().ok()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn movers_take_the_nice_value_they_are_given() {
+        // A higher nice value than this thread's needs no privilege.
+        let now = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        let asked = (now + 2).min(19);
+        let mut worker = MoveWorker::start(
+            MigrateOptions {
+                movers: 1,
+                mover_nice: Some(asked),
+                ..MigrateOptions::default()
+            },
+            4096,
+        );
+        let mut seen = None;
+        for _ in 0..200 {
+            seen = nice_of("numalens-mover0").into_iter().find(|n| *n == asked);
+            if seen.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        worker.finish();
+        assert_eq!(seen, Some(asked));
+    }
 
     #[test]
     fn a_page_refused_again_and_again_loses_its_priority_then_is_given_up() {

@@ -130,6 +130,11 @@ pub struct RecordArgs {
     pub command: Vec<std::ffi::OsString>,
 }
 
+/// The online engine's thread's nice value unless `--engine-nice` says otherwise: measured in
+/// the emulated 4-node guest, where the engine at the program's priority took its 200 ms
+/// epochs up to 2.6 s late (docs/PLACEMENT.md).
+pub const DEFAULT_ENGINE_NICE: i32 = -10;
+
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("placement").required(true).args(["plan", "policy"])))]
 pub struct RunArgs {
@@ -164,6 +169,19 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = numalens_apply::migrate::DEFAULT_MOVERS as u16,
           value_parser = clap::value_parser!(u16).range(1..=64), conflicts_with = "plan")]
     pub movers: u16,
+    /// The nice value of the online engine's thread (the recorder's loop: it reads the samples,
+    /// decides at each epoch and hands the movers their jobs), -20 to 19. Below the current one
+    /// needs CAP_SYS_NICE (root); refused, the engine runs at numalens' own and says so. The
+    /// program's threads and the movers keep theirs. At the program's priority, the engine's
+    /// turns wait behind the program's busy threads and its epochs come late (docs/PLACEMENT.md).
+    #[arg(long, value_name = "NICE", allow_hyphen_values = true, default_value_t = DEFAULT_ENGINE_NICE,
+          value_parser = clap::value_parser!(i32).range(-20..=19), conflicts_with = "plan")]
+    pub engine_nice: i32,
+    /// The nice value of the online engine's mover threads (-20 to 19; below numalens' own
+    /// needs CAP_SYS_NICE, refused they keep numalens' own). Not set: numalens' own.
+    #[arg(long, value_name = "NICE", allow_hyphen_values = true,
+          value_parser = clap::value_parser!(i32).range(-20..=19), conflicts_with = "plan")]
+    pub mover_nice: Option<i32>,
     /// A parameter of the online policy, e.g. `carrefour.maptu_min=5` (its DRAM-rate gate, in
     /// accesses per µs) or `spm.observe_windows=10` (epochs observed before SPM's round);
     /// repeatable. docs/POLICIES.md lists them.

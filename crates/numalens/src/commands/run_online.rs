@@ -134,9 +134,11 @@ fn engine_options(args: &RunArgs, policy: Policy) -> Result<EngineOptions, Usage
         migrate: MigrateOptions {
             rate_limit_mb_per_s: args.rate_limit,
             movers: usize::from(args.movers),
+            mover_nice: args.mover_nice,
             ..MigrateOptions::default()
         },
         soft_dirty: soft_dirty(),
+        nice: Some(args.engine_nice),
     })
 }
 
@@ -185,6 +187,14 @@ fn print_stats(policy: Policy, s: &EngineStats) {
             s.retried
         );
     }
+    print_timeline(s);
+    if s.unmapped > 0 {
+        eprintln!(
+            "numalens: {} pages were no longer mapped when their move came (freed or unmapped \
+             by the program since the decision; EFAULT): not moved",
+            s.unmapped
+        );
+    }
     if s.unmade > 0 {
         eprintln!(
             "numalens: {} page moves were still waiting for the mover when the program ended",
@@ -197,5 +207,51 @@ fn print_stats(policy: Policy, s: &EngineStats) {
     if !s.failed.is_empty() {
         let why: Vec<String> = s.failed.iter().map(|(e, n)| format!("{n} {e}")).collect();
         eprintln!("numalens: moves the kernel refused: {}", why.join(", "));
+    }
+}
+
+/// When the policy decided (the epochs that decided moves) and what held the engine's turns
+/// back: the moves' rows in the profile say when each job was handed to a mover, and the page
+/// scans when its pages landed.
+fn print_timeline(s: &EngineStats) {
+    let deciding: Vec<String> = s
+        .timeline
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.decided > 0)
+        .map(|(i, n)| format!("epoch {} at {:.2} s: {}", i + 1, n.at_s, n.decided))
+        .collect();
+    if !deciding.is_empty() {
+        eprintln!("numalens: page moves decided: {}", deciding.join(", "));
+    }
+    match &s.nice {
+        Some((nice, Ok(()))) => eprintln!("numalens: the engine's thread ran at nice {nice}"),
+        Some((nice, Err(why))) => eprintln!(
+            "numalens: the engine's thread could not take nice {nice} ({why}; below numalens' \
+             own needs CAP_SYS_NICE): it ran at numalens' own, where its epochs may come late"
+        ),
+        None => {}
+    }
+    if s.epochs > 0 {
+        let at: Vec<String> = s
+            .timeline
+            .iter()
+            .map(|n| format!("{:.2}", n.at_s))
+            .collect();
+        eprintln!(
+            "numalens: epochs ended at (s on the profile's clock): {}",
+            at.join(" ")
+        );
+        let ms = |ns: u64| ns as f64 / 1e6;
+        eprintln!(
+            "numalens: engine turns: longest pause between two {:.0} ms (ending at {:.2} s), \
+             longest turn {:.0} ms; clearing soft-dirty bits {:.0} ms in all, {:.0} \
+             ms at most",
+            ms(s.longest_pause_ns),
+            s.longest_pause_end_s,
+            ms(s.longest_turn_ns),
+            ms(s.clear_refs_ns),
+            ms(s.clear_refs_most_ns)
+        );
     }
 }
