@@ -328,10 +328,13 @@ pub fn run_with(
         }
     };
     // The thread's last drain; after the program's end the kernel's lost count is final.
-    let mut sampler = rings
-        .map(|r| r.finish(|e| raw.take(e)))
-        .transpose()
-        .map_err(|e| RecordError::Runtime(e.to_string()))?;
+    // A drain thread that failed leaves what it handed over: the profile is made of that and
+    // says what is missing.
+    let (mut sampler, drain_failure) = match rings.map(|r| r.finish(|e| raw.take(e))) {
+        Some(Ok(sampler)) => (Some(sampler), None),
+        Some(Err(why)) => (None, Some(why)),
+        None => (None, None),
+    };
     // What the last turns drained goes to disk too: a recorder killed while it writes the
     // profile then loses nothing of the run, and the events directory holds the whole recording.
     raw.spill.flush();
@@ -346,7 +349,8 @@ pub fn run_with(
         .max(crate::outlive::logged_processes(&events_dir));
     let outlived = first_exit.and_then(|first| first.outlived(processes));
     let lost = sampler.as_ref().map(|s| s.lost()).unwrap_or_default();
-    let incomplete = sampler.as_mut().map(spe_notes).unwrap_or_default();
+    let mut incomplete = sampler.as_mut().map(spe_notes).unwrap_or_default();
+    incomplete.extend(drain_failure);
     let (exit, reaper) = match exit {
         Ended::Reaped(exit) => (exit, None),
         Ended::Exiting => (

@@ -5,7 +5,6 @@
 //! kernel dropped whatever no longer fitted in a ring. The thread also asks the scheduler to let
 //! it run as soon as a ring wakes it (`drain_priority.rs`).
 
-use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex};
@@ -102,8 +101,9 @@ impl RingDrain {
     }
 
     /// Stops the thread after a last drain, hands `sink` everything still on its way, and gives
-    /// the sampler back (its lost count is final once the program has ended).
-    pub fn finish(self, mut sink: impl FnMut(PerfEvent)) -> io::Result<Sampler> {
+    /// the sampler back (its lost count is final once the program has ended). If the thread
+    /// failed, what it handed over still goes to `sink`, and the error says what was lost.
+    pub fn finish(self, mut sink: impl FnMut(PerfEvent)) -> Result<Sampler, String> {
         let (received, stop, thread) = match self.how {
             How::Here(mut sampler) => {
                 sampler.drain(sink);
@@ -117,13 +117,15 @@ impl RingDrain {
             } => (received, stop, thread),
         };
         stop.store(true, Ordering::Release);
-        let sampler = thread
-            .join()
-            .map_err(|_| io::Error::other("the thread draining the sampling rings failed"))?;
+        let joined = thread.join();
         for drained in received.try_iter() {
             drained.events.into_iter().for_each(&mut sink);
         }
-        Ok(sampler)
+        joined.map_err(|_| {
+            "the thread draining the sampling rings failed: the samples it had not handed over, \
+             and the kernel's count of those it lost, are missing"
+                .to_string()
+        })
     }
 }
 
