@@ -14,6 +14,17 @@ use numalens_assemble::perf_sample::spe::{self, Records, SpeRecord, TimeConv};
 use numalens_assemble::perf_sample::spe_access::{self, SpeMeaning, SpeOrigin};
 use numalens_assemble::raw::Access;
 
+/// The CPU, time and task (pid, tid) of a kernel record's `sample_id`.
+fn task_on_cpu(record: &RawEventRecord<'_>) -> Option<(u32, Option<u64>, (u32, u32))> {
+    let common = record.common_data().ok()?;
+    let id = |v: Option<i32>| v.and_then(|v| u32::try_from(v).ok());
+    Some((
+        common.cpu?,
+        common.timestamp,
+        (id(common.pid)?, id(common.tid)?),
+    ))
+}
+
 /// `PERF_RECORD_MISC_SWITCH_OUT`.
 const MISC_SWITCH_OUT: u16 = 1 << 13;
 
@@ -73,6 +84,21 @@ impl AuxOwners {
         if size > 0 {
             let list = self.by_cpu.entry(cpu).or_default();
             list.push((offset, offset.saturating_add(size), pid, tid));
+        }
+    }
+
+    /// Takes a kernel `PERF_RECORD_AUX` record: its stretch of buffer and the task it was
+    /// written for.
+    pub fn add_record(&mut self, record: &RawEventRecord<'_>, big_endian: bool) {
+        if record.record_type != RecordType::AUX {
+            return;
+        }
+        let body = record.data.as_slice();
+        let mut b = Bytes::new(&body, big_endian);
+        if let (Ok(offset), Ok(size), Some((cpu, _, task))) =
+            (b.u64(), b.u64(), task_on_cpu(record))
+        {
+            self.add(cpu, (offset, size), task);
         }
     }
 
@@ -144,22 +170,13 @@ impl SpeReading {
         ) {
             return;
         }
-        let Ok(common) = record.common_data() else {
-            return;
-        };
-        let as_u32 = |v: Option<i32>| v.and_then(|v| u32::try_from(v).ok());
-        let (Some(cpu), Some(time), Some(pid), Some(tid)) = (
-            common.cpu,
-            common.timestamp,
-            as_u32(common.pid),
-            as_u32(common.tid),
-        ) else {
+        let Some((cpu, Some(time), task)) = task_on_cpu(record) else {
             return;
         };
         if record.misc & MISC_SWITCH_OUT != 0 {
-            self.threads.switch_out(cpu, time, (pid, tid));
+            self.threads.switch_out(cpu, time, task);
         } else {
-            self.threads.switch_in(cpu, time, (pid, tid));
+            self.threads.switch_in(cpu, time, task);
         }
     }
 

@@ -265,7 +265,7 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
         let (attr_index, data) = match record {
             Rec::Sample(attr_index, data) => (attr_index, data),
             Rec::Event(record) => {
-                add_aux_owner(&mut spe.owners, &record, reading.big_endian);
+                spe.owners.add_record(&record, reading.big_endian);
                 spe.kernel_record(&record);
                 return take_task(&mut d, &record, reading.big_endian);
             }
@@ -307,26 +307,6 @@ pub fn read_file(file: std::fs::File) -> Result<Decoded, ImportError> {
     d.truncated += u64::from(spe.bad_bytes > 0);
     d.aux_owners = spe.owners;
     Ok(d)
-}
-
-/// A kernel `PERF_RECORD_AUX` record's stretch of buffer and the task it was written for.
-fn add_aux_owner(owners: &mut AuxOwners, record: &RawEventRecord<'_>, big_endian: bool) {
-    if record.record_type != RecordType::AUX {
-        return;
-    }
-    let body = record.data.as_slice();
-    let mut b = Bytes::new(&body, big_endian);
-    let (Ok(offset), Ok(size)) = (b.u64(), b.u64()) else {
-        return;
-    };
-    let Ok(common) = record.common_data() else {
-        return;
-    };
-    let as_u32 = |v: Option<i32>| v.and_then(|v| u32::try_from(v).ok());
-    if let (Some(cpu), Some(pid), Some(tid)) = (common.cpu, as_u32(common.pid), as_u32(common.tid))
-    {
-        owners.add(cpu, (offset, size), (pid, tid));
-    }
 }
 
 /// When a task or mapping record happened.

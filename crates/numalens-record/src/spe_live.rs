@@ -296,6 +296,14 @@ mod tests {
         }
     }
 
+    /// The kernel's conversion in the first page: 2 ns a count from perf_clock 10 000.
+    fn give_conversion(fake: &mut FakeAux) {
+        fake.page.time_shift = 1;
+        fake.page.time_mult = 4;
+        fake.page.time_zero = 10_000;
+        fake.page.__bindgen_anon_1.capabilities = 1 << 4;
+    }
+
     fn reader() -> SpeReader {
         let meaning = SpeMeaning {
             interval: 65_536,
@@ -325,11 +333,7 @@ mod tests {
         second.resize(192, 0);
         fake.area[384..512].copy_from_slice(&second[..128]);
         fake.area[..64].copy_from_slice(&second[128..]);
-        // The kernel's conversion: 2 ns a count from perf_clock 10 000.
-        fake.page.time_shift = 1;
-        fake.page.time_mult = 4;
-        fake.page.time_zero = 10_000;
-        fake.page.__bindgen_anon_1.capabilities = 1 << 4;
+        give_conversion(&mut fake);
         let mut area = fake.area();
         // perf_clock of count 1 100 is 12 200; the first chunk closed at monotonic 500 300: the
         // clocks are at most 488 100 apart. The second closed well after its last record (its
@@ -445,10 +449,7 @@ mod tests {
             record(&mut bytes, false, 0x1000 * (i as u64 + 1), 0, count);
         }
         fake.area.copy_from_slice(&bytes);
-        fake.page.time_shift = 1;
-        fake.page.time_mult = 4;
-        fake.page.time_zero = 10_000;
-        fake.page.__bindgen_anon_1.capabilities = 1 << 4;
+        give_conversion(&mut fake);
         let mut area = fake.area();
         let reader = reader();
         let mut chunks = Vec::new();
