@@ -23,10 +23,18 @@ use super::toolchain::{Family, Hooks, Invocation, wrapped_args};
 pub const PLUGIN_NAME: &str = "numalens_gcc.so";
 
 /// The plugin's source and the headers it includes.
-pub const SOURCES: [(&str, &str); 3] = [
+pub const SOURCES: [(&str, &str); 5] = [
     (
         "gcc_plugin.cc",
         include_str!("../runtime/inst/gcc_plugin.cc"),
+    ),
+    (
+        "gcc_plugin_gimple.h",
+        include_str!("../runtime/inst/gcc_plugin_gimple.h"),
+    ),
+    (
+        "gcc_plugin_registers.h",
+        include_str!("../runtime/inst/gcc_plugin_registers.h"),
     ),
     ("fast_path.h", include_str!("../runtime/inst/fast_path.h")),
     (

@@ -51,154 +51,16 @@
 
 #include "fast_path.h"
 #include "numalens_inst.h"
-
 int plugin_is_GPL_compatible;
+
+#include "gcc_plugin_gimple.h"
+#include "gcc_plugin_registers.h"
 
 namespace {
 
-/** The runtime's symbols the fast path uses; a garbage-collection root (see plugin_init). */
-enum { FAST, COUNTDOWN_READ, COUNTDOWN_WRITE, ITH, SAMPLE, MISS, N_DECLS };
-tree runtime_decls[N_DECLS];
-
-const struct ggc_root_tab decl_roots[] = {
-    {&runtime_decls[0], N_DECLS, sizeof(tree), &gt_ggc_mx_tree_node, &gt_pch_nx_tree_node},
-    LAST_GGC_ROOT_TAB,
-};
-
-/** A hidden external symbol of the runtime (libnumalens_inst.a is linked into the program). */
-tree hidden_external(tree decl)
-{
-    TREE_PUBLIC(decl) = 1;
-    DECL_EXTERNAL(decl) = 1;
-    DECL_VISIBILITY(decl) = VISIBILITY_HIDDEN;
-    DECL_VISIBILITY_SPECIFIED(decl) = 1;
-    return decl;
-}
-
-tree thread_local_var(const char *name, tree type)
-{
-    tree decl = build_decl(BUILTINS_LOCATION, VAR_DECL, get_identifier(name), type);
-    hidden_external(decl);
-    // As declared in inst.h; in an executable the linker makes it local-exec.
-    set_decl_tls_model(decl, TLS_MODEL_INITIAL_EXEC);
-    return decl;
-}
-
-tree runtime_function(const char *name, tree type)
-{
-    tree decl = hidden_external(build_fn_decl(name, type));
-    // No exception passes through the runtime: the calls need no exception edges.
-    TREE_NOTHROW(decl) = 1;
-    return decl;
-}
-
-void declare_runtime()
-{
-    if (runtime_decls[FAST])
-        return;
-    runtime_decls[FAST] = thread_local_var("nl_fast", unsigned_type_node);
-    runtime_decls[COUNTDOWN_READ] =
-        thread_local_var("nl_countdown_read", long_long_integer_type_node);
-    runtime_decls[COUNTDOWN_WRITE] =
-        thread_local_var("nl_countdown_write", long_long_integer_type_node);
-    runtime_decls[ITH] = thread_local_var("nl_ith", ptr_type_node);
-    // void nl_inst_sample(struct nl_ithread *, uintptr_t, unsigned, unsigned, void *)
-    runtime_decls[SAMPLE] = runtime_function(
-        "nl_inst_sample",
-        build_function_type_list(void_type_node, ptr_type_node, pointer_sized_int_node,
-                                 unsigned_type_node, unsigned_type_node, ptr_type_node,
-                                 NULL_TREE));
-    // void nl_inst_miss(struct nl_ithread *, uintptr_t, unsigned, uint64_t)
-    runtime_decls[MISS] = runtime_function(
-        "nl_inst_miss",
-        build_function_type_list(void_type_node, ptr_type_node, pointer_sized_int_node,
-                                 unsigned_type_node, long_long_unsigned_type_node, NULL_TREE));
-}
-
-struct access {
-    bool is_write;
-    unsigned size;
-};
-
-/** Whether @p stmt is a plain access call of gcc's instrumentation, and which. */
-bool plain_access(gimple *stmt, access *out)
-{
-    if (!is_gimple_call(stmt) || !gimple_call_builtin_p(stmt, BUILT_IN_NORMAL))
-        return false;
-    switch (DECL_FUNCTION_CODE(gimple_call_fndecl(stmt))) {
-#define NL_CASE(code, write, bytes)                                                            \
-    case code:                                                                                 \
-        *out = {write, bytes};                                                                 \
-        return true;
-        NL_CASE(BUILT_IN_TSAN_READ1, false, 1)
-        NL_CASE(BUILT_IN_TSAN_READ2, false, 2)
-        NL_CASE(BUILT_IN_TSAN_READ4, false, 4)
-        NL_CASE(BUILT_IN_TSAN_READ8, false, 8)
-        NL_CASE(BUILT_IN_TSAN_READ16, false, 16)
-        NL_CASE(BUILT_IN_TSAN_WRITE1, true, 1)
-        NL_CASE(BUILT_IN_TSAN_WRITE2, true, 2)
-        NL_CASE(BUILT_IN_TSAN_WRITE4, true, 4)
-        NL_CASE(BUILT_IN_TSAN_WRITE8, true, 8)
-        NL_CASE(BUILT_IN_TSAN_WRITE16, true, 16)
-#undef NL_CASE
-    default:
-        return false;
-    }
-}
-
-/** Appends statements to a block, each at the access's source location. */
-struct block_writer {
-    basic_block bb;
-    location_t loc;
-
-    gimple *add(gimple *stmt)
-    {
-        gimple_set_location(stmt, loc);
-        gimple_stmt_iterator gsi = gsi_last_bb(bb);
-        gsi_insert_after(&gsi, stmt, GSI_NEW_STMT);
-        return stmt;
-    }
-    /** lhs = a CODE b, in a new SSA name of @p type. */
-    tree op(tree type, tree_code code, tree a, tree b = NULL_TREE)
-    {
-        tree lhs = make_ssa_name(type);
-        add(b ? gimple_build_assign(lhs, code, a, b) : gimple_build_assign(lhs, code, a));
-        return lhs;
-    }
-    tree load(tree type, tree ref)
-    {
-        tree lhs = make_ssa_name(type);
-        add(gimple_build_assign(lhs, ref));
-        return lhs;
-    }
-    void branch(tree_code code, tree a, tree b) { add(gimple_build_cond(code, a, b, NULL_TREE, NULL_TREE)); }
-};
-
-/** *(TYPE *)((char *)base + offset); volatile when asked. Alias set 0: it may alias anything. */
-tree memory_at(tree type, tree base, unsigned offset, bool is_volatile = false)
-{
-    tree ref = build2(MEM_REF, type, base, build_int_cst(ptr_type_node, offset));
-    TREE_THIS_VOLATILE(ref) = is_volatile;
-    TREE_SIDE_EFFECTS(ref) = is_volatile;
-    return ref;
-}
-
-basic_block new_block_after(basic_block after)
-{
-    basic_block bb = create_empty_bb(after);
-    if (current_loops)
-        add_bb_to_loop(bb, after->loop_father);
-    return bb;
-}
-
-void link(basic_block from, basic_block to, int flags, profile_probability p)
-{
-    edge e = make_edge(from, to, flags);
-    e->probability = p;
-}
-
-/** Replaces the access call @p call with the fast path. */
-void inline_access(gimple *call, access a)
+/** Replaces the access call @p call with the fast path, reading the thread's state from @p st;
+ * with @p site, the exact count goes to the site's accumulator while it stays on one page. */
+void inline_access(gimple *call, access a, const fast_state &st, const access_site *site)
 {
     location_t loc = gimple_location(call);
     tree pointer = gimple_call_arg(call, 0);
@@ -214,35 +76,28 @@ void inline_access(gimple *call, access a)
     tree s64 = long_long_integer_type_node;
     tree uint = unsigned_type_node;
     unsigned long long words = a.size > 8 ? a.size / 8 : 1;
-    tree is_write = build_int_cst(uint, a.is_write);
 
     block_writer w{head, loc};
     tree addr = w.op(pointer_sized_int_node, NOP_EXPR, pointer);
-    tree fast = w.load(uint, runtime_decls[FAST]);
-    w.branch(NE_EXPR, w.op(uint, BIT_AND_EXPR, fast, build_int_cst(uint, NL_FAST_SAMPLE)),
-             build_zero_cst(uint));
-
-    basic_block countdown = new_block_after(head);
-    basic_block sample = new_block_after(countdown);
+    tree fast = w.load(uint, st.fast);
+    // No test of NL_FAST_SAMPLE: a thread that does not sample has its countdowns at INT64_MAX
+    // (fast_path.h), so the step below never runs them out.
+    basic_block sample = new_block_after(head);
     basic_block exact_check = new_block_after(sample);
     basic_block exact = new_block_after(exact_check);
-    basic_block hit = new_block_after(exact);
-    basic_block miss = new_block_after(hit);
-    link(head, countdown, EDGE_TRUE_VALUE, profile_probability::even());
-    link(head, exact_check, EDGE_FALSE_VALUE, profile_probability::even());
 
-    w.bb = countdown;
-    tree countdown_var = runtime_decls[a.is_write ? COUNTDOWN_WRITE : COUNTDOWN_READ];
+    tree countdown_var = st.countdown[a.is_write];
     tree left = w.op(s64, MINUS_EXPR, w.load(s64, countdown_var), build_int_cst(s64, words));
     w.add(gimple_build_assign(countdown_var, left));
     w.branch(LE_EXPR, left, build_zero_cst(s64));
-    link(countdown, sample, EDGE_TRUE_VALUE, profile_probability::very_unlikely());
-    link(countdown, exact_check, EDGE_FALSE_VALUE, profile_probability::very_likely());
+    link(head, sample, EDGE_TRUE_VALUE, profile_probability::very_unlikely());
+    link(head, exact_check, EDGE_FALSE_VALUE, profile_probability::very_likely());
 
     // The sample's instruction address is the call's return address (a null ip says so).
     w.bb = sample;
-    w.add(gimple_build_call(runtime_decls[SAMPLE], 5, w.load(ptr_type_node, runtime_decls[ITH]),
-                            addr, is_write, build_int_cst(uint, a.size), null_pointer_node));
+    w.add(gimple_build_call(runtime_decls[SAMPLE], 5, w.load(ptr_type_node, st.ith), addr,
+                            build_int_cst(uint, a.is_write), build_int_cst(uint, a.size),
+                            null_pointer_node));
     link(sample, done, EDGE_FALLTHRU, profile_probability::always());
 
     w.bb = exact_check;
@@ -251,45 +106,18 @@ void inline_access(gimple *call, access a)
     link(exact_check, exact, EDGE_TRUE_VALUE, profile_probability::likely());
     link(exact_check, done, EDGE_FALSE_VALUE, profile_probability::unlikely());
 
-    w.bb = exact;
-    tree thread = w.load(ptr_type_node, runtime_decls[ITH]);
-    tree page = w.op(u64, RSHIFT_EXPR, addr, build_int_cst(uint, NL_INST_PAGE_SHIFT));
-    tree hashed = w.op(u64, MULT_EXPR, page, build_int_cstu(u64, NL_TLB_HASH));
-    tree index = w.op(u64, BIT_AND_EXPR,
-                      w.op(u64, RSHIFT_EXPR, hashed, build_int_cst(uint, NL_TLB_HASH_SHIFT)),
-                      build_int_cst(u64, NL_TLB_SLOTS - 1));
-    tree offset = w.op(sizetype, MULT_EXPR, w.op(sizetype, NOP_EXPR, index),
-                       build_int_cst(sizetype, NL_TLB_SLOT_BYTES));
-    tree slot = w.op(ptr_type_node, POINTER_PLUS_EXPR, thread, offset);
-    // The entry before the page number, volatile so they stay in that order: see nl_tlb_lookup.
-    tree entry = w.load(ptr_type_node, memory_at(ptr_type_node, slot,
-                                                 NL_ITHREAD_TLB_OFFSET + NL_TLB_SLOT_ENTRY_OFFSET,
-                                                 true));
-    tree cached = w.load(u64, memory_at(u64, slot, NL_ITHREAD_TLB_OFFSET + NL_TLB_SLOT_PAGE_OFFSET,
-                                        true));
-    w.branch(EQ_EXPR, cached, page);
-    link(exact, hit, EDGE_TRUE_VALUE, profile_probability::very_likely());
-    link(exact, miss, EDGE_FALSE_VALUE, profile_probability::very_unlikely());
-
-    w.bb = hit;
-    unsigned counter = NL_PAGE_COUNTS_OFFSET + 8 * a.is_write;
-    tree count = w.op(u64, PLUS_EXPR, w.load(u64, memory_at(u64, entry, counter)),
-                      build_int_cst(u64, words));
-    w.add(gimple_build_assign(memory_at(u64, entry, counter), count));
-    link(hit, done, EDGE_FALLTHRU, profile_probability::always());
-
-    w.bb = miss;
-    w.add(gimple_build_call(runtime_decls[MISS], 4, thread, addr, is_write,
-                            build_int_cst(u64, words)));
-    link(miss, done, EDGE_FALLTHRU, profile_probability::always());
-
     // Block frequencies, for gcc's layout: the slow paths go out of line.
-    countdown->count = head->count.apply_probability(profile_probability::even());
-    sample->count = countdown->count.apply_probability(profile_probability::very_unlikely());
+    sample->count = head->count.apply_probability(profile_probability::very_unlikely());
     exact_check->count = head->count;
     exact->count = head->count.apply_probability(profile_probability::likely());
-    hit->count = exact->count.apply_probability(profile_probability::very_likely());
-    miss->count = exact->count.apply_probability(profile_probability::very_unlikely());
+
+    w.bb = exact;
+    tree page = w.op(u64, RSHIFT_EXPR, addr, build_int_cst(uint, NL_INST_PAGE_SHIFT));
+    if (site)
+        emit_site_count(w, *site, st, page, words, done);
+    else
+        emit_page_count(w, w.load(ptr_type_node, st.ith), page, a.is_write,
+                        build_int_cst(u64, words), done);
 }
 
 const pass_data inline_pass_data = {
@@ -323,8 +151,17 @@ struct inline_pass : gimple_opt_pass {
         if (calls.is_empty())
             return 0;
         declare_runtime();
-        for (auto &c : calls)
-            inline_access(c.first, c.second);
+        bool in_registers = keeps_state_in_registers(fn, calls);
+        fast_state st = in_registers ? local_state() : runtime_state();
+        site_plan sites;
+        if (in_registers)
+            sites.choose(fn, calls);
+        for (unsigned i = 0; i < calls.length(); i++)
+            inline_access(calls[i].first, calls[i].second, st, sites.of(i));
+        if (in_registers) {
+            sites.flush_at_exits(st);
+            sync_state_at_calls(fn, st, sites);
+        }
         free_dominance_info(CDI_DOMINATORS);
         mark_virtual_operands_for_renaming(fn);
         cgraph_edge::rebuild_edges();
@@ -359,3 +196,4 @@ int plugin_init(struct plugin_name_args *info, struct plugin_gcc_version *versio
     register_after(info->base_name, "tsan0");
     return 0;
 }
+
