@@ -661,6 +661,32 @@ fn cxx_and_fortran_builds_count_exactly() {
     assert_eq!(counts.values().copied().collect::<Vec<_>>(), [(3 * n, n)]);
 }
 
+/// gcc's plugin keeps each access site's counts of its current page in registers while a loop
+/// nest runs: counts held there must all reach the pages, whichever way a loop is left, with
+/// more sites than it keeps, pages that change at every access, short loops called many times
+/// and a signal handler counting in the same page cache meanwhile.
+#[test]
+fn counts_held_in_registers_reach_their_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = prog("sites.c");
+    let program = build_with("cc", None, &source, &dir.path().join("sites"), &[]);
+    let (out, profile) = record_inst(dir.path(), "exact", &program, &[]);
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let stdout = common::text(&out.stdout);
+    let mut arrays = 0;
+    for line in stdout.lines().filter(|l| !l.starts_with("result")) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let expected = (fields[1].parse().unwrap(), fields[2].parse().unwrap());
+        let counts = exact_counts(&profile, "sites.c", marker(&source, fields[0]));
+        let total = counts
+            .values()
+            .fold((0u64, 0u64), |a, c| (a.0 + c.0, a.1 + c.1));
+        assert_eq!(total, expected, "{}: (reads, writes)", fields[0]);
+        arrays += 1;
+    }
+    assert_eq!(arrays, 6, "{stdout}");
+}
+
 #[test]
 fn sampled_weights_add_up_to_the_exact_counts() {
     let dir = tempfile::tempdir().unwrap();
