@@ -23,7 +23,7 @@ use super::toolchain::{Family, Hooks, Invocation, wrapped_args};
 pub const PLUGIN_NAME: &str = "numalens_gcc.so";
 
 /// The plugin's source and the headers it includes.
-pub const SOURCES: [(&str, &str); 5] = [
+pub const SOURCES: [(&str, &str); 6] = [
     (
         "gcc_plugin.cc",
         include_str!("../runtime/inst/gcc_plugin.cc"),
@@ -31,6 +31,10 @@ pub const SOURCES: [(&str, &str); 5] = [
     (
         "gcc_plugin_gimple.h",
         include_str!("../runtime/inst/gcc_plugin_gimple.h"),
+    ),
+    (
+        "gcc_plugin_versions.h",
+        include_str!("../runtime/inst/gcc_plugin_versions.h"),
     ),
     (
         "gcc_plugin_registers.h",

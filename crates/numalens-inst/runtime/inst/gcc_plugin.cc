@@ -48,19 +48,23 @@
 #include "varasm.h"
 #include "tree-into-ssa.h"
 #include "diagnostic-core.h"
+#include "cfgloopmanip.h"
 
 #include "fast_path.h"
 #include "numalens_inst.h"
 int plugin_is_GPL_compatible;
 
 #include "gcc_plugin_gimple.h"
+#include "gcc_plugin_versions.h"
 #include "gcc_plugin_registers.h"
 
 namespace {
 
 /** Replaces the access call @p call with the fast path, reading the thread's state from @p st;
- * with @p site, the exact count goes to the site's accumulator while it stays on one page. */
-void inline_access(gimple *call, access a, const fast_state &st, const access_site *site)
+ * with @p site, the exact count goes to the site's accumulator while it stays on one page. The
+ * exact path is laid out in line or out of line (gcc_plugin_versions.h). */
+void inline_access(gimple *call, access a, const fast_state &st, const access_site *site,
+                   bool exact_in_line)
 {
     location_t loc = gimple_location(call);
     tree pointer = gimple_call_arg(call, 0);
@@ -103,13 +107,15 @@ void inline_access(gimple *call, access a, const fast_state &st, const access_si
     w.bb = exact_check;
     w.branch(NE_EXPR, w.op(uint, BIT_AND_EXPR, fast, build_int_cst(uint, NL_FAST_EXACT)),
              build_zero_cst(uint));
-    link(exact_check, exact, EDGE_TRUE_VALUE, profile_probability::likely());
-    link(exact_check, done, EDGE_FALSE_VALUE, profile_probability::unlikely());
+    profile_probability exact_taken = exact_in_line ? profile_probability::likely()
+                                                    : profile_probability::very_unlikely();
+    link(exact_check, exact, EDGE_TRUE_VALUE, exact_taken);
+    link(exact_check, done, EDGE_FALSE_VALUE, exact_taken.invert());
 
     // Block frequencies, for gcc's layout: the slow paths go out of line.
     sample->count = head->count.apply_probability(profile_probability::very_unlikely());
     exact_check->count = head->count;
-    exact->count = head->count.apply_probability(profile_probability::likely());
+    exact->count = head->count.apply_probability(exact_taken);
 
     w.bb = exact;
     tree page = w.op(u64, RSHIFT_EXPR, addr, build_int_cst(uint, NL_INST_PAGE_SHIFT));
@@ -118,6 +124,18 @@ void inline_access(gimple *call, access a, const fast_state &st, const access_si
     else
         emit_page_count(w, w.load(ptr_type_node, st.ith), page, a.is_write,
                         build_int_cst(u64, words), done);
+}
+
+void find_access_calls(function *fn, access_calls *calls)
+{
+    basic_block bb;
+    FOR_EACH_BB_FN (bb, fn) {
+        for (gimple_stmt_iterator gsi = gsi_start_bb(bb); !gsi_end_p(gsi); gsi_next(&gsi)) {
+            access a;
+            if (plain_access(gsi_stmt(gsi), &a))
+                calls->safe_push({gsi_stmt(gsi), a});
+        }
+    }
 }
 
 const pass_data inline_pass_data = {
@@ -139,25 +157,26 @@ struct inline_pass : gimple_opt_pass {
 
     unsigned int execute(function *fn) final override
     {
-        auto_vec<std::pair<gimple *, access>> calls;
-        basic_block bb;
-        FOR_EACH_BB_FN (bb, fn) {
-            for (gimple_stmt_iterator gsi = gsi_start_bb(bb); !gsi_end_p(gsi); gsi_next(&gsi)) {
-                access a;
-                if (plain_access(gsi_stmt(gsi), &a))
-                    calls.safe_push({gsi_stmt(gsi), a});
-            }
-        }
+        access_calls calls;
+        find_access_calls(fn, &calls);
         if (calls.is_empty())
             return 0;
         declare_runtime();
         bool in_registers = keeps_state_in_registers(fn, calls);
         fast_state st = in_registers ? local_state() : runtime_state();
+        mode_versions versions;
+        if (in_registers) {
+            versions.make(fn, calls, st.fast);
+            calls.truncate(0);
+            find_access_calls(fn, &calls);
+        }
         site_plan sites;
         if (in_registers)
-            sites.choose(fn, calls);
-        for (unsigned i = 0; i < calls.length(); i++)
-            inline_access(calls[i].first, calls[i].second, st, sites.of(i));
+            sites.choose(fn, calls, versions);
+        for (unsigned i = 0; i < calls.length(); i++) {
+            bool exact_in_line = !versions.without_exact(gimple_bb(calls[i].first));
+            inline_access(calls[i].first, calls[i].second, st, sites.of(i), exact_in_line);
+        }
         if (in_registers) {
             sites.flush_at_exits(st);
             sync_state_at_calls(fn, st, sites);

@@ -2,7 +2,7 @@
 /*
  * What the gcc plugin keeps in registers for a whole function (gcc_plugin.cc says what the
  * plugin does): the thread's state, and each access site's exact counts of its current page.
- * Included once, by gcc_plugin.cc, after gcc_plugin_gimple.h.
+ * Included once, by gcc_plugin.cc, after gcc_plugin_versions.h.
  */
 #ifndef NL_GCC_PLUGIN_REGISTERS_H
 #define NL_GCC_PLUGIN_REGISTERS_H
@@ -136,7 +136,7 @@ class site_plan {
   public:
     /** Gives sites to the accesses of @p calls in loop nests free of calls. Before any access is
      * written inline: the nests are told by the calls they make. */
-    void choose(function *fn, const access_calls &calls)
+    void choose(function *fn, const access_calls &calls, const mode_versions &versions)
     {
         calculate_dominance_info(CDI_DOMINATORS);
         hash_set<gimple *> accesses;
@@ -155,8 +155,10 @@ class site_plan {
         }
         for (int depth = deepest; depth > 0; depth--) {
             for (unsigned i = 0; i < calls.length(); i++) {
-                class loop *inner = gimple_bb(calls[i].first)->loop_father;
-                if (loop_depth(inner) != (unsigned)depth)
+                basic_block bb = gimple_bb(calls[i].first);
+                class loop *inner = bb->loop_father;
+                // A copy for threads that do not count exactly keeps nothing in registers.
+                if (loop_depth(inner) != (unsigned)depth || versions.without_exact(bb))
                     continue;
                 class loop *home = home_of(inner, accesses, looked);
                 if (!home || per_home[home->num] >= NL_SITES_PER_LOOP)
