@@ -190,13 +190,22 @@ fn findings(
         .get("sample_every")
         .and_then(serde_json::Value::as_u64)
         .filter(|n| *n > 0);
+    // A recording whose threads' sampling was capped gets no more samples from a shorter
+    // interval alone (profiles from before the cap have no such setting).
+    let rate_capped = model
+        .profile
+        .backend
+        .settings
+        .get("max_sample_rate")
+        .and_then(serde_json::Value::as_u64)
+        .is_some_and(|n| n > 0);
     let mut advice_of: HashMap<usize, Vec<String>> = HashMap::new();
     let mut out: Vec<Finding> = fired
         .into_iter()
         .map(|(p, f)| {
             let o = &i.objects[p];
             let (advice_id, _, why) = advice(f.id);
-            let fix = fix_of(&f, sample_every);
+            let fix = fix_of(&f, sample_every, rate_capped);
             advice_of.entry(p).or_default().push(advice_id.into());
             let basis = basis_of(i, &f, p, all, placed_by);
             Finding {

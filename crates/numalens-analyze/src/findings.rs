@@ -362,8 +362,9 @@ pub(crate) const STORE_SAMPLES_WANTED_PER_PAGE: u64 = 64;
 /// The fix of a fired finding: its rule's, except for a false-sharing candidate whose pages
 /// already had store samples, too few of them: then recording again with store samples is no
 /// news, and the fix says how much more often to sample. `sample_every` is the recording's
-/// `--sample-every`, when the `inst` backend sampled.
-pub(crate) fn fix_of(f: &Fired, sample_every: Option<u64>) -> String {
+/// `--sample-every`, when the `inst` backend sampled, and `rate_capped` whether it had a
+/// `--max-sample-rate`, which must then be lifted too.
+pub(crate) fn fix_of(f: &Fired, sample_every: Option<u64>, rate_capped: bool) -> String {
     let fixed = advice(f.id).1;
     let ev = |k: &str| {
         f.evidence
@@ -381,8 +382,13 @@ pub(crate) fn fix_of(f: &Fired, sample_every: Option<u64>) -> String {
     let shorter = match sample_every {
         Some(every) => {
             let n = (every.saturating_mul(samples) / wanted.max(1)).clamp(1, (every / 2).max(1));
+            let uncapped = if rate_capped {
+                " --max-sample-rate 0"
+            } else {
+                ""
+            };
             format!(
-                "record again sampling more often: `--sample-every {n}` instead of {every} would give about {} store samples there, {STORE_SAMPLES_WANTED_PER_PAGE} a page",
+                "record again sampling more often: `--sample-every {n}{uncapped}` instead of {every} would give about {} store samples there, {STORE_SAMPLES_WANTED_PER_PAGE} a page",
                 samples.saturating_mul(every) / n
             )
         }

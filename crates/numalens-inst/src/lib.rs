@@ -58,6 +58,10 @@ pub struct InstOptions {
     pub mode: InstMode,
     /// Mean accesses per sample of each thread (sampled mode).
     pub sample_every: u32,
+    /// Samples per second a thread takes at most (0: no cap): above it, the thread's interval
+    /// doubles, and each sample's weight says how many accesses it stands for
+    /// (`runtime/inst/sample_rate.h`).
+    pub max_sample_rate: u32,
 }
 
 /// Default mean sampling interval: one sample per 1024 accesses of a thread. It keeps a sample's
@@ -66,11 +70,19 @@ pub struct InstOptions {
 /// intervals are randomised around it so loops cannot alias with it (docs/INST.md).
 pub const DEFAULT_SAMPLE_EVERY: u32 = 1024;
 
+/// Default cap on a thread's samples per second. Below it a thread samples every
+/// `DEFAULT_SAMPLE_EVERY` accesses; a busy loop makes ten to a hundred times more (jacobi-2d's
+/// two threads took 4.7 M samples in a second), whose writing after the program's end took most
+/// of the recorder's time. At the cap, a second of a thread's run still has 100,000 samples, and
+/// a finding needs a few hundred (docs/INST.md).
+pub const DEFAULT_MAX_SAMPLE_RATE: u32 = 100_000;
+
 impl Default for InstOptions {
     fn default() -> Self {
         InstOptions {
             mode: InstMode::Both,
             sample_every: DEFAULT_SAMPLE_EVERY,
+            max_sample_rate: DEFAULT_MAX_SAMPLE_RATE,
         }
     }
 }
@@ -83,6 +95,10 @@ impl InstOptions {
             (
                 "NUMALENS_INST_EVERY".into(),
                 self.sample_every.to_string().into(),
+            ),
+            (
+                "NUMALENS_INST_MAX_RATE".into(),
+                self.max_sample_rate.to_string().into(),
             ),
         ]
     }

@@ -200,6 +200,7 @@ fn start_settings(
     if let Some(inst) = &opts.inst {
         settings.insert("inst_mode".into(), inst.mode.env_value().into());
         settings.insert("sample_every".into(), inst.sample_every.into());
+        settings.insert("max_sample_rate".into(), inst.max_sample_rate.into());
     }
     if !hooks_are_calls.is_empty() {
         // In the profile, so that the report's header says it too.

@@ -687,6 +687,55 @@ fn counts_held_in_registers_reach_their_pages() {
     assert_eq!(arrays, 6, "{stdout}");
 }
 
+/// Under `--max-sample-rate` a busy thread takes far fewer samples, and their weights, which
+/// grow with the thread's interval, still add up to the accesses it made.
+#[test]
+fn a_sampling_cap_keeps_weights_adding_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = prog("sites.c");
+    let program = build_with("cc", None, &source, &dir.path().join("sites"), &[]);
+    let profile = dir.path().join("capped.numalens");
+    let out = Command::new(env!("CARGO_BIN_EXE_numalens"))
+        .args(["record", "--backend", "inst", "--inst-mode", "both"])
+        .args(["--max-sample-rate", "1000", "-o"])
+        .arg(&profile)
+        .arg(&program)
+        // Twelve times the sweeps: a thread's first 65,536 samples are never capped.
+        .arg("12")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let p = Profile::open(&profile).unwrap();
+    let exact: u64 = p
+        .read_all::<PageStat>()
+        .unwrap()
+        .iter()
+        .map(|s| s.reads + s.writes)
+        .sum();
+    let samples: Vec<Sample> = p
+        .read_all::<Sample>()
+        .unwrap()
+        .into_iter()
+        .filter(|s| matches!(s.kind, SampleKind::Load | SampleKind::Store))
+        .collect();
+    let weighted: u64 = samples.iter().map(|s| u64::from(s.weight)).sum();
+    let heaviest = samples.iter().map(|s| s.weight).max().unwrap_or(0);
+    // About 470 M accesses: 460,000 samples at one per 1024, the 65,536 free ones and a few
+    // thousand more under the cap.
+    assert!(
+        exact > 400_000_000 && (samples.len() as u64) < exact / 1024 / 4,
+        "{} samples for {exact} accesses",
+        samples.len()
+    );
+    assert!(heaviest >= 8 * 1024, "the interval grew: {heaviest}");
+    let error = (weighted as f64 - exact as f64).abs() / exact as f64;
+    assert!(
+        error < 0.06,
+        "weights {weighted} vs {exact} accesses ({} samples)",
+        samples.len()
+    );
+}
+
 #[test]
 fn sampled_weights_add_up_to_the_exact_counts() {
     let dir = tempfile::tempdir().unwrap();

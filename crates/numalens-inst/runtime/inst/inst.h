@@ -71,6 +71,16 @@ struct nl_chunk_index {
     uint64_t cap, n;
 };
 
+/** A thread's sampling interval: the mean it draws its countdowns from now, and the mean each
+ * countdown was drawn from, which is the weight of the sample it ends in. */
+struct nl_sample_rate {
+    uint32_t every;             /* mean interval now, nl_ig.every or a power-of-two multiple */
+    uint32_t drawn_every[2];    /* of the read and write countdowns */
+    uint32_t taken;             /* samples taken, counted up to NL_RATE_FREE */
+    uint32_t window_samples;    /* samples since window_ns */
+    uint64_t window_ns;         /* when the current rate window began */
+};
+
 struct nl_ithread {
     struct nl_tlb_slot tlb[NL_TLB_SLOTS];
     uint64_t rng;
@@ -85,6 +95,7 @@ struct nl_ithread {
     int own;                    /* 1 where this state was set up: its pages are emptied in a fork
                                    child (MADV_WIPEONFORK), so 0 there says no fork handler ran */
     uint64_t marked_ns;         /* when this thread last had the event log marked (sampled mode) */
+    struct nl_sample_rate rate; /* its sampling interval under the rate cap (sample_rate.h) */
 };
 
 struct nl_iglobal {
@@ -92,7 +103,8 @@ struct nl_iglobal {
     int on;                     /* 1 when recording: NUMALENS_DIR and NUMALENS_INST are set */
     int keyed;                  /* the thread-exit key and the fork handler are installed */
     unsigned mode;              /* NL_INST_EXACT | NL_INST_SAMPLED */
-    uint32_t every;
+    uint32_t every;             /* mean sampling interval a thread starts with (accesses) */
+    uint32_t max_rate;          /* samples per second a thread takes at most; 0: no cap */
     char dir[512];
     uint64_t copy_id;
 };

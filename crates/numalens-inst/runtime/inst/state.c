@@ -23,6 +23,7 @@
 
 #include "inst.h"
 #include "numalens_fd.h"
+#include "sample_rate.h"
 
 /* The runtime's globals live in a section of their own, outside .data and .bss: numalens lists
  * a program's statics as its data objects, and these are numalens' own (the program's small
@@ -122,6 +123,17 @@ static uint32_t nl_parse_every(const char *s)
     return (v >= 1 && v <= 0x7fffffffu && !*s) ? (uint32_t)v : NL_INST_DEFAULT_EVERY;
 }
 
+/* Samples per second a thread takes at most; unset, empty or not a number: no cap. */
+static uint32_t nl_parse_max_rate(const char *s)
+{
+    uint64_t v = 0;
+    if (!s || !*s)
+        return 0;
+    for (; *s >= '0' && *s <= '9' && v <= 0xffffffffu; s++)
+        v = v * 10 + (uint64_t)(*s - '0');
+    return (v <= 0xffffffffu && !*s) ? (uint32_t)v : 0;
+}
+
 static void nl_thread_exit(void *arg);
 static void nl_before_fork(void);
 static void nl_after_fork_parent(void);
@@ -151,6 +163,7 @@ static void nl_inst_init_once(void)
     strcpy(nl_ig.dir, dir);
     nl_ig.mode = mode;
     nl_ig.every = nl_parse_every(getenv("NUMALENS_INST_EVERY"));
+    nl_ig.max_rate = nl_parse_max_rate(getenv("NUMALENS_INST_MAX_RATE"));
     __atomic_store_n(&nl_ig.on, 1, __ATOMIC_RELEASE);
 }
 
@@ -440,12 +453,12 @@ static struct nl_inst_chunk *nl_chunk_for(struct nl_ithread *t, uint64_t page)
 
 static uint64_t nl_next_interval(struct nl_ithread *t)
 {
-    /* Uniform in [every/2, 3*every/2): mean `every`, and no aliasing with loops whose body
+    /* Uniform in [every/2, 3*every/2): mean `every` (the thread's, see sample_rate.h), and no aliasing with loops whose body
      * makes a number of accesses that divides the interval. */
     t->rng ^= t->rng << 13;
     t->rng ^= t->rng >> 7;
     t->rng ^= t->rng << 17;
-    uint64_t e = nl_ig.every;
+    uint64_t e = t->rate.every;
     return e / 2 + 1 + (t->rng % (e ? e : 1));
 }
 
@@ -472,6 +485,7 @@ static void nl_thread_files(struct nl_ithread *t)
         return;
     }
     if (nl_grow_on(&t->samples)) {
+        nl_rate_start(&t->rate, nl_inst_now());
         nl_countdown_read = (int64_t)nl_next_interval(t);
         nl_countdown_write = (int64_t)nl_next_interval(t);
     }
@@ -637,12 +651,14 @@ void nl_inst_miss(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint6
     t->busy = 0;
 }
 
-static void nl_sample_write(struct nl_ithread *t, uintptr_t addr, unsigned is_write,
-                            unsigned size, void *ip)
+/* Writes one sample standing for @p weight accesses; returns its time, or 0 when the file
+ * could take no more. */
+static uint64_t nl_sample_write(struct nl_ithread *t, uintptr_t addr, unsigned is_write,
+                                unsigned size, void *ip, uint32_t weight)
 {
     struct nl_inst_sample *r = nl_grow_next(&t->samples);
     if (!r)
-        return;
+        return 0;
     /* Marked before the clock is read, the fence keeping the two in that order: a reader that
      * read its own clock and then found this slot still 0 knows the time taken here is no older
      * than its reading, so a running thread does not hold back the recorder's live merge at its
@@ -652,14 +668,16 @@ static void nl_sample_write(struct nl_ithread *t, uintptr_t addr, unsigned is_wr
     r->time_ns = nl_inst_now();
     r->addr = addr;
     r->ip = (uint64_t)(uintptr_t)ip;
-    r->weight = nl_ig.every;
+    r->weight = weight;
     r->size = (uint16_t)size;
     r->is_write = (uint8_t)is_write;
     __atomic_store_n(&r->valid, 1, __ATOMIC_RELEASE);
-    if (r->time_ns - t->marked_ns >= NL_MARK_EVERY_NS && numalens_flush_mark) {
-        t->marked_ns = r->time_ns;
+    uint64_t now = r->time_ns;
+    if (now - t->marked_ns >= NL_MARK_EVERY_NS && numalens_flush_mark) {
+        t->marked_ns = now;
         numalens_flush_mark();
     }
+    return now;
 }
 
 /* Takes the sample due at this access (if the thread samples) and resets the countdown. */
@@ -678,8 +696,11 @@ static void nl_sample_due(struct nl_ithread *t, uintptr_t addr, unsigned is_writ
         return;
     }
     t->busy = 1;
-    nl_sample_write(t, addr, is_write, size, ip);
+    uint64_t now = nl_sample_write(t, addr, is_write, size, ip, t->rate.drawn_every[is_write]);
+    if (now)
+        nl_rate_step(&t->rate, now);
     *countdown = (int64_t)nl_next_interval(t);
+    t->rate.drawn_every[is_write] = t->rate.every;
     t->busy = 0;
 }
 
@@ -704,10 +725,12 @@ __attribute__((noinline)) unsigned nl_inst_rmw_sample(uintptr_t addr, unsigned s
     /* The write is sampled when the read is: nl_sample_due takes the read's sample unless the
      * thread samples nothing or a signal handler interrupted a slow path. */
     int both = nl_grow_on(&t->samples) && !t->busy;
+    /* Both stand for as many accesses as the read countdown that ran out. */
+    uint32_t weight = t->rate.drawn_every[0];
     nl_sample_due(t, addr, 0, size, ip);
     if (both) {
         t->busy = 1;
-        nl_sample_write(t, addr, 1, size, ip);
+        nl_sample_write(t, addr, 1, size, ip, weight);
         t->busy = 0;
     }
     return nl_fast;

@@ -136,13 +136,14 @@ pub fn record_with_fallback(
     Ok(recorded)
 }
 
-/// The `inst` backend's settings; `--inst-mode` and `--sample-every` without it are a usage
-/// error rather than settings silently ignored.
+/// The `inst` backend's settings; `--inst-mode`, `--sample-every` and `--max-sample-rate`
+/// without it are a usage error rather than settings silently ignored.
 fn inst_options(args: &RecordingArgs) -> Result<Option<InstOptions>, UsageError> {
     if args.backend != BackendArg::Inst {
         let given: Vec<&str> = [
             args.inst_mode.map(|_| "--inst-mode"),
             args.sample_every.map(|_| "--sample-every"),
+            args.max_sample_rate.map(|_| "--max-sample-rate"),
         ]
         .into_iter()
         .flatten()
@@ -171,6 +172,7 @@ fn inst_options(args: &RecordingArgs) -> Result<Option<InstOptions>, UsageError>
             Some(InstModeArg::Both) => InstMode::Both,
         },
         sample_every: args.sample_every.unwrap_or(defaults.sample_every),
+        max_sample_rate: args.max_sample_rate.unwrap_or(defaults.max_sample_rate),
     }))
 }
 

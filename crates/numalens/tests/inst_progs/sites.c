@@ -2,7 +2,8 @@
  * than it keeps, loops left by break, goto and return, random pages, short loops called many
  * times, loops beside calls, and a signal handler that counts in the same page cache meanwhile.
  * The program counts its own accesses of each array in local variables (which are not
- * instrumented) and prints them: "NAME READS WRITES". */
+ * instrumented) and prints them: "NAME READS WRITES". argv[1], when given, multiplies the
+ * sweeps of the twelve-site loop (3 by default). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +27,9 @@ static void on_alarm(int sig)
 }
 
 /* Twelve access sites in one loop: more than the plugin keeps in registers. */
-static void many_sites(tally *t)
+static void many_sites(tally *t, int reps)
 {
-    for (int rep = 0; rep < 3; rep++)
+    for (int rep = 0; rep < reps; rep++)
         for (long i = 8; i < N - 8; i++) {
             wide[i] = wide[i - 8] + wide[i - 7] + wide[i - 6] + wide[i - 5] + wide[i - 4] +
                       wide[i - 3] + wide[i - 2] + wide[i - 1] + wide[i + 1] + wide[i + 2] +
@@ -125,8 +126,9 @@ __attribute__((noinline)) static long find(double key, long *r)
 
 static void print(const char *name, tally t) { printf("%s %ld %ld\n", name, t.reads, t.writes); }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int reps = 3 * (argc > 1 ? atoi(argv[1]) : 1);
     wide = calloc(N, sizeof(double));      /* @object wide */
     early = calloc(N, sizeof(double));     /* @object early */
     scattered = calloc(N, sizeof(double)); /* @object scattered */
@@ -145,7 +147,7 @@ int main(void)
     struct itimerval every = {{0, 500}, {0, 500}};
     setitimer(ITIMER_REAL, &every, NULL);
 
-    many_sites(&t_wide);
+    many_sites(&t_wide, reps);
     left_early(&t_early);
     random_pages(&t_scattered);
     double s = 0;
