@@ -61,10 +61,11 @@ int plugin_is_GPL_compatible;
 namespace {
 
 /** Replaces the access call @p call with the fast path, reading the thread's state from @p st;
- * with @p site, the exact count goes to the site's accumulator while it stays on one page. The
- * exact path is laid out in line or out of line (gcc_plugin_versions.h). */
+ * with @p site, the exact count goes to the site's accumulator while it stays on one page.
+ * Without @p with_exact (a loop copy for threads that do not count exactly,
+ * gcc_plugin_versions.h) the access only steps the countdown. */
 void inline_access(gimple *call, access a, const fast_state &st, const access_site *site,
-                   bool exact_in_line)
+                   bool with_exact)
 {
     location_t loc = gimple_location(call);
     tree pointer = gimple_call_arg(call, 0);
@@ -83,19 +84,19 @@ void inline_access(gimple *call, access a, const fast_state &st, const access_si
 
     block_writer w{head, loc};
     tree addr = w.op(pointer_sized_int_node, NOP_EXPR, pointer);
-    tree fast = w.load(uint, st.fast);
     // No test of NL_FAST_SAMPLE: a thread that does not sample has its countdowns at INT64_MAX
     // (fast_path.h), so the step below never runs them out.
     basic_block sample = new_block_after(head);
-    basic_block exact_check = new_block_after(sample);
-    basic_block exact = new_block_after(exact_check);
+    basic_block after_countdown = with_exact ? new_block_after(sample) : done;
 
     tree countdown_var = st.countdown[a.is_write];
     tree left = w.op(s64, MINUS_EXPR, w.load(s64, countdown_var), build_int_cst(s64, words));
     w.add(gimple_build_assign(countdown_var, left));
     w.branch(LE_EXPR, left, build_zero_cst(s64));
     link(head, sample, EDGE_TRUE_VALUE, profile_probability::very_unlikely());
-    link(head, exact_check, EDGE_FALSE_VALUE, profile_probability::very_likely());
+    link(head, after_countdown, EDGE_FALSE_VALUE, profile_probability::very_likely());
+    // Block frequencies, for gcc's layout: the slow paths go out of line.
+    sample->count = head->count.apply_probability(profile_probability::very_unlikely());
 
     // The sample's instruction address is the call's return address (a null ip says so).
     w.bb = sample;
@@ -103,19 +104,19 @@ void inline_access(gimple *call, access a, const fast_state &st, const access_si
                             build_int_cst(uint, a.is_write), build_int_cst(uint, a.size),
                             null_pointer_node));
     link(sample, done, EDGE_FALLTHRU, profile_probability::always());
+    if (!with_exact)
+        return;
 
+    basic_block exact_check = after_countdown;
+    basic_block exact = new_block_after(exact_check);
     w.bb = exact_check;
+    tree fast = w.load(uint, st.fast);
     w.branch(NE_EXPR, w.op(uint, BIT_AND_EXPR, fast, build_int_cst(uint, NL_FAST_EXACT)),
              build_zero_cst(uint));
-    profile_probability exact_taken = exact_in_line ? profile_probability::likely()
-                                                    : profile_probability::very_unlikely();
-    link(exact_check, exact, EDGE_TRUE_VALUE, exact_taken);
-    link(exact_check, done, EDGE_FALSE_VALUE, exact_taken.invert());
-
-    // Block frequencies, for gcc's layout: the slow paths go out of line.
-    sample->count = head->count.apply_probability(profile_probability::very_unlikely());
+    link(exact_check, exact, EDGE_TRUE_VALUE, profile_probability::likely());
+    link(exact_check, done, EDGE_FALSE_VALUE, profile_probability::unlikely());
     exact_check->count = head->count;
-    exact->count = head->count.apply_probability(exact_taken);
+    exact->count = head->count.apply_probability(profile_probability::likely());
 
     w.bb = exact;
     tree page = w.op(u64, RSHIFT_EXPR, addr, build_int_cst(uint, NL_INST_PAGE_SHIFT));
@@ -166,7 +167,7 @@ struct inline_pass : gimple_opt_pass {
         fast_state st = in_registers ? local_state() : runtime_state();
         mode_versions versions;
         if (in_registers) {
-            versions.make(fn, calls, st.fast);
+            versions.make(fn, calls, st);
             calls.truncate(0);
             find_access_calls(fn, &calls);
         }
@@ -174,8 +175,8 @@ struct inline_pass : gimple_opt_pass {
         if (in_registers)
             sites.choose(fn, calls, versions);
         for (unsigned i = 0; i < calls.length(); i++) {
-            bool exact_in_line = !versions.without_exact(gimple_bb(calls[i].first));
-            inline_access(calls[i].first, calls[i].second, st, sites.of(i), exact_in_line);
+            bool with_exact = !versions.without_exact(gimple_bb(calls[i].first));
+            inline_access(calls[i].first, calls[i].second, st, sites.of(i), with_exact);
         }
         if (in_registers) {
             sites.flush_at_exits(st);

@@ -11,7 +11,7 @@
 namespace {
 
 /** The runtime's symbols the fast path uses; a garbage-collection root (see plugin_init). */
-enum { FAST, COUNTDOWN_READ, COUNTDOWN_WRITE, ITH, SAMPLE, MISS, N_DECLS };
+enum { FAST, COUNTDOWN_READ, COUNTDOWN_WRITE, ITH, SAMPLE, MISS, INACTIVE, PREPARE, N_DECLS };
 tree runtime_decls[N_DECLS];
 
 const struct ggc_root_tab decl_roots[] = {
@@ -67,6 +67,14 @@ void declare_runtime()
         "nl_inst_miss",
         build_function_type_list(void_type_node, ptr_type_node, pointer_sized_int_node,
                                  unsigned_type_node, long_long_unsigned_type_node, NULL_TREE));
+    // struct nl_ithread nl_inactive: only its address is used, the state of threads not set up.
+    tree inactive = build_decl(BUILTINS_LOCATION, VAR_DECL, get_identifier("nl_inactive"),
+                               char_type_node);
+    TREE_ADDRESSABLE(inactive) = 1;
+    runtime_decls[INACTIVE] = hidden_external(inactive);
+    // void nl_inst_prepare(void)
+    runtime_decls[PREPARE] =
+        runtime_function("nl_inst_prepare", build_function_type_list(void_type_node, NULL_TREE));
 }
 
 struct access {

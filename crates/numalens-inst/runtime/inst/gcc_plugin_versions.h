@@ -11,9 +11,13 @@
  * iteration ran 1.3 times as long as with none, and a sampled thread, whose rare jumps to the
  * sampling path make every countdown test a branch the predictor tracks as well, 1.6 times.
  * So each outermost loop with accesses is versioned on the thread's mode when it is entered:
- * the exact copy keeps the exact path in line, the other has it out of line. Both copies test
- * the mode at every access as before, so a thread whose mode changes inside a loop (its first
- * access sets up its state) counts right in either; only the layout differs.
+ * the exact copy keeps the exact path, the other has none, and its accesses only step the
+ * countdown. A thread's mode word changes when its state is set up (at its first access, or
+ * in a fork child) and when it ends; so that it cannot change inside a loop that chose the copy
+ * without exact counting, a thread not set up yet is set up on the loop's entry edge
+ * (nl_inst_prepare). A fork child keeps its parent's mode. Only a thread whose state could not
+ * be made before the loop (no memory) and is made inside it, by a signal handler's access,
+ * counts nothing exactly until the loop ends.
  */
 #ifndef NL_GCC_PLUGIN_VERSIONS_H
 #define NL_GCC_PLUGIN_VERSIONS_H
@@ -23,10 +27,11 @@ namespace {
 /** The loops of @p fn entered only by threads that do not count exactly. */
 class mode_versions {
   public:
-    /** Versions the outermost loops holding accesses of @p calls on @p fast (the function's
-     * copy of the mode word): when its NL_FAST_EXACT bit is clear, the new copy runs. A loop
-     * gcc cannot copy (abnormal edges, blocks that must stay unique) keeps one copy. */
-    void make(function *fn, const access_calls &calls, tree fast)
+    /** Versions the outermost loops holding accesses of @p calls on the mode word of @p st
+     * (the function's copies): when its NL_FAST_EXACT bit is clear, the new copy runs. A loop
+     * with more than one entry, or that gcc cannot copy (abnormal edges, blocks that must stay
+     * unique), keeps one copy. */
+    void make(function *fn, const access_calls &calls, const fast_state &st)
     {
         hash_set<class loop *> outermost;
         for (const auto &c : calls) {
@@ -39,16 +44,18 @@ class mode_versions {
         }
         if (outermost.is_empty())
             return;
+        free_dominance_info(CDI_DOMINATORS);
         auto_vec<class loop *> order;
         for (class loop *l : outermost)
-            order.safe_push(l);
+            if (prepare_on_entry(l, st))
+                order.safe_push(l);
         // Preheaders and single latches, which copying needs; the loop passes after this one
         // set up their own.
         loop_optimizer_init(LOOPS_NORMAL);
         initialize_original_copy_tables();
         tree uint = unsigned_type_node;
         for (class loop *l : order) {
-            tree exact = build2(BIT_AND_EXPR, uint, fast, build_int_cst(uint, NL_FAST_EXACT));
+            tree exact = build2(BIT_AND_EXPR, uint, st.fast, build_int_cst(uint, NL_FAST_EXACT));
             tree cond = build2(NE_EXPR, boolean_type_node, exact, build_zero_cst(uint));
             class loop *copy = loop_version(l, cond, NULL, profile_probability::even(),
                                             profile_probability::even(),
@@ -72,6 +79,38 @@ class mode_versions {
 
   private:
     mutable hash_set<class loop *> not_exact; // contains() is not const
+
+    /** On the one edge that enters @p l: a thread not set up yet is set up, so that its mode
+     * word says before the loop how it counts (false: @p l has more than one entry). */
+    static bool prepare_on_entry(class loop *l, const fast_state &st)
+    {
+        edge entry = NULL;
+        edge e;
+        edge_iterator ei;
+        FOR_EACH_EDGE (e, ei, l->header->preds) {
+            if (flow_bb_inside_loop_p(l, e->src))
+                continue;
+            if (entry || (e->flags & (EDGE_EH | EDGE_ABNORMAL)))
+                return false;
+            entry = e;
+        }
+        if (!entry)
+            return false;
+        basic_block test = split_edge(entry);
+        basic_block join = split_edge(single_succ_edge(test));
+        remove_edge(single_succ_edge(test));
+        basic_block set_up = new_block_after(test);
+        set_up->count = test->count.apply_probability(profile_probability::very_unlikely());
+        block_writer w{test, DECL_SOURCE_LOCATION(current_function_decl)};
+        w.branch(EQ_EXPR, w.load(ptr_type_node, st.ith),
+                 build_fold_addr_expr(runtime_decls[INACTIVE]));
+        link(test, set_up, EDGE_TRUE_VALUE, profile_probability::very_unlikely());
+        link(test, join, EDGE_FALSE_VALUE, profile_probability::very_likely());
+        w.bb = set_up;
+        w.add(gimple_build_call(runtime_decls[PREPARE], 0));
+        link(set_up, join, EDGE_FALLTHRU, profile_probability::always());
+        return true;
+    }
 };
 
 } // namespace

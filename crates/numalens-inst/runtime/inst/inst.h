@@ -149,6 +149,11 @@ void nl_inst_sample(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uns
  * read and its write (setting the thread up at its first access). Returns the thread's mode word
  * as it now is. */
 unsigned nl_inst_rmw_sample(uintptr_t addr, unsigned size, void *ip);
+/** Sets up the calling thread's state if it has none yet (or only a raw fork's copy of its
+ * parent's): called by gcc's plugin on the entry edge of a loop laid out for one mode, so that
+ * the thread's mode word says how it counts before the loop chooses its copy
+ * (gcc_plugin_versions.h). Counts nothing. */
+void nl_inst_prepare(void);
 /** Exact counts of a read-modify-write whose page is not in the cache. */
 void nl_inst_rmw_miss(uintptr_t addr, unsigned size);
 /** Counts a range access of @p size bytes as one access per 8-byte word, page by page. */

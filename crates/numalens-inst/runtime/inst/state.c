@@ -620,6 +620,13 @@ static struct nl_ithread *nl_own_state(struct nl_ithread *t)
     return nl_ith_done ? NULL : nl_thread_setup();
 }
 
+__attribute__((noinline)) void nl_inst_prepare(void)
+{
+    struct nl_ithread *t = nl_ith;
+    if (t->shared || !t->own)
+        (void)nl_own_state(t);
+}
+
 void nl_inst_miss(struct nl_ithread *t, uintptr_t addr, unsigned is_write, uint64_t count)
 {
     uint64_t page = addr >> NL_INST_PAGE_SHIFT;
