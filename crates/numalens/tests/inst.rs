@@ -684,7 +684,54 @@ fn counts_held_in_registers_reach_their_pages() {
         assert_eq!(total, expected, "{}: (reads, writes)", fields[0]);
         arrays += 1;
     }
-    assert_eq!(arrays, 6, "{stdout}");
+    assert_eq!(arrays, 9, "{stdout}");
+}
+
+/// In a loop copy for threads that only sample, gcc's plugin steps a countdown once per block
+/// and replays the block's accesses only when a sample falls due: each sample must still land
+/// on the access whose step ran the countdown out, so each array's weighted samples add up to
+/// its own accesses, in a block that reads two arrays and writes a third.
+#[test]
+fn samples_stepped_per_block_land_on_their_accesses() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = prog("sites.c");
+    let program = build_with("cc", None, &source, &dir.path().join("sites"), &[]);
+    let (out, profile) = record_inst(dir.path(), "sampled", &program, &[]);
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let p = Profile::open(&profile).unwrap();
+    let objects = p.read_all::<Object>().unwrap();
+    let frames = p.read_all::<SiteFrame>().unwrap();
+    let samples = p.read_all::<Sample>().unwrap();
+    let stdout = common::text(&out.stdout);
+    let mut checked = 0;
+    for line in stdout.lines().filter(|l| !l.starts_with("result")) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let id =
+            allocated_at(&objects, &frames, "sites.c", marker(&source, fields[0]))[0].object_id;
+        for (kind, expected) in [
+            (SampleKind::Load, fields[1]),
+            (SampleKind::Store, fields[2]),
+        ] {
+            let expected: f64 = expected.parse().unwrap();
+            // Half a million accesses or more: about 500 samples, 4.5 % standard deviation.
+            if expected < 500_000.0 {
+                continue;
+            }
+            let weighted: u64 = samples
+                .iter()
+                .filter(|s| s.object_id == Some(id) && s.kind == kind)
+                .map(|s| u64::from(s.weight))
+                .sum();
+            let error = (weighted as f64 - expected).abs() / expected;
+            assert!(
+                error < 0.2,
+                "{} {kind:?}: {weighted} vs {expected}",
+                fields[0]
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "{checked} checked: {stdout}");
 }
 
 /// Under `--max-sample-rate` a busy thread takes far fewer samples, and their weights, which

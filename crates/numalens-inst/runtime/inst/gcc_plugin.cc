@@ -7,18 +7,21 @@
  * plugin runs right after that pass and replaces each such call with the fast path of
  * nl_access() (inst.h) itself, written in GIMPLE:
  *
- *   fast = nl_fast;
- *   if (fast & NL_FAST_SAMPLE) {
- *       nl_countdown_{read,write} -= words;
- *       if (nl_countdown_{read,write} <= 0) { nl_inst_sample(nl_ith, addr, is_write, size, 0); goto done; }
- *   }
- *   if (fast & NL_FAST_EXACT) {
+ *   nl_countdown_{read,write} -= words;          (INT64_MAX in a thread that does not sample)
+ *   if (nl_countdown_{read,write} <= 0) { nl_inst_sample(nl_ith, addr, is_write, size, 0); goto done; }
+ *   if (nl_fast & NL_FAST_EXACT) {
  *       t = nl_ith; page = addr >> 12; slot = &t->tlb[hash(page)];
  *       entry = slot->entry;  then, volatile so in this order, the page number:
  *       if (slot->page == page) entry->counts[is_write] += words;
  *       else nl_inst_miss(t, addr, is_write, words);
  *   }
  *   done:
+ *
+ * In a function with accesses inside loops the thread's state lives in the function's own
+ * variables, gcc's registers, and each loop nest comes in two copies, one per way a thread
+ * counts, chosen when the nest is entered (gcc_plugin_versions.h): in the exact copy an access
+ * site of a nest without calls counts its current page in registers (gcc_plugin_registers.h);
+ * in the other, the accesses of a block step their countdown once.
  *
  * gcc then allocates registers and lays out the code around it as for the program's own code,
  * the slow paths out of line. The layout figures come from fast_path.h, which inst.h checks
@@ -62,10 +65,8 @@ namespace {
 
 /** Replaces the access call @p call with the fast path, reading the thread's state from @p st;
  * with @p site, the exact count goes to the site's accumulator while it stays on one page.
- * Without @p with_exact (a loop copy for threads that do not count exactly,
- * gcc_plugin_versions.h) the access only steps the countdown. */
-void inline_access(gimple *call, access a, const fast_state &st, const access_site *site,
-                   bool with_exact)
+ * (In a loop copy for threads that do not count exactly, inline_group writes the accesses.) */
+void inline_access(gimple *call, access a, const fast_state &st, const access_site *site)
 {
     location_t loc = gimple_location(call);
     tree pointer = gimple_call_arg(call, 0);
@@ -87,14 +88,14 @@ void inline_access(gimple *call, access a, const fast_state &st, const access_si
     // No test of NL_FAST_SAMPLE: a thread that does not sample has its countdowns at INT64_MAX
     // (fast_path.h), so the step below never runs them out.
     basic_block sample = new_block_after(head);
-    basic_block after_countdown = with_exact ? new_block_after(sample) : done;
+    basic_block exact_check = new_block_after(sample);
 
     tree countdown_var = st.countdown[a.is_write];
     tree left = w.op(s64, MINUS_EXPR, w.load(s64, countdown_var), build_int_cst(s64, words));
     w.add(gimple_build_assign(countdown_var, left));
     w.branch(LE_EXPR, left, build_zero_cst(s64));
     link(head, sample, EDGE_TRUE_VALUE, profile_probability::very_unlikely());
-    link(head, after_countdown, EDGE_FALSE_VALUE, profile_probability::very_likely());
+    link(head, exact_check, EDGE_FALSE_VALUE, profile_probability::very_likely());
     // Block frequencies, for gcc's layout: the slow paths go out of line.
     sample->count = head->count.apply_probability(profile_probability::very_unlikely());
 
@@ -104,10 +105,7 @@ void inline_access(gimple *call, access a, const fast_state &st, const access_si
                             build_int_cst(uint, a.is_write), build_int_cst(uint, a.size),
                             null_pointer_node));
     link(sample, done, EDGE_FALLTHRU, profile_probability::always());
-    if (!with_exact)
-        return;
 
-    basic_block exact_check = after_countdown;
     basic_block exact = new_block_after(exact_check);
     w.bb = exact_check;
     tree fast = w.load(uint, st.fast);
@@ -174,10 +172,19 @@ struct inline_pass : gimple_opt_pass {
         site_plan sites;
         if (in_registers)
             sites.choose(fn, calls, versions);
-        for (unsigned i = 0; i < calls.length(); i++) {
-            bool with_exact = !versions.without_exact(gimple_bb(calls[i].first));
-            inline_access(calls[i].first, calls[i].second, st, sites.of(i), with_exact);
+        auto_vec<bool> with_exact;
+        for (const auto &c : calls)
+            with_exact.safe_push(!versions.without_exact(gimple_bb(c.first)));
+        // In the copies without exact counting, one countdown step per block.
+        auto_vec<access_group *> groups;
+        group_by_block(calls, versions, &groups);
+        for (access_group *group : groups) {
+            inline_group(*group, st);
+            delete group;
         }
+        for (unsigned i = 0; i < calls.length(); i++)
+            if (with_exact[i])
+                inline_access(calls[i].first, calls[i].second, st, sites.of(i));
         if (in_registers) {
             sites.flush_at_exits(st);
             sync_state_at_calls(fn, st, sites);

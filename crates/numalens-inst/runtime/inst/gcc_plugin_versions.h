@@ -113,6 +113,120 @@ class mode_versions {
     }
 };
 
+/* ---- One countdown step per block in the copy without exact counting ----
+ * There an access only steps its countdown, so the accesses of a block (those not separated by
+ * a call) step it once, by all their words, at the block's last access: one subtract and
+ * branch instead of one per access, and their addresses are only needed when a sample is due.
+ * Then, out of line, the countdown goes back to its value before the block and the accesses
+ * step it one by one as they would have, each taking its sample where it runs out: the same
+ * samples on the same accesses (at the block's end instead of each access's place, which no
+ * other code sees), each with its own instruction address. */
+
+/** The accesses of a block, in order, that step their countdowns together. */
+typedef auto_vec<std::pair<gimple *, access>> access_group;
+
+/** Groups of the accesses of @p calls that lie in copies without exact counting. */
+void group_by_block(const access_calls &calls, const mode_versions &versions,
+                    auto_vec<access_group *> *groups)
+{
+    hash_set<gimple *> wanted;
+    for (const auto &c : calls)
+        if (versions.without_exact(gimple_bb(c.first)))
+            wanted.add(c.first);
+    if (wanted.is_empty())
+        return;
+    basic_block bb;
+    FOR_EACH_BB_FN (bb, cfun) {
+        access_group *open = NULL;
+        for (gimple_stmt_iterator gsi = gsi_start_bb(bb); !gsi_end_p(gsi); gsi_next(&gsi)) {
+            gimple *stmt = gsi_stmt(gsi);
+            access a;
+            if (wanted.contains(stmt) && plain_access(stmt, &a)) {
+                if (!open) {
+                    open = new access_group;
+                    groups->safe_push(open);
+                }
+                open->safe_push({stmt, a});
+            } else if (is_gimple_call(stmt) && !gimple_call_internal_p(stmt)) {
+                open = NULL; // a call sees the countdowns: the next accesses step them anew
+            }
+        }
+    }
+}
+
+unsigned long long access_words(const access &a) { return a.size > 8 ? a.size / 8 : 1; }
+
+/** Writes the group's countdown steps after its last access and removes its calls. */
+void inline_group(access_group &group, const fast_state &st)
+{
+    tree s64 = long_long_integer_type_node;
+    tree uint = unsigned_type_node;
+    gimple *last = group.last().first;
+    basic_block head = gimple_bb(last);
+    basic_block done = split_block(head, last)->dest;
+    remove_edge(single_succ_edge(head));
+    location_t loc = gimple_location(last);
+    auto_vec<tree> pointers;
+    for (const auto &c : group) {
+        pointers.safe_push(gimple_call_arg(c.first, 0));
+        gimple_stmt_iterator gsi = gsi_for_stmt(c.first);
+        unlink_stmt_vdef(c.first);
+        gsi_remove(&gsi, true);
+        release_defs(c.first);
+    }
+    block_writer w{head, loc};
+    for (bool is_write : {false, true}) {
+        unsigned long long total = 0;
+        for (const auto &c : group)
+            if (c.second.is_write == is_write)
+                total += access_words(c.second);
+        if (!total)
+            continue;
+        tree countdown = st.countdown[is_write];
+        basic_block replay = new_block_after(w.bb);
+        basic_block next = new_block_after(replay);
+        tree left = w.op(s64, MINUS_EXPR, w.load(s64, countdown), build_int_cst(s64, total));
+        w.add(gimple_build_assign(countdown, left));
+        w.branch(LE_EXPR, left, build_zero_cst(s64));
+        link(w.bb, replay, EDGE_TRUE_VALUE, profile_probability::very_unlikely());
+        link(w.bb, next, EDGE_FALSE_VALUE, profile_probability::very_likely());
+        replay->count = w.bb->count.apply_probability(profile_probability::very_unlikely());
+        next->count = w.bb->count;
+        // Out of line: back to the value before the block, then access by access.
+        w.bb = replay;
+        w.add(gimple_build_assign(
+            countdown, w.op(s64, PLUS_EXPR, w.load(s64, countdown), build_int_cst(s64, total))));
+        for (unsigned i = 0; i < group.length(); i++) {
+            const access &a = group[i].second;
+            if (a.is_write != is_write)
+                continue;
+            w.loc = gimple_location(group[i].first);
+            basic_block sample = new_block_after(w.bb);
+            basic_block after = new_block_after(sample);
+            sample->count = after->count = replay->count;
+            tree step = w.op(s64, MINUS_EXPR, w.load(s64, countdown),
+                             build_int_cst(s64, access_words(a)));
+            w.add(gimple_build_assign(countdown, step));
+            w.branch(LE_EXPR, step, build_zero_cst(s64));
+            link(w.bb, sample, EDGE_TRUE_VALUE, profile_probability::unlikely());
+            link(w.bb, after, EDGE_FALSE_VALUE, profile_probability::likely());
+            w.bb = sample;
+            tree addr = w.op(pointer_sized_int_node, NOP_EXPR, pointers[i]);
+            // The sample's instruction address is this call's return address, at the access's
+            // source location.
+            w.add(gimple_build_call(runtime_decls[SAMPLE], 5, w.load(ptr_type_node, st.ith),
+                                    addr, build_int_cst(uint, is_write),
+                                    build_int_cst(uint, a.size), null_pointer_node));
+            link(sample, after, EDGE_FALLTHRU, profile_probability::always());
+            w.bb = after;
+        }
+        link(w.bb, next, EDGE_FALLTHRU, profile_probability::always());
+        w.bb = next;
+        w.loc = loc;
+    }
+    link(w.bb, done, EDGE_FALLTHRU, profile_probability::always());
+}
+
 } // namespace
 
 #endif

@@ -16,6 +16,7 @@ typedef struct {
 } tally;
 
 static double *wide, *early, *scattered, *small, *beside, *found, *handled;
+static double *mixed_a, *mixed_b, *mixed_c;
 static volatile sig_atomic_t alarms;
 
 /* Counts in the same thread's page cache while the loops below hold counts in registers. */
@@ -124,6 +125,19 @@ __attribute__((noinline)) static long find(double key, long *r)
     return -1;
 }
 
+/* Three arrays in one block, read and written in different numbers: a sample must fall on the
+ * access whose step ran the countdown out, not on the block's first. */
+static void mixed(tally *a, tally *b, tally *c)
+{
+    for (long k = 0; k < 4 * N; k++) {
+        long i = k & (N - 1), j = (k * 7) & (N - 1);
+        mixed_a[i] = mixed_b[i] + mixed_b[j] + mixed_c[j];
+        b->reads += 2;
+        c->reads += 1;
+        a->writes += 1;
+    }
+}
+
 static void print(const char *name, tally t) { printf("%s %ld %ld\n", name, t.reads, t.writes); }
 
 int main(int argc, char **argv)
@@ -136,6 +150,10 @@ int main(int argc, char **argv)
     beside = calloc(N, sizeof(double));    /* @object beside */
     found = calloc(N, sizeof(double));     /* @object found */
     handled = calloc(N, sizeof(double));   /* @object handled */
+    mixed_a = calloc(N, sizeof(double));   /* @object mixed_a */
+    mixed_b = calloc(N, sizeof(double));   /* @object mixed_b */
+    mixed_c = calloc(N, sizeof(double));   /* @object mixed_c */
+    tally t_a = {0, 0}, t_b = {0, 0}, t_c = {0, 0};
     tally t_wide = {0, 0}, t_early = {0, 0}, t_scattered = {0, 0}, t_small = {0, 0},
           t_beside = {0, 0}, t_found = {0, 0};
     /* Fills and checks below go through memset and memcmp: not counted, not in the tallies. */
@@ -158,6 +176,7 @@ int main(int argc, char **argv)
         found[i] = (double)i;
     t_found.writes += N / 4096;
     long at = find((double)(N / 2), &t_found.reads) + find(-1.0, &t_found.reads);
+    mixed(&t_a, &t_b, &t_c);
 
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &off, NULL);
@@ -167,6 +186,9 @@ int main(int argc, char **argv)
     print("small", t_small);
     print("beside", t_beside);
     print("found", t_found);
+    print("mixed_a", t_a);
+    print("mixed_b", t_b);
+    print("mixed_c", t_c);
     printf("result %g %ld\n", s, at);
     return 0;
 }
