@@ -160,6 +160,12 @@ impl<'a> Locator<'a> {
         }
     }
 
+    /// How many allocations and frees have been applied: two lookups made at the same epoch see
+    /// the same objects.
+    pub fn epoch(&self) -> usize {
+        self.next
+    }
+
     /// The object holding `address` of process `pid` at the time last advanced to.
     pub fn find(&mut self, pid: u32, address: u64) -> Option<usize> {
         self.live.find(pid, address)

@@ -1,7 +1,7 @@
 //! The `inst` backend's files in a profile: exact counts become `page_stats` rows, sampled
 //! accesses become `load`/`store` samples, each attributed to the object that held its address.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use numalens_format::{DataSource, ObjectKind, PageStat, ProfileWriter, Sample, SampleKind};
 use numalens_inst::files::{InstData, InstSample, PAGE_SHIFT};
@@ -40,11 +40,24 @@ pub fn write_inst(
 ) -> numalens_format::Result<InstCounts> {
     let mut counts = InstCounts::default();
     let mut pages: Vec<_> = data.pages.iter().collect();
-    pages.sort_by_key(|((pid, tid, page), c)| (c.first_ns, *pid, *tid, *page));
+    // Keys are distinct: an unstable sort gives the same order.
+    pages.sort_unstable_by_key(|((pid, tid, page), c)| (c.first_ns, *pid, *tid, *page));
     let mut locator = Locator::new(objects);
     let placed = tracked_starts(objects);
+    // A page's owner for each thread that touched it: the same while no allocation or free came
+    // between their first accesses (the threads of a parallel loop share most pages).
+    let mut owners: HashMap<(u32, u64), (usize, Option<usize>)> = HashMap::new();
     for ((pid, tid, page), c) in pages {
         locator.advance_to(c.first_ns);
+        let epoch = locator.epoch();
+        let owner = match owners.get(&(*pid, *page)) {
+            Some(&(at, owner)) if at == epoch => owner,
+            _ => {
+                let owner = page_owner(&mut locator, &placed, objects, (*pid, *page), c.first_ns);
+                owners.insert((*pid, *page), (epoch, owner));
+                owner
+            }
+        };
         counts.page_rows += 1;
         counts.accesses = counts
             .accesses
@@ -56,8 +69,7 @@ pub fn write_inst(
             reads: c.reads,
             writes: c.writes,
             first_access_ns: c.first_ns.saturating_sub(origin),
-            object_id: page_owner(&mut locator, &placed, objects, (*pid, *page), c.first_ns)
-                .map(|o| o as u64),
+            object_id: owner.map(|o| o as u64),
         })?;
     }
     let mut locator = Locator::new(objects);

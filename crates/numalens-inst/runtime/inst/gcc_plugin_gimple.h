@@ -168,13 +168,15 @@ struct fast_state {
     tree fast;
     tree countdown[2]; // reads, writes
     tree ith;
+    tree loaded[2];    // a function's copies only: the countdowns as last copied in
 };
 
 fast_state runtime_state()
 {
     return {runtime_decls[FAST],
             {runtime_decls[COUNTDOWN_READ], runtime_decls[COUNTDOWN_WRITE]},
-            runtime_decls[ITH]};
+            runtime_decls[ITH],
+            {NULL_TREE, NULL_TREE}};
 }
 
 /** Counts @p count accesses (of type u64) of page number @p page through the page cache of

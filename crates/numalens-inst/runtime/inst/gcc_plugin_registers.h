@@ -14,12 +14,12 @@ namespace {
  * through memory: the countdown's load, subtract and store make each access wait for the last.
  * In a function with instrumented accesses inside loops the state lives instead in the
  * function's own variables, which gcc keeps in registers: copied from the runtime's variables at
- * the function's entry and after every call, and the countdowns written back before every call
- * and return. Only calls and returns see the runtime's variables, so the state is theirs
- * whenever other code could look at it; a signal handler that samples between two of them has
- * its countdown step overwritten at the next write-back, which moves one sample, never a count.
- * A call's exception edge gets no copy: the handler goes on with the countdown from before the
- * call, which again only moves samples. */
+ * the function's entry, after every call and at the start of every exception handler. Before
+ * every call and return the countdowns go back as the steps taken since the last copy,
+ * subtracted from the runtime's own: a signal handler that sampled meanwhile (and drew a new
+ * interval there) keeps its work, and the function's steps count on top of it. A call that
+ * leads straight to a return (a tail call) gets no copy after it and the return no write-back,
+ * so gcc can still make it a jump: a tail-recursive program keeps its stack depth. */
 
 /** Whether @p fn keeps the state in registers: it makes accesses in loops (elsewhere each
  * access runs once per call, and the copies would cost about what they save), it is optimised
@@ -37,10 +37,11 @@ bool keeps_state_in_registers(function *fn, const access_calls &calls)
 
 fast_state local_state()
 {
+    tree s64 = long_long_integer_type_node;
     return {create_tmp_reg(unsigned_type_node, "nl_fast"),
-            {create_tmp_reg(long_long_integer_type_node, "nl_countdown_read"),
-             create_tmp_reg(long_long_integer_type_node, "nl_countdown_write")},
-            create_tmp_reg(ptr_type_node, "nl_ith")};
+            {create_tmp_reg(s64, "nl_countdown_read"), create_tmp_reg(s64, "nl_countdown_write")},
+            create_tmp_reg(ptr_type_node, "nl_ith"),
+            {create_tmp_reg(s64, "nl_loaded_read"), create_tmp_reg(s64, "nl_loaded_write")}};
 }
 
 void add_copy(gimple_seq *seq, tree to, tree from, location_t loc)
@@ -56,21 +57,100 @@ gimple_seq state_loads(const fast_state &local, location_t loc)
     fast_state runtime = runtime_state();
     gimple_seq seq = NULL;
     add_copy(&seq, local.fast, runtime.fast, loc);
-    add_copy(&seq, local.countdown[0], runtime.countdown[0], loc);
-    add_copy(&seq, local.countdown[1], runtime.countdown[1], loc);
+    for (int k = 0; k < 2; k++) {
+        add_copy(&seq, local.countdown[k], runtime.countdown[k], loc);
+        add_copy(&seq, local.loaded[k], local.countdown[k], loc);
+    }
     add_copy(&seq, local.ith, runtime.ith, loc);
     return seq;
 }
 
-/** The countdowns back into the runtime's variables (the mode word and the state pointer are
- * only ever changed by the runtime). */
+/** The countdowns' steps since the last copy, taken from the runtime's variables (the mode
+ * word and the state pointer are only ever changed by the runtime). */
 gimple_seq countdown_stores(const fast_state &local, location_t loc)
 {
     fast_state runtime = runtime_state();
+    tree s64 = long_long_integer_type_node;
     gimple_seq seq = NULL;
-    add_copy(&seq, runtime.countdown[0], local.countdown[0], loc);
-    add_copy(&seq, runtime.countdown[1], local.countdown[1], loc);
+    for (int k = 0; k < 2; k++) {
+        tree steps = make_ssa_name(s64);
+        gimple_seq_add_stmt(&seq, gimple_build_assign(steps, MINUS_EXPR, local.loaded[k],
+                                                      local.countdown[k]));
+        tree now = make_ssa_name(s64);
+        gimple_seq_add_stmt(&seq, gimple_build_assign(now, runtime.countdown[k]));
+        tree left = make_ssa_name(s64);
+        gimple_seq_add_stmt(&seq, gimple_build_assign(left, MINUS_EXPR, now, steps));
+        gimple_seq_add_stmt(&seq, gimple_build_assign(runtime.countdown[k], left));
+    }
+    for (gimple_stmt_iterator gsi = gsi_start(seq); !gsi_end_p(gsi); gsi_next(&gsi))
+        gimple_set_location(gsi_stmt(gsi), loc);
     return seq;
+}
+
+/** The first statement of @p bb that is not a label or debug statement. */
+gimple *first_real_stmt(basic_block bb)
+{
+    gimple_stmt_iterator gsi = gsi_after_labels(bb);
+    while (!gsi_end_p(gsi) && is_gimple_debug(gsi_stmt(gsi)))
+        gsi_next(&gsi);
+    return gsi_end_p(gsi) ? NULL : gsi_stmt(gsi);
+}
+
+/** The statement after @p stmt in its block, debug statements skipped. */
+gimple *next_real_stmt(gimple *stmt)
+{
+    gimple_stmt_iterator gsi = gsi_for_stmt(stmt);
+    for (gsi_next(&gsi); !gsi_end_p(gsi) && is_gimple_debug(gsi_stmt(gsi)); gsi_next(&gsi)) {
+    }
+    return gsi_end_p(gsi) ? NULL : gsi_stmt(gsi);
+}
+
+/** Whether the call @p stmt leads straight to a return: the return follows it in its block, or
+ * its block falls into a block holding only a return. */
+bool leads_to_return(gimple *stmt)
+{
+    gimple *next = next_real_stmt(stmt);
+    if (next)
+        return gimple_code(next) == GIMPLE_RETURN;
+    basic_block bb = gimple_bb(stmt);
+    if (!single_succ_p(bb) || (single_succ_edge(bb)->flags & (EDGE_EH | EDGE_ABNORMAL)))
+        return false;
+    gimple *first = first_real_stmt(single_succ(bb));
+    return first && gimple_code(first) == GIMPLE_RETURN;
+}
+
+/** Before a return: the write-back, except on the ways in from calls that lead straight to
+ * it, which had theirs before the call. */
+void write_back_before_return(gimple *ret, const fast_state &local)
+{
+    location_t loc = gimple_location(ret);
+    basic_block bb = gimple_bb(ret);
+    if (first_real_stmt(bb) != ret) {
+        gimple *before = NULL;
+        for (gimple_stmt_iterator gsi = gsi_for_stmt(ret); !gsi_end_p(gsi);) {
+            gsi_prev(&gsi);
+            if (gsi_end_p(gsi))
+                break;
+            if (!is_gimple_debug(gsi_stmt(gsi))) {
+                before = gsi_stmt(gsi);
+                break;
+            }
+        }
+        if (before && is_gimple_call(before) && !gimple_call_internal_p(before))
+            return;
+        gimple_stmt_iterator gsi = gsi_for_stmt(ret);
+        gsi_insert_seq_before(&gsi, countdown_stores(local, loc), GSI_SAME_STMT);
+        return;
+    }
+    edge e;
+    edge_iterator ei;
+    FOR_EACH_EDGE (e, ei, bb->preds) {
+        gimple *last = last_stmt(e->src);
+        bool from_call = last && is_gimple_call(last) && !gimple_call_internal_p(last) &&
+                         single_succ_p(e->src) && !(e->flags & (EDGE_EH | EDGE_ABNORMAL));
+        if (!from_call)
+            gsi_insert_seq_on_edge(e, countdown_stores(local, loc));
+    }
 }
 
 /** The edge a call returns by: not its exception edge, none for a call that does not return. */
@@ -93,13 +173,17 @@ edge return_edge(basic_block bb)
  * When the site moves to another page, those are added through the page cache and the access
  * that moved is counted there too, so the new page's entry, and the time of the thread's first
  * access to it, exist from its first access on; when the nest exits, every site's pending
- * count is added. Only a count that a killed thread had pending in a running nest is lost, at
- * most the accesses of one page per site; nothing else looks at the counters while a nest
- * runs, since it makes no call (the runtime's slow paths do not read them). */
+ * count is added, and so is a count that reaches NL_SITE_PENDING_MAX. Only what a thread still
+ * running in a nest when its process ends had pending is lost, at most that many accesses per
+ * site; nothing else looks at the counters while a nest runs, since it makes no call (the
+ * runtime's slow paths do not read them). */
 
 /** Sites per loop nest whose counts stay in registers: stencils make 5 to 10 accesses per
  * iteration, and beyond the registers gcc has, a site's variables go to the stack. */
 #define NL_SITES_PER_LOOP 8
+/** Most accesses a site holds before adding them to its page: what a thread still running in a
+ * nest when its process ends takes with it, at most, per site. */
+#define NL_SITE_PENDING_MAX 65536
 
 struct access_site {
     tree page;    // page number of the pending accesses
@@ -276,7 +360,13 @@ void emit_site_count(block_writer &w, const access_site &site, const fast_state 
     basic_block moved = new_block_after(same);
     basic_block flush = new_block_after(moved);
     basic_block fresh = new_block_after(flush);
-    w.branch(EQ_EXPR, page, w.load(u64, site.page));
+    // Same page, and not more pending than NL_SITE_PENDING_MAX: a thread that spins on one
+    // page until the process ends must not take an unbounded count with it.
+    tree on_page = w.op(boolean_type_node, EQ_EXPR, page, w.load(u64, site.page));
+    tree room = w.op(boolean_type_node, LT_EXPR, w.load(u64, site.pending),
+                     build_int_cst(u64, NL_SITE_PENDING_MAX));
+    w.branch(NE_EXPR, w.op(boolean_type_node, BIT_AND_EXPR, on_page, room),
+             boolean_false_node);
     link(compare, same, EDGE_TRUE_VALUE, profile_probability::very_likely());
     link(compare, moved, EDGE_FALSE_VALUE, profile_probability::very_unlikely());
     same->count = compare->count.apply_probability(profile_probability::very_likely());
@@ -307,28 +397,55 @@ void emit_site_count(block_writer &w, const access_site &site, const fast_state 
 
 /** Surrounds every call and return of @p fn with the copies, and loads them (and the sites'
  * initial values) at its entry. */
+/** Whether every edge into @p bb is an exception edge (a handler entered only by a throw). */
+bool only_exception_edges_into(basic_block bb)
+{
+    if (EDGE_COUNT(bb->preds) == 0)
+        return false;
+    edge e;
+    edge_iterator ei;
+    FOR_EACH_EDGE (e, ei, bb->preds)
+        if (!(e->flags & EDGE_EH))
+            return false;
+    return true;
+}
+
 void sync_state_at_calls(function *fn, const fast_state &local, const site_plan &sites)
 {
     auto_vec<gimple *> call_sites;
+    auto_vec<gimple *> returns;
+    auto_vec<basic_block> handlers;
     basic_block bb;
     FOR_EACH_BB_FN (bb, fn) {
+        if (only_exception_edges_into(bb))
+            handlers.safe_push(bb);
         for (gimple_stmt_iterator gsi = gsi_start_bb(bb); !gsi_end_p(gsi); gsi_next(&gsi)) {
             gimple *stmt = gsi_stmt(gsi);
-            if ((is_gimple_call(stmt) && !gimple_call_internal_p(stmt)) ||
-                gimple_code(stmt) == GIMPLE_RETURN)
+            if (is_gimple_call(stmt) && !gimple_call_internal_p(stmt))
                 call_sites.safe_push(stmt);
+            else if (gimple_code(stmt) == GIMPLE_RETURN)
+                returns.safe_push(stmt);
         }
     }
     for (gimple *stmt : call_sites) {
         location_t loc = gimple_location(stmt);
         gimple_stmt_iterator gsi = gsi_for_stmt(stmt);
         gsi_insert_seq_before(&gsi, countdown_stores(local, loc), GSI_SAME_STMT);
-        if (gimple_code(stmt) == GIMPLE_RETURN)
+        if (leads_to_return(stmt))
             continue;
         if (!stmt_ends_bb_p(stmt))
             gsi_insert_seq_after(&gsi, state_loads(local, loc), GSI_SAME_STMT);
         else if (edge e = return_edge(gimple_bb(stmt)))
             gsi_insert_seq_on_edge(e, state_loads(local, loc));
+    }
+    for (gimple *ret : returns)
+        write_back_before_return(ret, local);
+    // An exception handler starts from the runtime's variables: the call that threw wrote its
+    // steps back, and the function's copies are from before it.
+    for (basic_block handler : handlers) {
+        gimple_stmt_iterator gsi = gsi_after_labels(handler);
+        location_t loc = gsi_end_p(gsi) ? UNKNOWN_LOCATION : gimple_location(gsi_stmt(gsi));
+        gsi_insert_seq_before(&gsi, state_loads(local, loc), GSI_SAME_STMT);
     }
     location_t entry = DECL_SOURCE_LOCATION(fn->decl);
     gimple_seq at_entry = state_loads(local, entry);

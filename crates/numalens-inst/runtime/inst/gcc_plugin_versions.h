@@ -45,18 +45,18 @@ class mode_versions {
         if (outermost.is_empty())
             return;
         free_dominance_info(CDI_DOMINATORS);
-        auto_vec<class loop *> order;
+        auto_vec<std::pair<class loop *, tree>> order;
         for (class loop *l : outermost)
-            if (prepare_on_entry(l, st))
-                order.safe_push(l);
+            if (tree exact = prepare_on_entry(l, st))
+                order.safe_push({l, exact});
         // Preheaders and single latches, which copying needs; the loop passes after this one
         // set up their own.
         loop_optimizer_init(LOOPS_NORMAL);
         initialize_original_copy_tables();
-        tree uint = unsigned_type_node;
-        for (class loop *l : order) {
-            tree exact = build2(BIT_AND_EXPR, uint, st.fast, build_int_cst(uint, NL_FAST_EXACT));
-            tree cond = build2(NE_EXPR, boolean_type_node, exact, build_zero_cst(uint));
+        for (const auto &entry : order) {
+            class loop *l = entry.first;
+            tree cond = build2(NE_EXPR, boolean_type_node, entry.second,
+                               build_zero_cst(unsigned_type_node));
             class loop *copy = loop_version(l, cond, NULL, profile_probability::even(),
                                             profile_probability::even(),
                                             profile_probability::even(),
@@ -81,8 +81,9 @@ class mode_versions {
     mutable hash_set<class loop *> not_exact; // contains() is not const
 
     /** On the one edge that enters @p l: a thread not set up yet is set up, so that its mode
-     * word says before the loop how it counts (false: @p l has more than one entry). */
-    static bool prepare_on_entry(class loop *l, const fast_state &st)
+     * word says before the loop how it counts; then its exact bit, in a variable the loop's
+     * version test compares (NULL: @p l has more than one entry). */
+    static tree prepare_on_entry(class loop *l, const fast_state &st)
     {
         edge entry = NULL;
         edge e;
@@ -91,11 +92,11 @@ class mode_versions {
             if (flow_bb_inside_loop_p(l, e->src))
                 continue;
             if (entry || (e->flags & (EDGE_EH | EDGE_ABNORMAL)))
-                return false;
+                return NULL_TREE;
             entry = e;
         }
         if (!entry)
-            return false;
+            return NULL_TREE;
         basic_block test = split_edge(entry);
         basic_block join = split_edge(single_succ_edge(test));
         remove_edge(single_succ_edge(test));
@@ -109,7 +110,14 @@ class mode_versions {
         w.bb = set_up;
         w.add(gimple_build_call(runtime_decls[PREPARE], 0));
         link(set_up, join, EDGE_FALLTHRU, profile_probability::always());
-        return true;
+        // Computed before the test: gcc's checker wants a comparison of plain operands there.
+        tree uint = unsigned_type_node;
+        tree exact = create_tmp_reg(uint, "nl_exact");
+        gimple_stmt_iterator gsi = gsi_after_labels(join);
+        gimple *mask = gimple_build_assign(exact, BIT_AND_EXPR, st.fast,
+                                           build_int_cst(uint, NL_FAST_EXACT));
+        gsi_insert_before(&gsi, mask, GSI_SAME_STMT);
+        return exact;
     }
 };
 
