@@ -2,6 +2,7 @@
 //! what a program does nor what is recorded of it: tail calls stay jumps, exceptions and a
 //! process ending mid-loop lose no samples or counts.
 
+#[allow(dead_code)] // each test file uses part of it
 mod common;
 
 use std::collections::HashMap;
@@ -85,7 +86,12 @@ fn tail_calls_stay_jumps() {
         .arg(format!("ulimit -s 8192 && {} 10000000", program.display()))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{:?} {}", out.status, common::text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{:?} {}",
+        out.status,
+        common::text(&out.stderr)
+    );
     // 5 M walks of +120, 5 M others of -56.
     assert_eq!(common::text(&out.stdout).trim(), "320000000");
 }
@@ -96,7 +102,10 @@ fn a_caught_exception_loses_no_samples() {
     let program = build("c++", "throws.cc", &dir.path().join("throws"));
     let profile = dir.path().join("throws.numalens");
     let stdout = record(&program, &profile, &["--max-sample-rate", "0"]);
-    let fields: Vec<f64> = stdout.split_whitespace().map(|f| f.parse().unwrap()).collect();
+    let fields: Vec<f64> = stdout
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
     let p = Profile::open(&profile).unwrap();
     let written = weighted(&p, object_at(&p, "throws.cc", "written"));
     let read = weighted(&p, object_at(&p, "throws.cc", "read"));
@@ -106,7 +115,10 @@ fn a_caught_exception_loses_no_samples() {
         (read.get(&SampleKind::Load), fields[0]),
     ] {
         let got = got.copied().unwrap_or(0) as f64;
-        assert!((got - want).abs() < 0.25 * want, "{got} vs {want}: {written:?} {read:?}");
+        assert!(
+            (got - want).abs() < 0.25 * want,
+            "{got} vs {want}: {written:?} {read:?}"
+        );
     }
 }
 
