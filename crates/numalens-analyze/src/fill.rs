@@ -183,22 +183,19 @@ fn findings(
         (false, n) if n == i.sampled.pages.len() => "first-touch-faults",
         (false, _) => "first-touch-faults-else-earliest-samples",
     };
-    let sample_every = model
-        .profile
-        .backend
-        .settings
-        .get("sample_every")
-        .and_then(serde_json::Value::as_u64)
-        .filter(|n| *n > 0);
+    let setting = |key: &str| {
+        model
+            .profile
+            .backend
+            .settings
+            .get(key)
+            .and_then(serde_json::Value::as_u64)
+            .filter(|n| *n > 0)
+    };
+    let sample_every = setting("sample_every");
     // A recording whose threads' sampling was capped gets no more samples from a shorter
     // interval alone (profiles from before the cap have no such setting).
-    let rate_capped = model
-        .profile
-        .backend
-        .settings
-        .get("max_sample_rate")
-        .and_then(serde_json::Value::as_u64)
-        .is_some_and(|n| n > 0);
+    let rate_capped = setting("max_sample_rate").is_some();
     let mut advice_of: HashMap<usize, Vec<String>> = HashMap::new();
     let mut out: Vec<Finding> = fired
         .into_iter()
