@@ -241,7 +241,7 @@ pub fn find_inst_files(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
 pub struct InstData {
     /// Counts per (pid, tid, page address), summed over the files of a thread (several copies of
     /// the runtime, or threads that reused a tid); first access is the earliest.
-    pub pages: HashMap<(u32, u32, u64), PageCount>,
+    pub pages: HashMap<(u32, u32, u64), PageCount, ahash::RandomState>,
     pub samples: Vec<InstSample>,
     /// The mean sampling interval the samples were taken with, when there were samples.
     pub sample_every: Option<u32>,
@@ -276,28 +276,33 @@ pub(crate) fn read_inst_dir_after(
         files: page_files.len() + sample_files.len(),
         ..InstData::default()
     };
+    let mut read_files = Vec::with_capacity(page_files.len());
     for path in page_files {
         match read_pages_file(&path) {
-            Ok(PagesFile {
-                header: h,
-                pages,
-                damaged_chunks,
-            }) => {
-                note_full(&mut data, &path, &h, "page counts");
-                data.problems.extend(damaged_chunks);
-                for (page, c) in pages {
-                    let e = data.pages.entry((h.pid, h.tid, page)).or_default();
-                    // Only a damaged file counts past u64; the sum stops there.
-                    e.reads = e.reads.saturating_add(c.reads);
-                    e.writes = e.writes.saturating_add(c.writes);
-                    e.first_ns = if e.first_ns == 0 {
-                        c.first_ns
-                    } else {
-                        e.first_ns.min(c.first_ns)
-                    };
-                }
-            }
+            Ok(file) => read_files.push((path, file)),
             Err(e) => data.problems.push(e.to_string()),
+        }
+    }
+    data.pages
+        .reserve(read_files.iter().map(|(_, f)| f.pages.len()).sum());
+    for (path, file) in read_files {
+        let PagesFile {
+            header: h,
+            pages,
+            damaged_chunks,
+        } = file;
+        note_full(&mut data, &path, &h, "page counts");
+        data.problems.extend(damaged_chunks);
+        for (page, c) in pages {
+            let e = data.pages.entry((h.pid, h.tid, page)).or_default();
+            // Only a damaged file counts past u64; the sum stops there.
+            e.reads = e.reads.saturating_add(c.reads);
+            e.writes = e.writes.saturating_add(c.writes);
+            e.first_ns = if e.first_ns == 0 {
+                c.first_ns
+            } else {
+                e.first_ns.min(c.first_ns)
+            };
         }
     }
     let mut per_file = Vec::with_capacity(sample_files.len());
