@@ -168,7 +168,7 @@ edge return_edge(basic_block bb)
  * Counted at every access, a page's counters are a chain of adds through memory: in a stencil
  * loop five reads of one array hit one page's read counter one after another, and each add
  * waits for the last. In a loop nest that makes no call, each access site (up to
- * NL_SITES_PER_LOOP of them, the innermost first) instead counts in its own variables while it
+ * NL_SITES_PER_LOOP per innermost loop, the innermost loops first) instead counts in its own variables while it
  * stays on one page: its page number and the accesses not yet added to the page's counters.
  * When the site moves to another page, those are added through the page cache and the access
  * that moved is counted there too, so the new page's entry, and the time of the thread's first
@@ -178,8 +178,10 @@ edge return_edge(basic_block bb)
  * site; nothing else looks at the counters while a nest runs, since it makes no call (the
  * runtime's slow paths do not read them). */
 
-/** Sites per loop nest whose counts stay in registers: stencils make 5 to 10 accesses per
- * iteration, and beyond the registers gcc has, a site's variables go to the stack. */
+/** Sites per innermost loop whose counts stay in registers: stencils make 5 to 10 accesses per
+ * iteration, and beyond the registers gcc has, a site's variables go to the stack. Counted per
+ * innermost loop, not per nest: a nest whose edge cases come first in the code (Rodinia's
+ * hotspot) would give them every register, and its hot interior loop none. */
 #define NL_SITES_PER_LOOP 8
 /** Most accesses a site holds before adding them to its page: what a thread still running in a
  * nest when its process ends takes with it, at most, per site. */
@@ -229,8 +231,8 @@ class site_plan {
         // Per loop number: 0 not looked at yet, 1 makes calls, 2 free of calls.
         auto_vec<char> looked;
         looked.safe_grow_cleared(number_of_loops(fn));
-        auto_vec<unsigned> per_home;
-        per_home.safe_grow_cleared(number_of_loops(fn));
+        auto_vec<unsigned> per_inner;
+        per_inner.safe_grow_cleared(number_of_loops(fn));
         index.safe_grow(calls.length());
         int deepest = 0;
         for (unsigned i = 0; i < calls.length(); i++) {
@@ -245,9 +247,9 @@ class site_plan {
                 if (loop_depth(inner) != (unsigned)depth || versions.without_exact(bb))
                     continue;
                 class loop *home = home_of(inner, accesses, looked);
-                if (!home || per_home[home->num] >= NL_SITES_PER_LOOP)
+                if (!home || per_inner[inner->num] >= NL_SITES_PER_LOOP)
                     continue;
-                per_home[home->num]++;
+                per_inner[inner->num]++;
                 index[i] = sites.length();
                 tree u64 = long_long_unsigned_type_node;
                 sites.safe_push({create_tmp_reg(u64, "nl_site_page"),
