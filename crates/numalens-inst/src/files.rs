@@ -276,21 +276,19 @@ pub(crate) fn read_inst_dir_after(
         files: page_files.len() + sample_files.len(),
         ..InstData::default()
     };
-    let mut read_files = Vec::with_capacity(page_files.len());
+    // One file at a time: the map holds every page once, a file's own list only while it is added.
     for path in page_files {
-        match read_pages_file(&path) {
-            Ok(file) => read_files.push((path, file)),
-            Err(e) => data.problems.push(e.to_string()),
-        }
-    }
-    data.pages
-        .reserve(read_files.iter().map(|(_, f)| f.pages.len()).sum());
-    for (path, file) in read_files {
         let PagesFile {
             header: h,
             pages,
             damaged_chunks,
-        } = file;
+        } = match read_pages_file(&path) {
+            Ok(file) => file,
+            Err(e) => {
+                data.problems.push(e.to_string());
+                continue;
+            }
+        };
         note_full(&mut data, &path, &h, "page counts");
         data.problems.extend(damaged_chunks);
         for (page, c) in pages {

@@ -33,6 +33,10 @@ tree thread_local_var(const char *name, tree type)
 {
     tree decl = build_decl(BUILTINS_LOCATION, VAR_DECL, get_identifier(name), type);
     hidden_external(decl);
+    // Volatile: calls to functions gcc takes for pure still step the countdowns through their
+    // own instrumented accesses, so no value may be carried across them.
+    TREE_THIS_VOLATILE(decl) = 1;
+    TREE_SIDE_EFFECTS(decl) = 1;
     // As declared in inst.h; in an executable the linker makes it local-exec.
     set_decl_tls_model(decl, TLS_MODEL_INITIAL_EXEC);
     return decl;
@@ -168,15 +172,13 @@ struct fast_state {
     tree fast;
     tree countdown[2]; // reads, writes
     tree ith;
-    tree loaded[2];    // a function's copies only: the countdowns as last copied in
 };
 
 fast_state runtime_state()
 {
     return {runtime_decls[FAST],
             {runtime_decls[COUNTDOWN_READ], runtime_decls[COUNTDOWN_WRITE]},
-            runtime_decls[ITH],
-            {NULL_TREE, NULL_TREE}};
+            runtime_decls[ITH]};
 }
 
 /** Counts @p count accesses (of type u64) of page number @p page through the page cache of

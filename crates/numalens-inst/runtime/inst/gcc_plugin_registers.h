@@ -14,12 +14,15 @@ namespace {
  * through memory: the countdown's load, subtract and store make each access wait for the last.
  * In a function with instrumented accesses inside loops the state lives instead in the
  * function's own variables, which gcc keeps in registers: copied from the runtime's variables at
- * the function's entry, after every call and at the start of every exception handler. Before
- * every call and return the countdowns go back as the steps taken since the last copy,
- * subtracted from the runtime's own: a signal handler that sampled meanwhile (and drew a new
- * interval there) keeps its work, and the function's steps count on top of it. A call that
+ * the function's entry, after every call and at the start of every exception handler, and the
+ * countdowns written back before every call, return and rethrow (resx). The runtime's variables
+ * are accessed as volatile: a callee declared pure (or found pure by gcc) still steps them
+ * through its own instrumented accesses, so gcc must not carry a value across it. A call that
  * leads straight to a return (a tail call) gets no copy after it and the return no write-back,
- * so gcc can still make it a jump: a tail-recursive program keeps its stack depth. */
+ * so gcc can still make it a jump: a tail-recursive program keeps its stack depth. A signal
+ * handler that samples between two write-backs has its countdown overwritten at the next one:
+ * the handler's samples then fall more often than one per interval (a 10 kHz handler writing
+ * 64 longs beside a reading loop got 2.3 times its share of store samples). */
 
 /** Whether @p fn keeps the state in registers: it makes accesses in loops (elsewhere each
  * access runs once per call, and the copies would cost about what they save), it is optimised
@@ -40,8 +43,7 @@ fast_state local_state()
     tree s64 = long_long_integer_type_node;
     return {create_tmp_reg(unsigned_type_node, "nl_fast"),
             {create_tmp_reg(s64, "nl_countdown_read"), create_tmp_reg(s64, "nl_countdown_write")},
-            create_tmp_reg(ptr_type_node, "nl_ith"),
-            {create_tmp_reg(s64, "nl_loaded_read"), create_tmp_reg(s64, "nl_loaded_write")}};
+            create_tmp_reg(ptr_type_node, "nl_ith")};
 }
 
 void add_copy(gimple_seq *seq, tree to, tree from, location_t loc)
@@ -57,33 +59,20 @@ gimple_seq state_loads(const fast_state &local, location_t loc)
     fast_state runtime = runtime_state();
     gimple_seq seq = NULL;
     add_copy(&seq, local.fast, runtime.fast, loc);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 2; k++)
         add_copy(&seq, local.countdown[k], runtime.countdown[k], loc);
-        add_copy(&seq, local.loaded[k], local.countdown[k], loc);
-    }
     add_copy(&seq, local.ith, runtime.ith, loc);
     return seq;
 }
 
-/** The countdowns' steps since the last copy, taken from the runtime's variables (the mode
- * word and the state pointer are only ever changed by the runtime). */
+/** The countdowns back into the runtime's variables (the mode word and the state pointer are
+ * only ever changed by the runtime). */
 gimple_seq countdown_stores(const fast_state &local, location_t loc)
 {
     fast_state runtime = runtime_state();
-    tree s64 = long_long_integer_type_node;
     gimple_seq seq = NULL;
-    for (int k = 0; k < 2; k++) {
-        tree steps = make_ssa_name(s64);
-        gimple_seq_add_stmt(&seq, gimple_build_assign(steps, MINUS_EXPR, local.loaded[k],
-                                                      local.countdown[k]));
-        tree now = make_ssa_name(s64);
-        gimple_seq_add_stmt(&seq, gimple_build_assign(now, runtime.countdown[k]));
-        tree left = make_ssa_name(s64);
-        gimple_seq_add_stmt(&seq, gimple_build_assign(left, MINUS_EXPR, now, steps));
-        gimple_seq_add_stmt(&seq, gimple_build_assign(runtime.countdown[k], left));
-    }
-    for (gimple_stmt_iterator gsi = gsi_start(seq); !gsi_end_p(gsi); gsi_next(&gsi))
-        gimple_set_location(gsi_stmt(gsi), loc);
+    add_copy(&seq, runtime.countdown[0], local.countdown[0], loc);
+    add_copy(&seq, runtime.countdown[1], local.countdown[1], loc);
     return seq;
 }
 
@@ -105,6 +94,17 @@ gimple *next_real_stmt(gimple *stmt)
     return gsi_end_p(gsi) ? NULL : gsi_stmt(gsi);
 }
 
+/** Whether an abnormal or exception edge enters @p bb: nothing can be put on those. */
+bool entered_abnormally(basic_block bb)
+{
+    edge e;
+    edge_iterator ei;
+    FOR_EACH_EDGE (e, ei, bb->preds)
+        if (e->flags & (EDGE_EH | EDGE_ABNORMAL))
+            return true;
+    return false;
+}
+
 /** Whether the call @p stmt leads straight to a return: the return follows it in its block, or
  * its block falls into a block holding only a return. */
 bool leads_to_return(gimple *stmt)
@@ -115,8 +115,9 @@ bool leads_to_return(gimple *stmt)
     basic_block bb = gimple_bb(stmt);
     if (!single_succ_p(bb) || (single_succ_edge(bb)->flags & (EDGE_EH | EDGE_ABNORMAL)))
         return false;
-    gimple *first = first_real_stmt(single_succ(bb));
-    return first && gimple_code(first) == GIMPLE_RETURN;
+    basic_block next_bb = single_succ(bb);
+    gimple *first = first_real_stmt(next_bb);
+    return first && gimple_code(first) == GIMPLE_RETURN && !entered_abnormally(next_bb);
 }
 
 /** Before a return: the write-back, except on the ways in from calls that lead straight to
@@ -125,7 +126,7 @@ void write_back_before_return(gimple *ret, const fast_state &local)
 {
     location_t loc = gimple_location(ret);
     basic_block bb = gimple_bb(ret);
-    if (first_real_stmt(bb) != ret) {
+    if (first_real_stmt(bb) != ret || entered_abnormally(bb)) {
         gimple *before = NULL;
         for (gimple_stmt_iterator gsi = gsi_for_stmt(ret); !gsi_end_p(gsi);) {
             gsi_prev(&gsi);
@@ -145,7 +146,8 @@ void write_back_before_return(gimple *ret, const fast_state &local)
     edge e;
     edge_iterator ei;
     FOR_EACH_EDGE (e, ei, bb->preds) {
-        gimple *last = last_stmt(e->src);
+        gimple_stmt_iterator last_gsi = gsi_last_nondebug_bb(e->src);
+        gimple *last = gsi_end_p(last_gsi) ? NULL : gsi_stmt(last_gsi);
         bool from_call = last && is_gimple_call(last) && !gimple_call_internal_p(last) &&
                          single_succ_p(e->src) && !(e->flags & (EDGE_EH | EDGE_ABNORMAL));
         if (!from_call)
@@ -173,9 +175,9 @@ edge return_edge(basic_block bb)
  * When the site moves to another page, those are added through the page cache and the access
  * that moved is counted there too, so the new page's entry, and the time of the thread's first
  * access to it, exist from its first access on; when the nest exits, every site's pending
- * count is added, and so is a count that reaches NL_SITE_PENDING_MAX. Only what a thread still
- * running in a nest when its process ends had pending is lost, at most that many accesses per
- * site; nothing else looks at the counters while a nest runs, since it makes no call (the
+ * count is added, and so is what the sites of an innermost loop hold every NL_SITE_LAPS of its
+ * iterations. Only what a thread still running in a nest when its process ends had pending is
+ * lost, at most that many iterations' accesses; nothing else looks at the counters while a nest runs, since it makes no call (the
  * runtime's slow paths do not read them). */
 
 /** Sites per innermost loop whose counts stay in registers: stencils make 5 to 10 accesses per
@@ -183,15 +185,28 @@ edge return_edge(basic_block bb)
  * innermost loop, not per nest: a nest whose edge cases come first in the code (Rodinia's
  * hotspot) would give them every register, and its hot interior loop none. */
 #define NL_SITES_PER_LOOP 8
-/** Most accesses a site holds before adding them to its page: what a thread still running in a
- * nest when its process ends takes with it, at most, per site. */
-#define NL_SITE_PENDING_MAX 65536
+
+/** A site's count is kept as cur = (page << NL_SITE_PENDING_BITS) + pending: its value with
+ * nothing pending is then one shift of the page. */
+#define NL_SITE_PENDING_BITS 16
+/** Iterations of an innermost loop after which its sites add what they hold: a limit on what
+ * a thread still running in the loop when its process ends takes with it. A countdown per
+ * iteration, not a test per access: a test of the pending count at every access cost heat-3d's
+ * exact recording a quarter of its time. */
+#define NL_SITE_LAPS 65536
 
 struct access_site {
     tree page;    // page number of the pending accesses
-    tree pending; // accesses of that page not yet added to its counters
+    tree cur;     // (page << NL_SITE_PENDING_BITS) + accesses not yet added to its counters
     bool is_write;
 };
+
+/** cur's value with nothing pending on @p page. */
+tree site_base(block_writer &w, tree page)
+{
+    return w.op(long_long_unsigned_type_node, LSHIFT_EXPR, page,
+                build_int_cst(unsigned_type_node, NL_SITE_PENDING_BITS));
+}
 
 /** Whether loop @p l and every loop inside it make no call but the accesses about to be
  * written inline, and leave only by plain edges. */
@@ -253,9 +268,10 @@ class site_plan {
                 index[i] = sites.length();
                 tree u64 = long_long_unsigned_type_node;
                 sites.safe_push({create_tmp_reg(u64, "nl_site_page"),
-                                 create_tmp_reg(u64, "nl_site_pending"),
+                                 create_tmp_reg(u64, "nl_site_cur"),
                                  calls[i].second.is_write});
                 homes.safe_push(home);
+                inners.safe_push(inner);
             }
         }
     }
@@ -266,12 +282,19 @@ class site_plan {
         return i < index.length() && index[i] >= 0 ? &sites[index[i]] : NULL;
     }
 
-    /** Their values at the function's entry: nothing pending. */
+    /** Their values at the function's entry: nothing pending, full lap counts. */
     void add_initial_values(gimple_seq *seq, location_t loc) const
     {
+        for (const auto &l : laps)
+            add_copy(seq, l.second, build_int_cst(long_long_unsigned_type_node, NL_SITE_LAPS),
+                     loc);
         for (const access_site &s : sites) {
-            add_copy(seq, s.page, build_all_ones_cst(long_long_unsigned_type_node), loc);
-            add_copy(seq, s.pending, build_zero_cst(long_long_unsigned_type_node), loc);
+            tree none = build_all_ones_cst(long_long_unsigned_type_node);
+            add_copy(seq, s.page, none, loc);
+            add_copy(seq, s.cur,
+                     build_int_cst(long_long_unsigned_type_node,
+                                   ~0ULL << NL_SITE_PENDING_BITS),
+                     loc);
         }
     }
 
@@ -295,11 +318,23 @@ class site_plan {
                     mine.safe_push(j);
             flush_on_edge(exit.first, mine, st);
         }
+        hash_set<class loop *> lapped;
+        for (class loop *inner : inners) {
+            if (lapped.add(inner))
+                continue;
+            auto_vec<unsigned> mine;
+            for (unsigned j = 0; j < sites.length(); j++)
+                if (inners[j] == inner)
+                    mine.safe_push(j);
+            flush_every_laps(inner, mine, st);
+        }
     }
 
   private:
     auto_vec<access_site> sites;
     auto_vec<class loop *> homes; // per site: the outermost loop free of calls around it
+    auto_vec<class loop *> inners; // per site: its innermost loop
+    auto_vec<std::pair<class loop *, tree>> laps; // per innermost loop with sites: its lap count
     auto_vec<int> index;    // per access call: its site, or -1
 
     static class loop *home_of(class loop *inner, hash_set<gimple *> &accesses, auto_vec<char> &looked)
@@ -317,40 +352,76 @@ class site_plan {
         return home;
     }
 
-    /** On exit edge @p e: for each site of @p mine, if (pending) add it to its page; pending = 0. */
-    void flush_on_edge(edge e, const auto_vec<unsigned> &mine, const fast_state &st)
+    /** Appends to @p w: for each site of @p mine, if (pending) add it to its page; pending = 0. */
+    void emit_site_flushes(block_writer &w, const auto_vec<unsigned> &mine, const fast_state &st)
     {
         tree u64 = long_long_unsigned_type_node;
-        basic_block at = split_edge(e);
-        basic_block end = split_edge(single_succ_edge(at));
-        remove_edge(single_succ_edge(at));
-        block_writer w{at, UNKNOWN_LOCATION};
         for (unsigned j : mine) {
             const access_site &s = sites[j];
             basic_block flush = new_block_after(w.bb);
             basic_block next = new_block_after(flush);
-            flush->count = next->count = at->count;
-            tree pending = w.load(u64, s.pending);
+            flush->count = next->count = w.bb->count;
+            tree page = w.load(u64, s.page);
+            tree base = site_base(w, page);
+            tree pending = w.op(u64, MINUS_EXPR, w.load(u64, s.cur), base);
             w.branch(NE_EXPR, pending, build_zero_cst(u64));
             link(w.bb, flush, EDGE_TRUE_VALUE, profile_probability::likely());
             link(w.bb, next, EDGE_FALSE_VALUE, profile_probability::unlikely());
             w.bb = flush;
-            emit_page_count(w, w.load(ptr_type_node, st.ith), w.load(u64, s.page), s.is_write,
-                            pending, next);
+            emit_page_count(w, w.load(ptr_type_node, st.ith), page, s.is_write, pending, next);
             w.bb = next;
-            w.add(gimple_build_assign(s.pending, build_zero_cst(u64)));
+            w.add(gimple_build_assign(s.cur, base));
         }
+    }
+
+    /** On exit edge @p e: the flushes of the sites of @p mine. */
+    void flush_on_edge(edge e, const auto_vec<unsigned> &mine, const fast_state &st)
+    {
+        basic_block at = split_edge(e);
+        basic_block end = split_edge(single_succ_edge(at));
+        remove_edge(single_succ_edge(at));
+        block_writer w{at, UNKNOWN_LOCATION};
+        emit_site_flushes(w, mine, st);
         link(w.bb, end, EDGE_FALLTHRU, profile_probability::always());
+    }
+
+    /** On the back edge of innermost loop @p l: every NL_SITE_LAPS iterations, the flushes of
+     * its sites, so that a loop that runs on and on (until its process ends) holds at most
+     * that many iterations' counts. A loop with several latches keeps its counts to its exits. */
+    void flush_every_laps(class loop *l, const auto_vec<unsigned> &mine, const fast_state &st)
+    {
+        if (!l->latch || EDGE_COUNT(l->latch->succs) != 1)
+            return;
+        tree u64 = long_long_unsigned_type_node;
+        tree lap = create_tmp_reg(u64, "nl_site_laps");
+        laps.safe_push({l, lap});
+        basic_block count = split_edge(loop_latch_edge(l));
+        basic_block latch = split_edge(single_succ_edge(count));
+        remove_edge(single_succ_edge(count));
+        basic_block flushes = new_block_after(count);
+        flushes->count = count->count.apply_probability(profile_probability::very_unlikely());
+        block_writer w{count, UNKNOWN_LOCATION};
+        tree left = w.op(u64, MINUS_EXPR, w.load(u64, lap), build_int_cst(u64, 1));
+        w.add(gimple_build_assign(lap, left));
+        w.branch(EQ_EXPR, left, build_zero_cst(u64));
+        link(count, flushes, EDGE_TRUE_VALUE, profile_probability::very_unlikely());
+        link(count, latch, EDGE_FALSE_VALUE, profile_probability::very_likely());
+        w.bb = flushes;
+        emit_site_flushes(w, mine, st);
+        w.add(gimple_build_assign(lap, build_int_cst(u64, NL_SITE_LAPS)));
+        link(w.bb, latch, EDGE_FALLTHRU, profile_probability::always());
+        l->latch = latch;
     }
 };
 
 /** The exact count of an access of @p page at @p site, appended to @p w's block, ending at
  * @p done:
  *
- *   if (page == site.page) site.pending += words;
+ *   if (page == site.page) site.cur += words;
  *   else {
- *       if (site.pending) add site.pending to site.page's counters (emit_page_count);
- *       site.page = page; site.pending = 0; add words to page's counters (emit_page_count);
+ *       pending = site.cur - (site.page << 16);
+ *       if (pending) add pending to site.page's counters (emit_page_count);
+ *       site.page = page; site.cur = page << 16; add words to page's counters (emit_page_count);
  *   }
  */
 void emit_site_count(block_writer &w, const access_site &site, const fast_state &st, tree page,
@@ -362,13 +433,7 @@ void emit_site_count(block_writer &w, const access_site &site, const fast_state 
     basic_block moved = new_block_after(same);
     basic_block flush = new_block_after(moved);
     basic_block fresh = new_block_after(flush);
-    // Same page, and not more pending than NL_SITE_PENDING_MAX: a thread that spins on one
-    // page until the process ends must not take an unbounded count with it.
-    tree on_page = w.op(boolean_type_node, EQ_EXPR, page, w.load(u64, site.page));
-    tree room = w.op(boolean_type_node, LT_EXPR, w.load(u64, site.pending),
-                     build_int_cst(u64, NL_SITE_PENDING_MAX));
-    w.branch(NE_EXPR, w.op(boolean_type_node, BIT_AND_EXPR, on_page, room),
-             boolean_false_node);
+    w.branch(EQ_EXPR, page, w.load(u64, site.page));
     link(compare, same, EDGE_TRUE_VALUE, profile_probability::very_likely());
     link(compare, moved, EDGE_FALSE_VALUE, profile_probability::very_unlikely());
     same->count = compare->count.apply_probability(profile_probability::very_likely());
@@ -376,23 +441,23 @@ void emit_site_count(block_writer &w, const access_site &site, const fast_state 
         compare->count.apply_probability(profile_probability::very_unlikely());
 
     w.bb = same;
-    tree sum = w.op(u64, PLUS_EXPR, w.load(u64, site.pending), build_int_cst(u64, words));
-    w.add(gimple_build_assign(site.pending, sum));
+    tree sum = w.op(u64, PLUS_EXPR, w.load(u64, site.cur), build_int_cst(u64, words));
+    w.add(gimple_build_assign(site.cur, sum));
     link(same, done, EDGE_FALLTHRU, profile_probability::always());
 
     w.bb = moved;
-    tree pending = w.load(u64, site.pending);
+    tree old_page = w.load(u64, site.page);
+    tree pending = w.op(u64, MINUS_EXPR, w.load(u64, site.cur), site_base(w, old_page));
     w.branch(NE_EXPR, pending, build_zero_cst(u64));
     link(moved, flush, EDGE_TRUE_VALUE, profile_probability::likely());
     link(moved, fresh, EDGE_FALSE_VALUE, profile_probability::unlikely());
 
     w.bb = flush;
-    emit_page_count(w, w.load(ptr_type_node, st.ith), w.load(u64, site.page), site.is_write,
-                    pending, fresh);
+    emit_page_count(w, w.load(ptr_type_node, st.ith), old_page, site.is_write, pending, fresh);
 
     w.bb = fresh;
     w.add(gimple_build_assign(site.page, page));
-    w.add(gimple_build_assign(site.pending, build_zero_cst(u64)));
+    w.add(gimple_build_assign(site.cur, site_base(w, page)));
     emit_page_count(w, w.load(ptr_type_node, st.ith), page, site.is_write,
                     build_int_cst(u64, words), done);
 }
@@ -416,6 +481,7 @@ void sync_state_at_calls(function *fn, const fast_state &local, const site_plan 
 {
     auto_vec<gimple *> call_sites;
     auto_vec<gimple *> returns;
+    auto_vec<gimple *> rethrows;
     auto_vec<basic_block> handlers;
     basic_block bb;
     FOR_EACH_BB_FN (bb, fn) {
@@ -427,6 +493,8 @@ void sync_state_at_calls(function *fn, const fast_state &local, const site_plan 
                 call_sites.safe_push(stmt);
             else if (gimple_code(stmt) == GIMPLE_RETURN)
                 returns.safe_push(stmt);
+            else if (gimple_code(stmt) == GIMPLE_RESX)
+                rethrows.safe_push(stmt);
         }
     }
     for (gimple *stmt : call_sites) {
@@ -442,11 +510,17 @@ void sync_state_at_calls(function *fn, const fast_state &local, const site_plan 
     }
     for (gimple *ret : returns)
         write_back_before_return(ret, local);
+    // A rethrow leaves for a handler (which copies again) or the caller.
+    for (gimple *resx : rethrows) {
+        gimple_stmt_iterator gsi = gsi_for_stmt(resx);
+        gsi_insert_seq_before(&gsi, countdown_stores(local, gimple_location(resx)), GSI_SAME_STMT);
+    }
     // An exception handler starts from the runtime's variables: the call that threw wrote its
     // steps back, and the function's copies are from before it.
     for (basic_block handler : handlers) {
         gimple_stmt_iterator gsi = gsi_after_labels(handler);
-        location_t loc = gsi_end_p(gsi) ? UNKNOWN_LOCATION : gimple_location(gsi_stmt(gsi));
+        gimple *first = first_real_stmt(handler);
+        location_t loc = first ? gimple_location(first) : UNKNOWN_LOCATION;
         gsi_insert_seq_before(&gsi, state_loads(local, loc), GSI_SAME_STMT);
     }
     location_t entry = DECL_SOURCE_LOCATION(fn->decl);
