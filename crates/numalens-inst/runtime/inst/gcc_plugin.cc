@@ -81,7 +81,7 @@ void inline_access(gimple *call, access a, const fast_state &st, const access_si
     tree u64 = long_long_unsigned_type_node;
     tree s64 = long_long_integer_type_node;
     tree uint = unsigned_type_node;
-    unsigned long long words = a.size > 8 ? a.size / 8 : 1;
+    unsigned long long words = access_words(a);
 
     block_writer w{head, loc};
     tree addr = w.op(pointer_sized_int_node, NOP_EXPR, pointer);

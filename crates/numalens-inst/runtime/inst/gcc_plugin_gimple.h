@@ -86,6 +86,15 @@ struct access {
     unsigned size;
 };
 
+/** What an access counts as: a 16-byte access is the two 8-byte words it moves (nl_words). */
+unsigned long long access_words(const access &a) { return a.size > 8 ? a.size / 8 : 1; }
+
+/** Whether @p stmt calls a function (an internal function is no call at run time). */
+bool is_real_call(const gimple *stmt)
+{
+    return stmt && is_gimple_call(stmt) && !gimple_call_internal_p(stmt);
+}
+
 /** The plain access calls of a function, in the order they were found. */
 typedef auto_vec<std::pair<gimple *, access>> access_calls;
 

@@ -94,6 +94,15 @@ gimple *next_real_stmt(gimple *stmt)
     return gsi_end_p(gsi) ? NULL : gsi_stmt(gsi);
 }
 
+/** The statement before @p stmt in its block, debug statements skipped. */
+gimple *prev_real_stmt(gimple *stmt)
+{
+    gimple_stmt_iterator gsi = gsi_for_stmt(stmt);
+    for (gsi_prev(&gsi); !gsi_end_p(gsi) && is_gimple_debug(gsi_stmt(gsi)); gsi_prev(&gsi)) {
+    }
+    return gsi_end_p(gsi) ? NULL : gsi_stmt(gsi);
+}
+
 /** Whether an abnormal or exception edge enters @p bb: nothing can be put on those. */
 bool entered_abnormally(basic_block bb)
 {
@@ -127,17 +136,7 @@ void write_back_before_return(gimple *ret, const fast_state &local)
     location_t loc = gimple_location(ret);
     basic_block bb = gimple_bb(ret);
     if (first_real_stmt(bb) != ret || entered_abnormally(bb)) {
-        gimple *before = NULL;
-        for (gimple_stmt_iterator gsi = gsi_for_stmt(ret); !gsi_end_p(gsi);) {
-            gsi_prev(&gsi);
-            if (gsi_end_p(gsi))
-                break;
-            if (!is_gimple_debug(gsi_stmt(gsi))) {
-                before = gsi_stmt(gsi);
-                break;
-            }
-        }
-        if (before && is_gimple_call(before) && !gimple_call_internal_p(before))
+        if (is_real_call(prev_real_stmt(ret)))
             return;
         gimple_stmt_iterator gsi = gsi_for_stmt(ret);
         gsi_insert_seq_before(&gsi, countdown_stores(local, loc), GSI_SAME_STMT);
@@ -148,7 +147,7 @@ void write_back_before_return(gimple *ret, const fast_state &local)
     FOR_EACH_EDGE (e, ei, bb->preds) {
         gimple_stmt_iterator last_gsi = gsi_last_nondebug_bb(e->src);
         gimple *last = gsi_end_p(last_gsi) ? NULL : gsi_stmt(last_gsi);
-        bool from_call = last && is_gimple_call(last) && !gimple_call_internal_p(last) &&
+        bool from_call = is_real_call(last) &&
                          single_succ_p(e->src) && !(e->flags & (EDGE_EH | EDGE_ABNORMAL));
         if (!from_call)
             gsi_insert_seq_on_edge(e, countdown_stores(local, loc));
@@ -186,9 +185,6 @@ edge return_edge(basic_block bb)
  * hotspot) would give them every register, and its hot interior loop none. */
 #define NL_SITES_PER_LOOP 8
 
-/** A site's count is kept as cur = (page << NL_SITE_PENDING_BITS) + pending: its value with
- * nothing pending is then one shift of the page. */
-#define NL_SITE_PENDING_BITS 16
 /** Iterations of an innermost loop after which its sites add what they hold: a limit on what
  * a thread still running in the loop when its process ends takes with it. A countdown per
  * iteration, not a test per access: a test of the pending count at every access cost heat-3d's
@@ -197,16 +193,9 @@ edge return_edge(basic_block bb)
 
 struct access_site {
     tree page;    // page number of the pending accesses
-    tree cur;     // (page << NL_SITE_PENDING_BITS) + accesses not yet added to its counters
+    tree pending; // accesses of that page not yet added to its counters
     bool is_write;
 };
-
-/** cur's value with nothing pending on @p page. */
-tree site_base(block_writer &w, tree page)
-{
-    return w.op(long_long_unsigned_type_node, LSHIFT_EXPR, page,
-                build_int_cst(unsigned_type_node, NL_SITE_PENDING_BITS));
-}
 
 /** Whether loop @p l and every loop inside it make no call but the accesses about to be
  * written inline, and leave only by plain edges. */
@@ -218,7 +207,7 @@ bool free_of_calls(class loop *l, hash_set<gimple *> &accesses)
         for (gimple_stmt_iterator gsi = gsi_start_bb(body[i]); ok && !gsi_end_p(gsi);
              gsi_next(&gsi)) {
             gimple *stmt = gsi_stmt(gsi);
-            if (is_gimple_call(stmt) && !gimple_call_internal_p(stmt) &&
+            if (is_real_call(stmt) &&
                 !accesses.contains(stmt))
                 ok = false;
         }
@@ -268,7 +257,7 @@ class site_plan {
                 index[i] = sites.length();
                 tree u64 = long_long_unsigned_type_node;
                 sites.safe_push({create_tmp_reg(u64, "nl_site_page"),
-                                 create_tmp_reg(u64, "nl_site_cur"),
+                                 create_tmp_reg(u64, "nl_site_pending"),
                                  calls[i].second.is_write});
                 homes.safe_push(home);
                 inners.safe_push(inner);
@@ -289,12 +278,8 @@ class site_plan {
             add_copy(seq, l.second, build_int_cst(long_long_unsigned_type_node, NL_SITE_LAPS),
                      loc);
         for (const access_site &s : sites) {
-            tree none = build_all_ones_cst(long_long_unsigned_type_node);
-            add_copy(seq, s.page, none, loc);
-            add_copy(seq, s.cur,
-                     build_int_cst(long_long_unsigned_type_node,
-                                   ~0ULL << NL_SITE_PENDING_BITS),
-                     loc);
+            add_copy(seq, s.page, build_all_ones_cst(long_long_unsigned_type_node), loc);
+            add_copy(seq, s.pending, build_zero_cst(long_long_unsigned_type_node), loc);
         }
     }
 
@@ -361,16 +346,15 @@ class site_plan {
             basic_block flush = new_block_after(w.bb);
             basic_block next = new_block_after(flush);
             flush->count = next->count = w.bb->count;
-            tree page = w.load(u64, s.page);
-            tree base = site_base(w, page);
-            tree pending = w.op(u64, MINUS_EXPR, w.load(u64, s.cur), base);
+            tree pending = w.load(u64, s.pending);
             w.branch(NE_EXPR, pending, build_zero_cst(u64));
             link(w.bb, flush, EDGE_TRUE_VALUE, profile_probability::likely());
             link(w.bb, next, EDGE_FALSE_VALUE, profile_probability::unlikely());
             w.bb = flush;
-            emit_page_count(w, w.load(ptr_type_node, st.ith), page, s.is_write, pending, next);
+            emit_page_count(w, w.load(ptr_type_node, st.ith), w.load(u64, s.page), s.is_write,
+                            pending, next);
             w.bb = next;
-            w.add(gimple_build_assign(s.cur, base));
+            w.add(gimple_build_assign(s.pending, build_zero_cst(u64)));
         }
     }
 
@@ -417,11 +401,10 @@ class site_plan {
 /** The exact count of an access of @p page at @p site, appended to @p w's block, ending at
  * @p done:
  *
- *   if (page == site.page) site.cur += words;
+ *   if (page == site.page) site.pending += words;
  *   else {
- *       pending = site.cur - (site.page << 16);
- *       if (pending) add pending to site.page's counters (emit_page_count);
- *       site.page = page; site.cur = page << 16; add words to page's counters (emit_page_count);
+ *       if (site.pending) add site.pending to site.page's counters (emit_page_count);
+ *       site.page = page; site.pending = 0; add words to page's counters (emit_page_count);
  *   }
  */
 void emit_site_count(block_writer &w, const access_site &site, const fast_state &st, tree page,
@@ -441,13 +424,13 @@ void emit_site_count(block_writer &w, const access_site &site, const fast_state 
         compare->count.apply_probability(profile_probability::very_unlikely());
 
     w.bb = same;
-    tree sum = w.op(u64, PLUS_EXPR, w.load(u64, site.cur), build_int_cst(u64, words));
-    w.add(gimple_build_assign(site.cur, sum));
+    tree sum = w.op(u64, PLUS_EXPR, w.load(u64, site.pending), build_int_cst(u64, words));
+    w.add(gimple_build_assign(site.pending, sum));
     link(same, done, EDGE_FALLTHRU, profile_probability::always());
 
     w.bb = moved;
     tree old_page = w.load(u64, site.page);
-    tree pending = w.op(u64, MINUS_EXPR, w.load(u64, site.cur), site_base(w, old_page));
+    tree pending = w.load(u64, site.pending);
     w.branch(NE_EXPR, pending, build_zero_cst(u64));
     link(moved, flush, EDGE_TRUE_VALUE, profile_probability::likely());
     link(moved, fresh, EDGE_FALSE_VALUE, profile_probability::unlikely());
@@ -457,7 +440,7 @@ void emit_site_count(block_writer &w, const access_site &site, const fast_state 
 
     w.bb = fresh;
     w.add(gimple_build_assign(site.page, page));
-    w.add(gimple_build_assign(site.cur, site_base(w, page)));
+    w.add(gimple_build_assign(site.pending, build_zero_cst(u64)));
     emit_page_count(w, w.load(ptr_type_node, st.ith), page, site.is_write,
                     build_int_cst(u64, words), done);
 }
@@ -489,7 +472,7 @@ void sync_state_at_calls(function *fn, const fast_state &local, const site_plan 
             handlers.safe_push(bb);
         for (gimple_stmt_iterator gsi = gsi_start_bb(bb); !gsi_end_p(gsi); gsi_next(&gsi)) {
             gimple *stmt = gsi_stmt(gsi);
-            if (is_gimple_call(stmt) && !gimple_call_internal_p(stmt))
+            if (is_real_call(stmt))
                 call_sites.safe_push(stmt);
             else if (gimple_code(stmt) == GIMPLE_RETURN)
                 returns.safe_push(stmt);

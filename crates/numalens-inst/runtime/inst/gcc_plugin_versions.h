@@ -155,14 +155,12 @@ void group_by_block(const access_calls &calls, const mode_versions &versions,
                     groups->safe_push(open);
                 }
                 open->safe_push({stmt, a});
-            } else if (is_gimple_call(stmt) && !gimple_call_internal_p(stmt)) {
+            } else if (is_real_call(stmt)) {
                 open = NULL; // a call sees the countdowns: the next accesses step them anew
             }
         }
     }
 }
-
-unsigned long long access_words(const access &a) { return a.size > 8 ? a.size / 8 : 1; }
 
 /** Writes the group's countdown steps after its last access and removes its calls. */
 void inline_group(access_group &group, const fast_state &st)
