@@ -8,9 +8,11 @@
 //! - a file system that fills up stops the hooks' files, not the program.
 
 mod common;
+mod inst_build;
 mod inst_common;
 mod prerequisites;
 
+use inst_build::{allocated_at, build_with, marker, prog};
 use inst_common::{PRIVATE_BLOCKS_SMALL, STENCIL_SMALL, SmallRun, code_locations, logical_threads};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -38,24 +40,6 @@ fn checksum(program: &Path, args: &[OsString]) -> String {
         program.display()
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// The objects allocated at `source:line` (any frame of their site).
-fn allocated_at<'a>(
-    objects: &'a [Object],
-    frames: &[SiteFrame],
-    source: &str,
-    line: u32,
-) -> Vec<&'a Object> {
-    let sites: Vec<u64> = frames
-        .iter()
-        .filter(|f| f.line == Some(line) && f.file.as_deref().is_some_and(|p| p.ends_with(source)))
-        .map(|f| f.site_key)
-        .collect();
-    objects
-        .iter()
-        .filter(|o| o.site_key.is_some_and(|k| sites.contains(&k)))
-        .collect()
 }
 
 /// The profile objects standing for a manifest object: the allocations at its marker line, or
@@ -431,51 +415,6 @@ fn clang_openmp_builds_give_the_ground_truth_counts() {
     }
 }
 
-fn prog(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/inst_progs")
-        .join(name)
-}
-
-/// The line holding `@object TAG` in a test program.
-fn marker(source: &Path, tag: &str) -> u32 {
-    let text = std::fs::read_to_string(source).unwrap();
-    let needle = format!("@object {tag}");
-    text.lines()
-        .position(|l| l.contains(&needle))
-        .expect("marker") as u32
-        + 1
-}
-
-/// Builds `source` with `numalens WRAPPER` (cc, c++, fortran); `compiler` overrides the real
-/// compiler (e.g. clang).
-fn build_with(
-    wrapper: &str,
-    compiler: Option<&str>,
-    source: &Path,
-    out: &Path,
-    extra: &[&str],
-) -> PathBuf {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_numalens"));
-    cmd.arg(wrapper)
-        .args(["-O2", "-pthread"])
-        .arg(source)
-        .arg("-o")
-        .arg(out)
-        .args(extra);
-    if let Some(c) = compiler {
-        cmd.env("NUMALENS_CC", c);
-    }
-    let built = cmd.output().expect("run the wrapper");
-    assert!(
-        built.status.success(),
-        "numalens {wrapper} {} failed (missing compiler? `make deps` installs gfortran and clang): {}",
-        source.display(),
-        common::text(&built.stderr)
-    );
-    out.to_path_buf()
-}
-
 fn record_inst(
     dir: &Path,
     mode: &str,
@@ -661,6 +600,28 @@ fn cxx_and_fortran_builds_count_exactly() {
     assert_eq!(counts.values().copied().collect::<Vec<_>>(), [(3 * n, n)]);
 }
 
+/// `sites.c` built with gcc's plugin and recorded in `mode`: its source, its profile and the
+/// tallies it printed of its own accesses, (array, reads, writes).
+fn record_sites(dir: &Path, mode: &str) -> (PathBuf, PathBuf, Vec<(String, u64, u64)>) {
+    let source = prog("sites.c");
+    let program = build_with("cc", None, &source, &dir.join("sites"), &[]);
+    let (out, profile) = record_inst(dir, mode, &program, &[]);
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let tallies = common::text(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with("result"))
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (
+                fields[0].to_string(),
+                fields[1].parse().unwrap(),
+                fields[2].parse().unwrap(),
+            )
+        })
+        .collect();
+    (source, profile, tallies)
+}
+
 /// gcc's plugin keeps each access site's counts of its current page in registers while a loop
 /// nest runs: counts held there must all reach the pages, whichever way a loop is left, with
 /// more sites than it keeps, pages that change at every access, short loops called many times
@@ -668,23 +629,15 @@ fn cxx_and_fortran_builds_count_exactly() {
 #[test]
 fn counts_held_in_registers_reach_their_pages() {
     let dir = tempfile::tempdir().unwrap();
-    let source = prog("sites.c");
-    let program = build_with("cc", None, &source, &dir.path().join("sites"), &[]);
-    let (out, profile) = record_inst(dir.path(), "exact", &program, &[]);
-    assert!(out.status.success(), "{}", common::text(&out.stderr));
-    let stdout = common::text(&out.stdout);
-    let mut arrays = 0;
-    for line in stdout.lines().filter(|l| !l.starts_with("result")) {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let expected = (fields[1].parse().unwrap(), fields[2].parse().unwrap());
-        let counts = exact_counts(&profile, "sites.c", marker(&source, fields[0]));
+    let (source, profile, tallies) = record_sites(dir.path(), "exact");
+    for (array, reads, writes) in &tallies {
+        let counts = exact_counts(&profile, "sites.c", marker(&source, array));
         let total = counts
             .values()
             .fold((0u64, 0u64), |a, c| (a.0 + c.0, a.1 + c.1));
-        assert_eq!(total, expected, "{}: (reads, writes)", fields[0]);
-        arrays += 1;
+        assert_eq!(total, (*reads, *writes), "{array}: (reads, writes)");
     }
-    assert_eq!(arrays, 9, "{stdout}");
+    assert_eq!(tallies.len(), 9, "{tallies:?}");
 }
 
 /// In a loop copy for threads that only sample, gcc's plugin steps a countdown once per block
@@ -694,25 +647,16 @@ fn counts_held_in_registers_reach_their_pages() {
 #[test]
 fn samples_stepped_per_block_land_on_their_accesses() {
     let dir = tempfile::tempdir().unwrap();
-    let source = prog("sites.c");
-    let program = build_with("cc", None, &source, &dir.path().join("sites"), &[]);
-    let (out, profile) = record_inst(dir.path(), "sampled", &program, &[]);
-    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let (source, profile, tallies) = record_sites(dir.path(), "sampled");
     let p = Profile::open(&profile).unwrap();
     let objects = p.read_all::<Object>().unwrap();
     let frames = p.read_all::<SiteFrame>().unwrap();
     let samples = p.read_all::<Sample>().unwrap();
-    let stdout = common::text(&out.stdout);
     let mut checked = 0;
-    for line in stdout.lines().filter(|l| !l.starts_with("result")) {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let id =
-            allocated_at(&objects, &frames, "sites.c", marker(&source, fields[0]))[0].object_id;
-        for (kind, expected) in [
-            (SampleKind::Load, fields[1]),
-            (SampleKind::Store, fields[2]),
-        ] {
-            let expected: f64 = expected.parse().unwrap();
+    for (array, reads, writes) in &tallies {
+        let id = allocated_at(&objects, &frames, "sites.c", marker(&source, array))[0].object_id;
+        for (kind, expected) in [(SampleKind::Load, *reads), (SampleKind::Store, *writes)] {
+            let expected = expected as f64;
             // Half a million accesses or more: about 500 samples, 4.5 % standard deviation.
             if expected < 500_000.0 {
                 continue;
@@ -723,15 +667,11 @@ fn samples_stepped_per_block_land_on_their_accesses() {
                 .map(|s| u64::from(s.weight))
                 .sum();
             let error = (weighted as f64 - expected).abs() / expected;
-            assert!(
-                error < 0.2,
-                "{} {kind:?}: {weighted} vs {expected}",
-                fields[0]
-            );
+            assert!(error < 0.2, "{array} {kind:?}: {weighted} vs {expected}");
             checked += 1;
         }
     }
-    assert!(checked >= 10, "{checked} checked: {stdout}");
+    assert!(checked >= 10, "{checked} checked: {tallies:?}");
 }
 
 /// Under `--max-sample-rate` a busy thread takes far fewer samples, and their weights, which

@@ -4,29 +4,18 @@
 
 #[allow(dead_code)] // each test file uses part of it
 mod common;
+mod inst_build;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use inst_build::{allocated_at, build_with, marker, prog};
+
 use numalens_format::{Object, PageStat, Profile, Sample, SampleKind, SiteFrame};
 
-fn prog(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/inst_progs")
-        .join(name)
-}
-
 fn build(wrapper: &str, source: &str, out: &Path) -> PathBuf {
-    let built = Command::new(env!("CARGO_BIN_EXE_numalens"))
-        .args([wrapper, "-O2", "-pthread"])
-        .arg(prog(source))
-        .arg("-o")
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{}", common::text(&built.stderr));
-    out.to_path_buf()
+    build_with(wrapper, None, &prog(source), out, &[])
 }
 
 fn record(program: &Path, profile: &Path, args: &[&str]) -> String {
@@ -44,23 +33,11 @@ fn record(program: &Path, profile: &Path, args: &[&str]) -> String {
 
 /// The object allocated at the line of `source` marked `@object TAG`.
 fn object_at(profile: &Profile, source: &str, tag: &str) -> u64 {
-    let text = std::fs::read_to_string(prog(source)).unwrap();
-    let line = text
-        .lines()
-        .position(|l| l.contains(&format!("@object {tag}")))
-        .unwrap() as u32
-        + 1;
+    let objects = profile.read_all::<Object>().unwrap();
     let frames = profile.read_all::<SiteFrame>().unwrap();
-    let sites: Vec<u64> = frames
-        .iter()
-        .filter(|f| f.file.as_deref().is_some_and(|f| f.ends_with(source)) && f.line == Some(line))
-        .map(|f| f.site_key)
-        .collect();
-    profile
-        .read_all::<Object>()
-        .unwrap()
-        .iter()
-        .find(|o| o.site_key.is_some_and(|s| sites.contains(&s)))
+    let line = marker(&prog(source), tag);
+    allocated_at(&objects, &frames, source, line)
+        .first()
         .unwrap_or_else(|| panic!("no object allocated at {source}:{line}"))
         .object_id
 }
