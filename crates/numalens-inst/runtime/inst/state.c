@@ -113,25 +113,15 @@ static unsigned nl_parse_mode(const char *s)
     return 0;
 }
 
-static uint32_t nl_parse_every(const char *s)
+/* A decimal number in [min, max], else @p otherwise (also when unset or empty). */
+static uint64_t nl_parse_decimal(const char *s, uint64_t min, uint64_t max, uint64_t otherwise)
 {
     uint64_t v = 0;
     if (!s || !*s)
-        return NL_INST_DEFAULT_EVERY;
-    for (; *s >= '0' && *s <= '9'; s++)
+        return otherwise;
+    for (; *s >= '0' && *s <= '9' && v <= max; s++)
         v = v * 10 + (uint64_t)(*s - '0');
-    return (v >= 1 && v <= 0x7fffffffu && !*s) ? (uint32_t)v : NL_INST_DEFAULT_EVERY;
-}
-
-/* Samples per second a thread takes at most; unset, empty or not a number: no cap. */
-static uint32_t nl_parse_max_rate(const char *s)
-{
-    uint64_t v = 0;
-    if (!s || !*s)
-        return 0;
-    for (; *s >= '0' && *s <= '9' && v <= 0xffffffffu; s++)
-        v = v * 10 + (uint64_t)(*s - '0');
-    return (v <= 0xffffffffu && !*s) ? (uint32_t)v : 0;
+    return (v >= min && v <= max && !*s) ? v : otherwise;
 }
 
 static void nl_thread_exit(void *arg);
@@ -162,8 +152,11 @@ static void nl_inst_init_once(void)
         return;
     strcpy(nl_ig.dir, dir);
     nl_ig.mode = mode;
-    nl_ig.every = nl_parse_every(getenv("NUMALENS_INST_EVERY"));
-    nl_ig.max_rate = nl_parse_max_rate(getenv("NUMALENS_INST_MAX_RATE"));
+    nl_ig.every = (uint32_t)nl_parse_decimal(getenv("NUMALENS_INST_EVERY"), 1, 0x7fffffffu,
+                                             NL_INST_DEFAULT_EVERY);
+    /* Samples per second a thread takes at most; unset, empty or not a number: no cap. */
+    nl_ig.max_rate =
+        (uint32_t)nl_parse_decimal(getenv("NUMALENS_INST_MAX_RATE"), 0, 0xffffffffu, 0);
     __atomic_store_n(&nl_ig.on, 1, __ATOMIC_RELEASE);
 }
 
