@@ -167,17 +167,17 @@ edge return_edge(basic_block bb)
 
 /* ---- Each access site's exact counts in registers ----
  * Counted at every access, a page's counters are a chain of adds through memory: in a stencil
- * loop five reads of one array hit one page's read counter one after another, and each add
- * waits for the last. In a loop nest that makes no call, each access site (up to
- * NL_SITES_PER_LOOP per innermost loop, the innermost loops first) instead counts in its own variables while it
- * stays on one page: its page number and the accesses not yet added to the page's counters.
- * When the site moves to another page, those are added through the page cache and the access
- * that moved is counted there too, so the new page's entry, and the time of the thread's first
- * access to it, exist from its first access on; when the nest exits, every site's pending
- * count is added, and so is what the sites of an innermost loop hold every NL_SITE_LAPS of its
- * iterations. Only what a thread still running in a nest when its process ends had pending is
- * lost, at most that many iterations' accesses; nothing else looks at the counters while a nest runs, since it makes no call (the
- * runtime's slow paths do not read them). */
+ * loop five reads of one array hit one page's read counter one after another, and each add waits
+ * for the last. In a loop nest that makes no call, each access site (up to NL_SITES_PER_LOOP per
+ * innermost loop, the innermost loops first) instead counts in its own variables while it stays
+ * on one page: its page number and the accesses not yet added to the page's counters. When the
+ * site moves to another page, those are added through the page cache and the access that moved is
+ * counted there too, so the new page's entry, and the time of the thread's first access to it,
+ * exist from its first access on; when the nest exits, every site's pending count is added, and
+ * so is what the sites of an innermost loop hold every NL_SITE_LAPS of its iterations. Only what
+ * a thread still running in a nest when its process ends had pending is lost, at most that many
+ * iterations' accesses; nothing else looks at the counters while a nest runs, since it makes no
+ * call (the runtime's slow paths do not read them). */
 
 /** Sites per innermost loop whose counts stay in registers: stencils make 5 to 10 accesses per
  * iteration, and beyond the registers gcc has, a site's variables go to the stack. Counted per
@@ -322,7 +322,8 @@ class site_plan {
     auto_vec<std::pair<class loop *, tree>> laps; // per innermost loop with sites: its lap count
     auto_vec<int> index;    // per access call: its site, or -1
 
-    static class loop *home_of(class loop *inner, hash_set<gimple *> &accesses, auto_vec<char> &looked)
+    static class loop *home_of(class loop *inner, hash_set<gimple *> &accesses,
+                               auto_vec<char> &looked)
     {
         auto is_free = [&](class loop *l) {
             if (!looked[l->num])

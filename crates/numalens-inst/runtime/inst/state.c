@@ -446,8 +446,8 @@ static struct nl_inst_chunk *nl_chunk_for(struct nl_ithread *t, uint64_t page)
 
 static uint64_t nl_next_interval(struct nl_ithread *t)
 {
-    /* Uniform in [every/2, 3*every/2): mean `every` (the thread's, see sample_rate.h), and no aliasing with loops whose body
-     * makes a number of accesses that divides the interval. */
+    /* Uniform in [every/2, 3*every/2): mean `every` (the thread's, see sample_rate.h), and no
+     * aliasing with loops whose body makes a number of accesses that divides the interval. */
     t->rng ^= t->rng << 13;
     t->rng ^= t->rng >> 7;
     t->rng ^= t->rng << 17;
