@@ -9,7 +9,7 @@
 
 use numalens_format::{ObjectKind, SampleKind};
 
-use crate::attribute_index::LiveIndex;
+use crate::attribute_index::{LiveIndex, Span};
 use crate::page_times::PageTimes;
 use crate::pagesize::PageSizes;
 use crate::raw::Fault;
@@ -160,10 +160,35 @@ impl<'a> Locator<'a> {
         }
     }
 
+    /// How many allocations and frees [`advance_to`](Self::advance_to)`(time_ns)` would have
+    /// applied from the start.
+    pub fn epoch_at(&self, time_ns: u64) -> usize {
+        self.lifetimes.partition_point(|(t, _, _)| *t <= time_ns)
+    }
+
+    /// The times of epoch `epoch`: from its last allocation or free (0 for the first epoch)
+    /// until the next one (`u64::MAX` for the last).
+    pub fn epoch_times(&self, epoch: usize) -> (u64, u64) {
+        let from = epoch.checked_sub(1).map_or(0, |e| self.lifetimes[e].0);
+        let to = self.lifetimes.get(epoch).map_or(u64::MAX, |l| l.0);
+        (from, to)
+    }
+
+    /// The number of epochs but the first: one per allocation and free.
+    pub fn epochs(&self) -> usize {
+        self.lifetimes.len()
+    }
+
     /// How many allocations and frees have been applied: two lookups made at the same epoch see
     /// the same objects.
     pub fn epoch(&self) -> usize {
         self.next
+    }
+
+    /// The object holding `address` of process `pid` and the addresses around it that the same
+    /// object (or none) holds, when that is known without a search.
+    pub fn span(&mut self, pid: u32, address: u64) -> Option<Span> {
+        self.live.span(pid, address)
     }
 
     /// The object holding `address` of process `pid` at the time last advanced to.

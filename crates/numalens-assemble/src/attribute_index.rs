@@ -118,6 +118,14 @@ struct Interval {
 
 const NONE: usize = usize::MAX;
 
+/// Addresses `[from, to)` of a process, where one object wins every address (or none does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub from: u64,
+    pub to: u64,
+    pub winner: Option<usize>,
+}
+
 impl<'a> LiveIndex<'a> {
     pub(crate) fn new(objects: &'a [ObjectSpec]) -> Self {
         LiveIndex {
@@ -273,6 +281,46 @@ impl<'a> LiveIndex<'a> {
         found
     }
 
+    /// The winner at `address` of process `pid` and the addresses around it where the same
+    /// object (or none) wins, when the interval list, up to date, says so at once; `None` when it
+    /// cannot tell cheaply (then [`find`](Self::find) per address decides).
+    pub(crate) fn span(&mut self, pid: u32, address: u64) -> Option<Span> {
+        let Some(&slot) = self.slot_of.get(&pid) else {
+            return Some(Span {
+                from: 0,
+                to: u64::MAX,
+                winner: None,
+            });
+        };
+        let p = &mut self.processes[slot];
+        if !p.built || !p.added.is_empty() {
+            return None;
+        }
+        let Some(interval) = p.listed(address) else {
+            // In a gap: no object there from the end of the interval before to the next start.
+            let next = p.starts.partition_point(|&s| s <= address);
+            return Some(Span {
+                from: next.checked_sub(1).map_or(0, |i| p.ends[i].end),
+                to: p.starts.get(next).copied().unwrap_or(u64::MAX),
+                winner: None,
+            });
+        };
+        let winner = if self.state[interval.winner] != GONE {
+            Some(interval.winner)
+        } else if interval.runner_up == NONE {
+            None
+        } else if self.state[interval.runner_up] != GONE {
+            Some(interval.runner_up)
+        } else {
+            return None;
+        };
+        Some(Span {
+            from: p.starts[p.last_interval],
+            to: interval.end,
+            winner,
+        })
+    }
+
     fn maybe_rebuild(&mut self, slot: usize) {
         let p = &self.processes[slot];
         if p.extra >= BUILD_COST_FIXED + BUILD_COST_PER_OBJECT * p.live as u64 {
@@ -424,4 +472,4 @@ impl Process {
 
 #[cfg(test)]
 #[path = "attribute_index_tests.rs"]
-mod tests;
+pub(crate) mod tests;

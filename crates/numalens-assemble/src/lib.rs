@@ -14,6 +14,7 @@ pub mod live_watermark;
 mod meta;
 mod objects;
 mod page_nodes;
+mod page_owner;
 pub mod page_times;
 pub mod pagesize;
 pub mod perf_sample;

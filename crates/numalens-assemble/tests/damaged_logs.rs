@@ -108,7 +108,8 @@ fn damaged_page_counts_are_refused_or_saturate() {
 
     let data = read_inst_dir(dir.path());
     assert_eq!(data.pages.len(), 1, "{:?}", data.pages);
-    let count = data.pages[&(5, 6, 0x100 << PAGE_SHIFT)];
+    let (key, count) = data.pages[0];
+    assert_eq!(key, (5, 6, 0x100 << PAGE_SHIFT));
     assert_eq!(count.reads, u64::MAX);
     let problems = data.problems.join("\n");
     assert!(

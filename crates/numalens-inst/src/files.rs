@@ -8,6 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use crate::page_counts::{self, FilePages, PageKey};
 pub use crate::sample_files::read_samples_file;
 use crate::sample_files::{
     ReadBefore, Released, add_code, merge_by_time_after, read_samples_files_after,
@@ -155,6 +156,8 @@ pub struct PagesFile {
     pub header: InstHeader,
     pub pages: Vec<(u64, PageCount)>,
     pub damaged_chunks: Vec<String>,
+    /// No chunk of pages is listed twice, so no page is.
+    pub distinct: bool,
 }
 
 /// Reads a `.pages` file.
@@ -166,6 +169,7 @@ pub fn read_pages_file(path: &Path) -> Result<PagesFile, InstFileError> {
     }
     let mut pages = Vec::new();
     let mut damaged_chunks = Vec::new();
+    let mut bases = Vec::new();
     let body = bytes.get(HEADER_SIZE..).unwrap_or_default();
     for (n, chunk) in body.chunks_exact(CHUNK_SIZE).enumerate() {
         if u64_at(chunk, 8) != CHUNK_VALID {
@@ -181,6 +185,7 @@ pub fn read_pages_file(path: &Path) -> Result<PagesFile, InstFileError> {
             ));
             continue;
         }
+        bases.push(base);
         for i in 0..CHUNK_PAGES {
             let at = 64 + i * 24;
             let count = PageCount {
@@ -193,10 +198,14 @@ pub fn read_pages_file(path: &Path) -> Result<PagesFile, InstFileError> {
             }
         }
     }
+    let listed = bases.len();
+    bases.sort_unstable();
+    bases.dedup();
     Ok(PagesFile {
         header: h,
         pages,
         damaged_chunks,
+        distinct: bases.len() == listed,
     })
 }
 
@@ -240,8 +249,9 @@ pub fn find_inst_files(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
 #[derive(Debug, Default)]
 pub struct InstData {
     /// Counts per (pid, tid, page address), summed over the files of a thread (several copies of
-    /// the runtime, or threads that reused a tid); first access is the earliest.
-    pub pages: HashMap<(u32, u32, u64), PageCount, ahash::RandomState>,
+    /// the runtime, or threads that reused a tid), first access the earliest; one row per key,
+    /// thread by thread.
+    pub pages: Vec<(PageKey, PageCount)>,
     pub samples: Vec<InstSample>,
     /// The mean sampling interval the samples were taken with, when there were samples.
     pub sample_every: Option<u32>,
@@ -276,12 +286,13 @@ pub(crate) fn read_inst_dir_after(
         files: page_files.len() + sample_files.len(),
         ..InstData::default()
     };
-    // One file at a time: the map holds every page once, a file's own list only while it is added.
+    let mut counted = Vec::with_capacity(page_files.len());
     for path in page_files {
         let PagesFile {
             header: h,
             pages,
             damaged_chunks,
+            distinct,
         } = match read_pages_file(&path) {
             Ok(file) => file,
             Err(e) => {
@@ -291,18 +302,14 @@ pub(crate) fn read_inst_dir_after(
         };
         note_full(&mut data, &path, &h, "page counts");
         data.problems.extend(damaged_chunks);
-        for (page, c) in pages {
-            let e = data.pages.entry((h.pid, h.tid, page)).or_default();
-            // Only a damaged file counts past u64; the sum stops there.
-            e.reads = e.reads.saturating_add(c.reads);
-            e.writes = e.writes.saturating_add(c.writes);
-            e.first_ns = if e.first_ns == 0 {
-                c.first_ns
-            } else {
-                e.first_ns.min(c.first_ns)
-            };
-        }
+        counted.push(FilePages {
+            pid: h.pid,
+            tid: h.tid,
+            pages,
+            distinct,
+        });
     }
+    data.pages = page_counts::merge(counted);
     let mut per_file = Vec::with_capacity(sample_files.len());
     let work: Vec<(PathBuf, Option<ReadBefore>)> = sample_files
         .iter()
