@@ -2,7 +2,8 @@
 //! accesses become `load`/`store` samples, each attributed to the object that held its address.
 
 use numalens_format::{DataSource, PageStat, ProfileWriter, Sample, SampleKind};
-use numalens_inst::files::{InstData, InstSample};
+use numalens_inst::files::{InstData, InstSample, PageCount};
+use numalens_inst::page_counts::{self, PageKey, ThreadPages};
 
 use crate::attribute::{Locator, ObjectSpec};
 use crate::page_owner::PageOwners;
@@ -36,17 +37,19 @@ pub fn write_inst(
 ) -> numalens_format::Result<InstCounts> {
     let mut counts = InstCounts::default();
     let mut owners = PageOwners::new(objects);
-    for row in owners.epoch_order(data.pages.iter().map(|(_, c)| c.first_ns)) {
-        let ((pid, tid, page), c) = &data.pages[row];
-        let owner = owners.owner(*pid, *page, c.first_ns);
+    let order = owners.epoch_order(page_counts::rows(&data.pages).map(|(_, c)| c.first_ns));
+    let mut rows = RowsAt::new(&data.pages);
+    for row in order {
+        let ((pid, tid, page), c) = rows.at(row);
+        let owner = owners.owner(pid, page, c.first_ns);
         counts.page_rows += 1;
         counts.accesses = counts
             .accesses
             .saturating_add(c.reads.saturating_add(c.writes));
         writer.push_page_stat(PageStat {
-            pid: *pid,
-            tid: *tid,
-            page: *page,
+            pid,
+            tid,
+            page,
             reads: c.reads,
             writes: c.writes,
             first_access_ns: c.first_ns.saturating_sub(origin),
@@ -80,4 +83,40 @@ pub fn write_inst(
         })?;
     }
     Ok(counts)
+}
+
+/// The rows of every thread's list by position in all of them one after the other, for
+/// positions that mostly ascend.
+struct RowsAt<'a> {
+    threads: &'a [ThreadPages],
+    /// Where each thread's rows start, and one past the last row.
+    starts: Vec<usize>,
+    /// The thread of the last row asked for.
+    thread: usize,
+}
+
+impl<'a> RowsAt<'a> {
+    fn new(threads: &'a [ThreadPages]) -> Self {
+        let mut starts = Vec::with_capacity(threads.len() + 1);
+        let mut at = 0;
+        starts.push(at);
+        for t in threads {
+            at += t.pages.len();
+            starts.push(at);
+        }
+        RowsAt {
+            threads,
+            starts,
+            thread: 0,
+        }
+    }
+
+    fn at(&mut self, row: usize) -> (PageKey, &'a PageCount) {
+        if !(self.starts[self.thread] <= row && row < self.starts[self.thread + 1]) {
+            self.thread = self.starts.partition_point(|&s| s <= row) - 1;
+        }
+        let t = &self.threads[self.thread];
+        let (page, c) = &t.pages[row - self.starts[self.thread]];
+        ((t.pid, t.tid, *page), c)
+    }
 }

@@ -54,8 +54,8 @@ impl<'a> PageOwners<'a> {
     /// owners: by epoch (the objects live at a first access are those of its epoch, the same
     /// for each of its rows), rows of one epoch in their order. Sorting rows by time cost more
     /// than all the rest of their attribution.
-    pub fn epoch_order(&self, first_ns: impl ExactSizeIterator<Item = u64>) -> Vec<usize> {
-        let mut epochs = Vec::with_capacity(first_ns.len());
+    pub fn epoch_order(&self, first_ns: impl Iterator<Item = u64>) -> Vec<usize> {
+        let mut epochs = Vec::with_capacity(first_ns.size_hint().0);
         let (mut from, mut to, mut epoch) = (u64::MAX, 0, 0);
         for t in first_ns {
             // Rows of a thread come mostly in time order: most stay in the epoch of the one before.

@@ -190,11 +190,11 @@ table! {
         /// Address of the first byte of the page.
         pub page: u64 => Delta,
         /// Reads by this thread.
-        pub reads: u64 => Plain,
+        pub reads: u64 => Delta,
         /// Writes by this thread.
-        pub writes: u64 => Plain,
+        pub writes: u64 => Delta,
         /// Time of this thread's first access, ns since the clock origin.
-        pub first_access_ns: u64 => Plain,
+        pub first_access_ns: u64 => Delta,
         /// Object the page belonged to at this thread's first access (`objects.object_id`): the object holding most of the page's bytes, when attributed. Since 1.2.
         pub object_id: Option<u64> => Dict,
     }

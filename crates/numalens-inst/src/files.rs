@@ -8,10 +8,10 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use crate::page_counts::{self, FilePages, PageKey};
+use crate::page_counts::{self, FilePages, ThreadPages};
 pub use crate::sample_files::read_samples_file;
 use crate::sample_files::{
-    ReadBefore, Released, add_code, merge_by_time_after, read_samples_files_after,
+    ReadBefore, Released, add_code, merge_by_time_after, on_all_cores, read_samples_files_after,
 };
 
 pub const MAGIC_PAGES: &[u8; 8] = b"NLIPAGES";
@@ -167,10 +167,10 @@ pub fn read_pages_file(path: &Path) -> Result<PagesFile, InstFileError> {
     if h.record_size as usize != CHUNK_SIZE || h.chunk_pages as usize != CHUNK_PAGES {
         return Err(bad(path, format!("unexpected chunk layout {h:?}")));
     }
-    let mut pages = Vec::new();
+    let body = bytes.get(HEADER_SIZE..).unwrap_or_default();
+    let mut pages = Vec::with_capacity(body.len() / CHUNK_SIZE * CHUNK_PAGES);
     let mut damaged_chunks = Vec::new();
     let mut bases = Vec::new();
-    let body = bytes.get(HEADER_SIZE..).unwrap_or_default();
     for (n, chunk) in body.chunks_exact(CHUNK_SIZE).enumerate() {
         if u64_at(chunk, 8) != CHUNK_VALID {
             continue;
@@ -248,10 +248,10 @@ pub fn find_inst_files(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
 /// Everything the instrumentation left in a directory.
 #[derive(Debug, Default)]
 pub struct InstData {
-    /// Counts per (pid, tid, page address), summed over the files of a thread (several copies of
-    /// the runtime, or threads that reused a tid), first access the earliest; one row per key,
-    /// thread by thread.
-    pub pages: Vec<(PageKey, PageCount)>,
+    /// Counts per thread and page address, summed over the files of a thread (several copies of
+    /// the runtime, or threads that reused a tid), first access the earliest; one list per
+    /// thread, each page once ([`page_counts::rows`] gives them one after the other).
+    pub pages: Vec<ThreadPages>,
     pub samples: Vec<InstSample>,
     /// The mean sampling interval the samples were taken with, when there were samples.
     pub sample_every: Option<u32>,
@@ -287,13 +287,14 @@ pub(crate) fn read_inst_dir_after(
         ..InstData::default()
     };
     let mut counted = Vec::with_capacity(page_files.len());
-    for path in page_files {
+    let read = on_all_cores(page_files.clone(), |path| read_pages_file(&path));
+    for (path, file) in page_files.into_iter().zip(read) {
         let PagesFile {
             header: h,
             pages,
             damaged_chunks,
             distinct,
-        } = match read_pages_file(&path) {
+        } = match file {
             Ok(file) => file,
             Err(e) => {
                 data.problems.push(e.to_string());

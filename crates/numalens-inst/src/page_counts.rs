@@ -1,9 +1,24 @@
-//! The `.pages` files' counts as one list, a row per (process, thread, page), thread by thread.
+//! The `.pages` files' counts, one list per thread with a row per page.
 
 use crate::files::PageCount;
 
 /// Process id, thread id, page address.
 pub type PageKey = (u32, u32, u64);
+
+/// One thread's counts, each page once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadPages {
+    pub pid: u32,
+    pub tid: u32,
+    pub pages: Vec<(u64, PageCount)>,
+}
+
+/// Every thread's rows one after the other, as (pid, tid, page) and counts.
+pub fn rows(threads: &[ThreadPages]) -> impl Iterator<Item = (PageKey, &PageCount)> {
+    threads
+        .iter()
+        .flat_map(|t| t.pages.iter().map(|(page, c)| ((t.pid, t.tid, *page), c)))
+}
 
 /// The pages of one `.pages` file.
 pub(crate) struct FilePages {
@@ -27,14 +42,13 @@ fn add(into: &mut PageCount, c: &PageCount) {
     };
 }
 
-/// One row per (pid, tid, page), summed over the files of a thread (several copies of the
-/// runtime, or threads that reused a tid), thread by thread in (pid, tid) order. A thread with
-/// one file whose pages are distinct, the usual case, is taken as it is, in the file's order:
-/// summing through a map cost more than everything else the recorder does with a page count.
-pub(crate) fn merge(mut files: Vec<FilePages>) -> Vec<(PageKey, PageCount)> {
+/// One list per thread in (pid, tid) order, summed over the files of a thread (several copies of
+/// the runtime, or threads that reused a tid). A thread with one file whose pages are distinct,
+/// the usual case, keeps the file's list as it is: summing through a map, then copying every row
+/// into one list, cost more than everything else the recorder does with a page count.
+pub(crate) fn merge(mut files: Vec<FilePages>) -> Vec<ThreadPages> {
     files.sort_by_key(|f| (f.pid, f.tid));
-    let mut rows: Vec<(PageKey, PageCount)> =
-        Vec::with_capacity(files.iter().map(|f| f.pages.len()).sum());
+    let mut threads = Vec::new();
     let mut files = files.into_iter().peekable();
     while let Some(first) = files.next() {
         let (pid, tid) = (first.pid, first.tid);
@@ -42,21 +56,21 @@ pub(crate) fn merge(mut files: Vec<FilePages>) -> Vec<(PageKey, PageCount)> {
         while let Some(next) = files.next_if(|f| (f.pid, f.tid) == (pid, tid)) {
             same.push(next);
         }
-        if let [only] = same.as_slice()
-            && only.distinct
-        {
-            rows.extend(only.pages.iter().map(|(page, c)| ((pid, tid, *page), *c)));
-            continue;
-        }
-        let mut summed: ahash::AHashMap<u64, PageCount> = ahash::AHashMap::new();
-        for (page, c) in same.iter().flat_map(|f| &f.pages) {
-            add(summed.entry(*page).or_default(), c);
-        }
-        let mut summed: Vec<(u64, PageCount)> = summed.into_iter().collect();
-        summed.sort_unstable_by_key(|(page, _)| *page);
-        rows.extend(summed.into_iter().map(|(page, c)| ((pid, tid, page), c)));
+        let pages = match same.pop() {
+            Some(only) if same.is_empty() && only.distinct => only.pages,
+            last => {
+                let mut summed: ahash::AHashMap<u64, PageCount> = ahash::AHashMap::new();
+                for (page, c) in same.iter().chain(&last).flat_map(|f| &f.pages) {
+                    add(summed.entry(*page).or_default(), c);
+                }
+                let mut pages: Vec<(u64, PageCount)> = summed.into_iter().collect();
+                pages.sort_unstable_by_key(|(page, _)| *page);
+                pages
+            }
+        };
+        threads.push(ThreadPages { pid, tid, pages });
     }
-    rows
+    threads
 }
 
 #[cfg(test)]
@@ -82,14 +96,13 @@ mod tests {
 
     #[test]
     fn a_threads_files_are_summed_and_rows_come_thread_by_thread() {
-        let rows = merge(vec![
+        let threads = merge(vec![
             file(2, &[(0x1000, 5, 30), (0x2000, 1, 10)], true),
             file(1, &[(0x1000, 2, 20)], true),
             file(2, &[(0x1000, 3, 25)], true),
         ]);
-        let keys: Vec<(PageKey, u64, u64, u64)> = rows
-            .iter()
-            .map(|(k, c)| (*k, c.reads, c.writes, c.first_ns))
+        let keys: Vec<(PageKey, u64, u64, u64)> = rows(&threads)
+            .map(|(k, c)| (k, c.reads, c.writes, c.first_ns))
             .collect();
         assert_eq!(
             keys,
@@ -103,13 +116,14 @@ mod tests {
 
     #[test]
     fn a_file_that_repeats_a_page_is_summed_too() {
-        let rows = merge(vec![file(
+        let threads = merge(vec![file(
             1,
             &[(0x1000, u64::MAX - 1, 9), (0x1000, 4, 3)],
             false,
         )]);
-        assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].1.reads, u64::MAX);
-        assert_eq!(rows[0].1.first_ns, 3);
+        assert_eq!(threads.len(), 1);
+        assert_eq!(threads[0].pages.len(), 1);
+        assert_eq!(threads[0].pages[0].1.reads, u64::MAX);
+        assert_eq!(threads[0].pages[0].1.first_ns, 3);
     }
 }

@@ -143,28 +143,31 @@ type SamplesFile = Result<FileSamples, InstFileError>;
 pub(crate) fn read_samples_files_after(
     work: Vec<(PathBuf, Option<ReadBefore>)>,
 ) -> Vec<SamplesFile> {
+    on_all_cores(work, |(p, b)| read_samples_file_after(&p, b))
+}
+
+/// `f` of each item, in parallel over the machine's cores (items dealt out in turn); results in
+/// the order given.
+pub(crate) fn on_all_cores<T: Send, R: Send>(work: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(work.len());
     if workers <= 1 {
-        return work
-            .into_iter()
-            .map(|(p, b)| read_samples_file_after(&p, b))
-            .collect();
+        return work.into_iter().map(f).collect();
     }
-    let mut shares: Vec<Vec<(usize, PathBuf, Option<ReadBefore>)>> =
-        (0..workers).map(|_| Vec::new()).collect();
-    for (i, (path, before)) in work.into_iter().enumerate() {
-        shares[i % workers].push((i, path, before));
+    let mut shares: Vec<Vec<(usize, T)>> = (0..workers).map(|_| Vec::new()).collect();
+    for (i, item) in work.into_iter().enumerate() {
+        shares[i % workers].push((i, item));
     }
-    let mut read: Vec<(usize, SamplesFile)> = std::thread::scope(|s| {
+    let f = &f;
+    let mut done: Vec<(usize, R)> = std::thread::scope(|s| {
         let handles: Vec<_> = shares
             .into_iter()
             .map(|share| {
                 s.spawn(move || {
                     share
                         .into_iter()
-                        .map(|(i, p, b)| (i, read_samples_file_after(&p, b)))
+                        .map(|(i, item)| (i, f(item)))
                         .collect::<Vec<_>>()
                 })
             })
@@ -174,8 +177,8 @@ pub(crate) fn read_samples_files_after(
             .flat_map(|h| h.join().expect("reading a file does not panic"))
             .collect()
     });
-    read.sort_by_key(|(i, _)| *i);
-    read.into_iter().map(|(_, r)| r).collect()
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// The samples of every file in one time order, ties in file order: what a stable sort of the
