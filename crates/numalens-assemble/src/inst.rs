@@ -120,3 +120,40 @@ impl<'a> RowsAt<'a> {
         ((t.pid, t.tid, *page), c)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numalens_inst::files::PageCount;
+
+    #[test]
+    fn rows_are_found_by_their_position_in_all_threads_lists() {
+        let count = |first_ns| PageCount {
+            reads: 1,
+            writes: 0,
+            first_ns,
+        };
+        let thread = |tid, pages: &[u64]| ThreadPages {
+            pid: 9,
+            tid,
+            pages: pages.iter().map(|&p| (p, count(p + 1))).collect(),
+        };
+        let threads = [
+            thread(1, &[0x1000, 0x2000]),
+            thread(2, &[]),
+            thread(3, &[0x5000]),
+            thread(4, &[0x7000, 0x8000, 0x9000]),
+        ];
+        let all: Vec<(PageKey, PageCount)> =
+            page_counts::rows(&threads).map(|(k, c)| (k, *c)).collect();
+        let mut rows = RowsAt::new(&threads);
+        // In order, backwards, and jumping about.
+        for at in (0..all.len())
+            .chain((0..all.len()).rev())
+            .chain([4, 0, 5, 2, 1, 3])
+        {
+            let (key, c) = rows.at(at);
+            assert_eq!((key, *c), all[at], "row {at}");
+        }
+    }
+}

@@ -12,6 +12,10 @@ use crate::attribute_index::Span;
 /// Points of a page probed to find the objects holding it at its first access.
 const PAGE_PROBES: u64 = 16;
 
+/// Tracked objects starting in a span looked at before the span is given up for a search of
+/// each of its pages.
+const SPAN_STARTS: usize = 64;
+
 /// Spans of addresses remembered at once (one per thread sweeping its own part of an array is
 /// the common case).
 const SPANS: usize = 32;
@@ -33,6 +37,9 @@ pub struct PageOwners<'a> {
     /// Pages answered from a span, so tests can tell they exercised it.
     #[cfg(test)]
     from_spans: u64,
+    /// Objects looked at by the spans' checks, so tests can bound it.
+    #[cfg(test)]
+    span_starts_seen: std::cell::Cell<u64>,
 }
 
 impl<'a> PageOwners<'a> {
@@ -47,6 +54,8 @@ impl<'a> PageOwners<'a> {
             owners: ahash::AHashMap::new(),
             #[cfg(test)]
             from_spans: 0,
+            #[cfg(test)]
+            span_starts_seen: std::cell::Cell::new(0),
         }
     }
 
@@ -106,9 +115,7 @@ impl<'a> PageOwners<'a> {
         if let Some(span) = self.locator.span(pid, page)
             && span.from <= page
             && end <= span.to
-            && self
-                .starting(pid, span.from, span.to, first_ns)
-                .all(|id| Some(id) == span.winner)
+            && self.only_winner_starts(pid, &span, first_ns)
         {
             self.remember(pid, span);
             return span.winner;
@@ -124,13 +131,27 @@ impl<'a> PageOwners<'a> {
         owner
     }
 
-    /// The tracked objects of `pid` starting in `[from, to)` that are live at `first_ns`.
-    fn starting(&self, pid: u32, from: u64, to: u64, first_ns: u64) -> impl Iterator<Item = usize> {
-        let objects = self.objects;
-        self.placed
-            .range((pid, from)..(pid, to))
-            .flat_map(|(_, ids)| ids.iter().copied())
-            .filter(move |id| objects[*id].free_ns.is_none_or(|f| f > first_ns))
+    /// Whether no tracked object of `pid` but the span's winner starts in the span and is not
+    /// freed by `first_ns`. Only the first [`SPAN_STARTS`] objects starting there are looked at
+    /// (beyond them: no, and each page is searched): a buffer freed and allocated again at one
+    /// address thousands of times, inside a span whose pages come one epoch each, made this
+    /// check cost the square of their number.
+    fn only_winner_starts(&self, pid: u32, span: &Span, first_ns: u64) -> bool {
+        let not_freed = |id: usize| self.objects[id].free_ns.is_none_or(|f| f > first_ns);
+        let mut starting = self
+            .placed
+            .range((pid, span.from)..(pid, span.to))
+            .flat_map(|(_, ids)| ids.iter().copied());
+        for _ in 0..SPAN_STARTS {
+            #[cfg(test)]
+            self.span_starts_seen.set(self.span_starts_seen.get() + 1);
+            match starting.next() {
+                None => return true,
+                Some(id) if Some(id) != span.winner && not_freed(id) => return false,
+                Some(_) => {}
+            }
+        }
+        starting.next().is_none()
     }
 
     fn remember(&mut self, pid: u32, span: Span) {
@@ -317,20 +338,28 @@ mod tests {
         let mut from_spans = 0;
         for seed in 1..=200u64 {
             let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            let mut objects = Vec::new();
-            for _ in 0..1 + rng.below(12) {
+            let mut objects: Vec<ObjectSpec> = Vec::new();
+            for _ in 0..1 + rng.below(24) {
                 let aligned = rng.chance(50);
                 let start = BASE + rng.below(PAGES * 4096);
                 let start = if aligned { start & !0xfff } else { start };
-                let size = if rng.chance(50) {
-                    (1 + rng.below(20)) * 4096
-                } else {
-                    16 + rng.below(6000)
+                let size = match rng.below(20) {
+                    0 => 0,
+                    1..=9 => (1 + rng.below(20)) * 4096,
+                    _ => 16 + rng.below(6000),
                 };
                 let mut o = object(kinds[rng.below(3) as usize], start, size, rng.chance(70));
-                o.pid = 1 + rng.below(2) as u32;
+                o.pid = 1 + rng.below(3) as u32;
+                // A buffer freed and allocated again at one address.
+                if let Some(before) = objects.last().filter(|_| rng.chance(20)) {
+                    (o.pid, o.start, o.size) = (before.pid, before.start, before.size);
+                }
                 o.alloc_ns = if rng.chance(40) { 0 } else { rng.below(1_000) };
-                o.free_ns = rng.chance(30).then(|| o.alloc_ns + 1 + rng.below(1_000));
+                o.free_ns = match rng.below(10) {
+                    0 => Some(o.alloc_ns),
+                    1..=3 => Some(o.alloc_ns + 1 + rng.below(1_000)),
+                    _ => None,
+                };
                 objects.push(o);
             }
             let mut rows = Vec::new();
@@ -347,7 +376,11 @@ mod tests {
             let placed = tracked_starts(&objects);
             let mut owners = PageOwners::new(&objects);
             let mut times = Vec::new();
-            for row in owners.epoch_order(rows.iter().map(|(_, t)| *t)) {
+            let order = owners.epoch_order(rows.iter().map(|(_, t)| *t));
+            let mut each_once = order.clone();
+            each_once.sort_unstable();
+            assert!(each_once.iter().copied().eq(0..rows.len()), "seed {seed}");
+            for row in order {
                 let ((pid, _, page), first_ns) = rows[row];
                 assert!(
                     times
@@ -364,9 +397,37 @@ mod tests {
                     "seed {seed}: page {page:#x} of {pid} at {first_ns} ns"
                 );
             }
-            assert_eq!(times.len(), rows.len(), "every row once");
             from_spans += owners.from_spans;
         }
         assert!(from_spans > 1_000, "spans answered {from_spans} pages");
+    }
+
+    #[test]
+    fn a_buffer_allocated_again_and_again_is_not_looked_at_again_for_every_page() {
+        // A large untracked region (an arena), a tracked buffer freed and allocated again at
+        // one address K times, and a page of the region first accessed after each free.
+        const K: u64 = 2_000;
+        let arena = 0x1000_0000;
+        let mut objects = vec![object(ObjectKind::Heap, arena, 1 << 30, false)];
+        for i in 0..K {
+            let mut o = object(ObjectKind::Heap, arena + 0x10_0000, 0x1_0000, true);
+            (o.alloc_ns, o.free_ns) = (100 + 3 * i, Some(101 + 3 * i));
+            objects.push(o);
+        }
+        let placed = tracked_starts(&objects);
+        let mut owners = PageOwners::new(&objects);
+        let rows: Vec<(u64, u64)> = (0..K)
+            .map(|i| (arena + 0x200_0000 + i * 4096, 102 + 3 * i))
+            .collect();
+        for row in owners.epoch_order(rows.iter().map(|r| r.1)) {
+            let (page, first_ns) = rows[row];
+            let mut locator = Locator::new(&objects);
+            locator.advance_to(first_ns);
+            let searched = page_owner(&mut locator, &placed, &objects, (1, page), first_ns);
+            assert_eq!(owners.owner(1, page, first_ns), searched);
+        }
+        // Without a bound each page's check looks at every earlier buffer: K²/2 in all.
+        let seen = owners.span_starts_seen.get();
+        assert!(seen <= 100 * K, "{seen} objects looked at");
     }
 }

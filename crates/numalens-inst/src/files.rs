@@ -198,6 +198,10 @@ pub fn read_pages_file(path: &Path) -> Result<PagesFile, InstFileError> {
             }
         }
     }
+    // Reserved for full chunks; a sparse file keeps only what it holds.
+    if pages.len() < pages.capacity() / 2 {
+        pages.shrink_to_fit();
+    }
     let listed = bases.len();
     bases.sort_unstable();
     bases.dedup();
