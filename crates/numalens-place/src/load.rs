@@ -192,8 +192,11 @@ impl Builder {
             pages.len() as u32 - 1
         });
         let page = &mut self.pages[at as usize];
+        // The object of its earliest row, whatever the rows' order (exact counts come epoch by
+        // epoch, and a large page holds several of them).
+        let earlier = time < page.first_ns;
         page.first_ns = page.first_ns.min(time);
-        if page.object.is_none() {
+        if object.is_some() && (page.object.is_none() || earlier) {
             page.object = object;
         }
         at

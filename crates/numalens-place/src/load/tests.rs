@@ -123,3 +123,51 @@ fn a_profile_of_faults_alone_counts_them() {
         ]
     );
 }
+
+#[test]
+fn a_large_page_belongs_to_the_object_of_its_earliest_exact_row_whatever_the_rows_order() {
+    const HUGE: u64 = 2 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let mut meta = example_meta("huge", "monotonic");
+    meta.page_size = HUGE;
+    let mut w = ProfileWriter::create(dir.path(), meta).unwrap();
+    for id in [1, 2] {
+        w.push_object(numalens_format::Object {
+            object_id: id,
+            pid: PID,
+            kind: numalens_format::ObjectKind::Heap,
+            name: format!("o{id}"),
+            start: BASE + (id - 1) * 4096,
+            size: 4096,
+            alloc_ns: 0,
+            free_ns: None,
+            alloc_tid: Some(PID),
+            site_key: None,
+        })
+        .unwrap();
+    }
+    // Two 4 KiB pages of one huge page: the later first access written first.
+    for (sub, first, object) in [(1, 500, 2), (0, 100, 1)] {
+        w.push_page_stat(numalens_format::PageStat {
+            pid: PID,
+            tid: PID,
+            page: BASE + sub * 4096,
+            reads: 10,
+            writes: 0,
+            first_access_ns: first,
+            object_id: Some(object),
+        })
+        .unwrap();
+    }
+    w.finish(Completeness {
+        complete: true,
+        exit: None,
+        reasons: vec![],
+    })
+    .unwrap();
+    let a = load(&Profile::open(dir.path()).unwrap(), &LoadOptions::default()).unwrap();
+    assert_eq!(a.pages.len(), 1);
+    let object = a.pages[0].object.map(|o| a.objects[o as usize].id);
+    assert_eq!(object, Some(1));
+    assert_eq!(a.pages[0].first_ns, 100);
+}
