@@ -77,6 +77,7 @@ pub fn plugin_for(compiler: &OsStr, version: &str, lib_dir: &Path) -> Result<Pat
         version,
         recipe: &recipe,
         product: PLUGIN_NAME,
+        without: "the instrumentation hooks stay calls",
     };
     product.get(lib_dir, |work| prepare(compiler, lib_dir, work))
 }

@@ -96,6 +96,7 @@ pub fn inlined_hooks(compiler: &OsStr, version: &str, lib_dir: &Path) -> Result<
         version,
         recipe: recipe.as_bytes(),
         product: BITCODE_ARCHIVE_NAME,
+        without: "the instrumentation hooks stay calls",
     };
     product.get(lib_dir, |work| prepare(compiler, lib_dir, work))
 }

@@ -12,6 +12,7 @@ pub mod guard;
 pub mod inline;
 pub mod live_merge;
 pub mod live_read;
+pub mod llvm_plugin;
 pub mod page_counts;
 pub mod per_compiler;
 mod sample_files;

@@ -1,5 +1,6 @@
 //! What the wrappers build with the user's own compiler, once per compiler: the hooks' LLVM
-//! bitcode for clang ([`super::inline`]) and the gcc plugin ([`super::gcc_plugin`]). Each is
+//! bitcode for clang ([`super::inline`]) with its pass plugin ([`super::llvm_plugin`]), and the
+//! gcc plugin ([`super::gcc_plugin`]). Each is
 //! built the first time a wrapper needs it, so it always fits the compiler that uses it, and
 //! numalens itself builds without either compiler.
 //!
@@ -17,7 +18,7 @@ use numalens_preload::runtime::content_hash;
 
 /// One product of one compiler.
 pub struct PerCompiler<'a> {
-    /// `lto` or `gcc-plugin`: names the directory and the failure file.
+    /// `lto`, `llvm-plugin` or `gcc-plugin`: names the directory and the failure file.
     pub kind: &'a str,
     pub compiler: &'a OsStr,
     /// What `COMPILER --version` says.
@@ -26,6 +27,8 @@ pub struct PerCompiler<'a> {
     pub recipe: &'a [u8],
     /// The one file kept in the directory.
     pub product: &'a str,
+    /// What goes without it, said when it cannot be built.
+    pub without: &'a str,
 }
 
 impl PerCompiler<'_> {
@@ -71,8 +74,8 @@ impl PerCompiler<'_> {
             }
             Err(why) => {
                 eprintln!(
-                    "numalens: the instrumentation hooks stay calls with {}: {why} (kept in {}; \
-                     remove it to try again)",
+                    "numalens: {} with {}: {why} (kept in {}; remove it to try again)",
+                    self.without,
                     self.compiler.to_string_lossy(),
                     failed.display()
                 );
@@ -147,6 +150,7 @@ mod tests {
             version: "v1",
             recipe: b"-O2",
             product: "out.txt",
+            without: "the thing goes",
         }
     }
 

@@ -40,6 +40,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::inline::{self, REST_ARCHIVE, REST_ARCHIVE_NAME};
+use super::llvm_plugin;
 use super::{calls_mark, gcc_plugin, per_compiler};
 use numalens_preload::runtime::{RuntimeError, install_file, install_in_cache};
 
@@ -277,6 +278,12 @@ pub fn wrapper_command(language: Language, args: &[OsString]) -> Result<Command,
     cmd.args(wrapped_args(family, invocation, hooks, args, &lib_dir));
     if let (Invocation::Link, Err(why)) = (invocation, &inliner) {
         cmd.args(calls_mark::marker_object(&compiler, &lib_dir, why));
+    }
+    if let Hooks::Inlined(_) = hooks {
+        // Without it the hooks are inlined all the same (said once, when it cannot be built).
+        if let Ok(plugin) = llvm_plugin::plugin_for(&compiler, &version, &lib_dir) {
+            cmd.arg(llvm_plugin::compile_flag(&plugin));
+        }
     }
     Ok(cmd)
 }

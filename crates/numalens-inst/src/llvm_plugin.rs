@@ -1,0 +1,161 @@
+//! The LLVM pass plugin that steps the sampling countdowns once per run of accesses in clang
+//! builds whose hooks are inlined by link-time optimisation (`runtime/inst/llvm_plugin.cc` says
+//! how; [`super::inline`] inlines the hooks).
+//!
+//! The plugin is built with the user's own clang against the headers of the LLVM it was built
+//! from (`llvm-config` of the same major version; Debian and Ubuntu: `llvm-N-dev`), the first
+//! time a wrapper needs it, once per compiler ([`super::per_compiler`]): a plugin loads only into
+//! the LLVM it was built for. A small instrumented object is then compiled with it, and must show
+//! the pass's work. Without it the hooks are inlined all the same; each access then steps the
+//! countdowns itself, which costs sampled recordings of loops about a third more (docs/INST.md).
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::per_compiler::{PerCompiler, compiler_says, run, write_sources};
+use super::toolchain::{Family, Hooks, Invocation, wrapped_args};
+
+/// The plugin, in a compiler's `llvm-plugin-<hash>` directory.
+pub const PLUGIN_NAME: &str = "numalens_llvm.so";
+
+/// The plugin's source and the header it includes.
+pub const SOURCES: [(&str, &str); 2] = [
+    (
+        "llvm_plugin.cc",
+        include_str!("../runtime/inst/llvm_plugin.cc"),
+    ),
+    ("fast_path.h", include_str!("../runtime/inst/fast_path.h")),
+];
+
+/// How the plugin is compiled, with LLVM's own flags after: C++ through the user's clang, as a
+/// shared object clang loads.
+const PLUGIN_FLAGS: [&str; 5] = ["-x", "c++", "-shared", "-fPIC", "-O2"];
+
+/// A block of four accesses and no call: what the pass must have stepped once.
+const PROBE_SOURCE: &str = "int nl_probe[4];\nint main(void) { nl_probe[1] = nl_probe[0] + \
+                            nl_probe[2]; return nl_probe[3]; }\n";
+
+/// What every compiling command gets with the plugin.
+pub fn compile_flag(plugin: &Path) -> OsString {
+    let mut flag = OsString::from("-fpass-plugin=");
+    flag.push(plugin);
+    flag
+}
+
+/// The plugin for `compiler` (whose `--version` says `version`), built and checked in `lib_dir`
+/// the first time; why not when it cannot be.
+pub fn plugin_for(compiler: &OsStr, version: &str, lib_dir: &Path) -> Result<PathBuf, String> {
+    let llvm = llvm_config(compiler);
+    let mut recipe = PLUGIN_FLAGS.join(" ").into_bytes();
+    for (_, text) in SOURCES {
+        recipe.extend_from_slice(text.as_bytes());
+    }
+    // Installing LLVM's headers later must make a new attempt, not find this failure kept.
+    match &llvm {
+        Ok(config) => recipe.extend_from_slice(config.as_os_str().as_encoded_bytes()),
+        Err(_) => recipe.extend_from_slice(b"no llvm-config"),
+    }
+    let product = PerCompiler {
+        kind: "llvm-plugin",
+        compiler,
+        version,
+        recipe: &recipe,
+        product: PLUGIN_NAME,
+        without: "sampled recordings step the countdowns at every access",
+    };
+    product.get(lib_dir, |work| {
+        prepare(compiler, llvm?.as_path(), lib_dir, work)
+    })
+}
+
+/// The `llvm-config` of the LLVM `compiler` was built from, with its headers installed; or why
+/// there is none.
+fn llvm_config(compiler: &OsStr) -> Result<PathBuf, String> {
+    let version = compiler_says(compiler, "-dumpversion");
+    let major = version.split('.').next().unwrap_or_default();
+    let candidates = [
+        PathBuf::from(format!("/usr/lib/llvm-{major}/bin/llvm-config")),
+        PathBuf::from(format!("llvm-config-{major}")),
+        PathBuf::from("llvm-config"),
+    ];
+    let missing = || {
+        format!(
+            "LLVM's development files for clang {major} are not installed (no llvm-config {major} \
+             with llvm/Passes/PassPlugin.h; on Debian or Ubuntu: apt-get install llvm-{major}-dev)"
+        )
+    };
+    if major.is_empty() {
+        return Err(missing());
+    }
+    for config in candidates {
+        let says = |flag| compiler_says(config.as_os_str(), flag);
+        let same_llvm = says("--version").split('.').next() == Some(major);
+        let header = Path::new(&says("--includedir")).join("llvm/Passes/PassPlugin.h");
+        if same_llvm && header.exists() {
+            return Ok(config);
+        }
+    }
+    Err(missing())
+}
+
+/// Builds the plugin in `work` and checks it on an instrumented object.
+fn prepare(compiler: &OsStr, config: &Path, lib_dir: &Path, work: &Path) -> Result<(), String> {
+    write_sources(work, &SOURCES)?;
+    let plugin = work.join(PLUGIN_NAME);
+    let cxxflags = compiler_says(config.as_os_str(), "--cxxflags");
+    run(Command::new(compiler)
+        .args(PLUGIN_FLAGS)
+        .args(cxxflags.split_whitespace())
+        .arg("-I")
+        .arg(work)
+        .arg(work.join("llvm_plugin.cc"))
+        .arg("-o")
+        .arg(&plugin)
+        .arg("-lstdc++"))?;
+    write_sources(work, &[("probe.c", PROBE_SOURCE)])?;
+    let object = work.join("probe.o");
+    let mut compile = vec![compile_flag(&plugin), "-O2".into(), "-c".into()];
+    compile.extend(["-x", "c"].map(OsString::from));
+    compile.extend([
+        work.join("probe.c").into(),
+        "-o".into(),
+        object.clone().into(),
+    ]);
+    let bitcode = work.join("probe-hooks.a");
+    let wrapped = wrapped_args(
+        Family::Clang,
+        Invocation::CompileOnly,
+        Hooks::Inlined(&bitcode),
+        &compile,
+        lib_dir,
+    );
+    run(Command::new(compiler).args(wrapped))?;
+    // The object is LLVM bitcode, whose string table names what the pass declared.
+    let compiled = std::fs::read(&object).map_err(|e| format!("{}: {e}", object.display()))?;
+    if !compiled
+        .windows(b"nl_countdown_read".len())
+        .any(|w| w == b"nl_countdown_read")
+    {
+        return Err("the pass plugin loaded but did not step the probe's accesses".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plugin_is_loaded_with_clangs_own_flag() {
+        let flag = compile_flag(Path::new("/cache/llvm-plugin-1/numalens_llvm.so"));
+        assert_eq!(flag, "-fpass-plugin=/cache/llvm-plugin-1/numalens_llvm.so");
+    }
+
+    /// Without LLVM's headers (a compiler that answers nothing), the reason says what to install.
+    #[test]
+    fn missing_development_files_say_which_package_to_install() {
+        let why = llvm_config(OsStr::new("false")).unwrap_err();
+        assert!(why.contains("-dev"), "{why}");
+    }
+}
