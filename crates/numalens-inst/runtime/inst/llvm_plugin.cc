@@ -33,6 +33,7 @@
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Instructions.h"
 #include "llvm/IR/IntrinsicInst.h"
+#include "llvm/IR/MDBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/PassInstrumentation.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -151,7 +152,8 @@ void step_once(Run &run, const State &s)
     Value *write_left = b.CreateSub(b.CreateLoad(i64, s.countdown_write), b.getInt64(writes));
     Value *due = b.CreateOr(b.CreateICmpSLE(read_left, b.getInt64(0)),
                             b.CreateICmpSLE(write_left, b.getInt64(0)));
-    b.CreateCondBr(due, calls, stepped);
+    // A sample falls due once in thousands of accesses.
+    b.CreateCondBr(due, calls, stepped, MDBuilder(ctx).createBranchWeights(1, 1000));
 
     b.SetInsertPoint(stepped);
     if (reads)
