@@ -74,7 +74,12 @@ pub fn plugin_for(compiler: &OsStr, version: &str, lib_dir: &Path) -> Result<Pat
 fn llvm_config(compiler: &OsStr) -> Result<PathBuf, String> {
     let version = compiler_says(compiler, "-dumpversion");
     let major = version.split('.').next().unwrap_or_default();
+    // The compiler's own directory first (Debian's clang is a link into /usr/lib/llvm-N/bin).
+    let beside = std::fs::canonicalize(which(compiler))
+        .ok()
+        .and_then(|c| c.parent().map(|dir| dir.join("llvm-config")));
     let candidates = [
+        beside.unwrap_or_default(),
         PathBuf::from(format!("/usr/lib/llvm-{major}/bin/llvm-config")),
         PathBuf::from(format!("llvm-config-{major}")),
         PathBuf::from("llvm-config"),
@@ -88,7 +93,7 @@ fn llvm_config(compiler: &OsStr) -> Result<PathBuf, String> {
     if major.is_empty() {
         return Err(missing());
     }
-    for config in candidates {
+    for config in candidates.into_iter().filter(|c| !c.as_os_str().is_empty()) {
         let says = |flag| compiler_says(config.as_os_str(), flag);
         let same_llvm = says("--version").split('.').next() == Some(major);
         let header = Path::new(&says("--includedir")).join("llvm/Passes/PassPlugin.h");
@@ -97,6 +102,20 @@ fn llvm_config(compiler: &OsStr) -> Result<PathBuf, String> {
         }
     }
     Err(missing())
+}
+
+/// Where `compiler` is: itself when it names a path, else the first match on `PATH`.
+fn which(compiler: &OsStr) -> PathBuf {
+    let named = Path::new(compiler);
+    if named.components().count() > 1 {
+        return named.to_path_buf();
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(named))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| named.to_path_buf())
 }
 
 /// Builds the plugin in `work` and checks it on an instrumented object.

@@ -680,6 +680,46 @@ fn samples_stepped_per_run_in_clang_builds_land_on_their_accesses() {
     check_sampled_sites(Some("clang"));
 }
 
+/// A run of accesses that ends at its function's return: LLVM's pass moves the run's hooks to
+/// its end, where the last one must not become a tail call, whose sample would name the caller.
+#[test]
+fn samples_of_a_run_ending_at_a_return_name_its_function() {
+    assert_stepped_by_the_llvm_pass();
+    let dir = tempfile::tempdir().unwrap();
+    let source = prog("run_at_return.c");
+    let program = build_with("cc", Some("clang"), &source, &dir.path().join("run"), &[]);
+    let (out, profile) = record_inst(dir.path(), "sampled", &program, &[]);
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let p = Profile::open(&profile).unwrap();
+    let locations = code_locations(&p);
+    let function = |s: &Sample| {
+        s.ip.and_then(|ip| locations.get(&ip))
+            .and_then(|c| c.function.clone())
+            .unwrap_or_default()
+    };
+    let objects = p.read_all::<Object>().unwrap();
+    let frames = p.read_all::<SiteFrame>().unwrap();
+    let marked = marker(&source, "cells");
+    let cells = allocated_at(&objects, &frames, "run_at_return.c", marked)[0].object_id;
+    let stores: Vec<String> = p
+        .read_all::<Sample>()
+        .unwrap()
+        .iter()
+        .filter(|s| s.kind == SampleKind::Store && s.object_id == Some(cells))
+        .map(function)
+        .collect();
+    // Six million stores: about 5,900 samples.
+    assert!(stores.len() > 3_000, "{} store samples", stores.len());
+    let elsewhere: BTreeMap<&str, usize> = stores
+        .iter()
+        .filter(|f| f.as_str() != "store_pair")
+        .fold(BTreeMap::new(), |mut m, f| {
+            *m.entry(f.as_str()).or_default() += 1;
+            m
+        });
+    assert!(elsewhere.is_empty(), "of {}: {elsewhere:?}", stores.len());
+}
+
 /// Compiles sites.c alone with clang through the wrapper: the bitcode object must name the
 /// countdown the pass steps, which the program itself never mentions.
 fn assert_stepped_by_the_llvm_pass() {

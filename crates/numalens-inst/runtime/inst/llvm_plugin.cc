@@ -24,13 +24,15 @@
 // takes the same samples as without the pass: the countdowns reach the same values, and the run
 // whose step would cross zero replays its accesses one by one. The calls come at the end of the
 // run rather than before each access; no other call lies between, so nothing but a signal
-// handler can tell.
+// handler can tell (and a fault in the run: a program that recovers from it with siglongjmp
+// loses the run's counts).
 //
 // ThreadSanitizer runs at the end of clang's per-module pipeline, after any pass a plugin can
 // add there, so the runs are found in an instrumentation callback after each of its runs on a
 // function.
 
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InlineAsm.h"
 #include "llvm/IR/Instructions.h"
 #include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/MDBuilder.h"
@@ -163,9 +165,15 @@ void step_once(Run &run, const State &s)
     b.CreateBr(tail);
 
     b.SetInsertPoint(calls);
-    BranchInst *to_tail = b.CreateBr(tail);
+    // An empty asm after the last call: a run that ends at the function's return would
+    // otherwise leave its last inlined hook in tail position, and the sample it takes would
+    // name the caller (a hook tail-calls its sampling path, which records its own return
+    // address: NL_TAIL_IP in hooks.c).
+    FunctionType *nothing = FunctionType::get(b.getVoidTy(), false);
+    CallInst *barrier = b.CreateCall(InlineAsm::get(nothing, "", "", /*hasSideEffects=*/true));
+    b.CreateBr(tail);
     for (Access &a : run.accesses)
-        a.call->moveBefore(to_tail);
+        a.call->moveBefore(barrier);
 }
 
 // The runs of @p f, in order.
