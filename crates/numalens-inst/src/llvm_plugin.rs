@@ -46,7 +46,7 @@ pub fn compile_flag(plugin: &Path) -> OsString {
 /// The plugin for `compiler` (whose `--version` says `version`), built and checked in `lib_dir`
 /// the first time; why not when it cannot be.
 pub fn plugin_for(compiler: &OsStr, version: &str, lib_dir: &Path) -> Result<PathBuf, String> {
-    let llvm = llvm_config(compiler);
+    let llvm = llvm_config(compiler, version);
     let mut recipe = PLUGIN_FLAGS.join(" ").into_bytes();
     for (_, text) in SOURCES {
         recipe.extend_from_slice(text.as_bytes());
@@ -69,39 +69,62 @@ pub fn plugin_for(compiler: &OsStr, version: &str, lib_dir: &Path) -> Result<Pat
     })
 }
 
-/// The `llvm-config` of the LLVM `compiler` was built from, with its headers installed; or why
-/// there is none.
-fn llvm_config(compiler: &OsStr) -> Result<PathBuf, String> {
-    let version = compiler_says(compiler, "-dumpversion");
-    let major = version.split('.').next().unwrap_or_default();
-    // The compiler's own directory first (Debian's clang is a link into /usr/lib/llvm-N/bin).
-    let beside = std::fs::canonicalize(which(compiler))
-        .ok()
-        .and_then(|c| c.parent().map(|dir| dir.join("llvm-config")));
-    let candidates = [
-        beside.unwrap_or_default(),
-        PathBuf::from(format!("/usr/lib/llvm-{major}/bin/llvm-config")),
-        PathBuf::from(format!("llvm-config-{major}")),
-        PathBuf::from("llvm-config"),
-    ];
+/// The `llvm-config` of the LLVM `compiler` (whose `--version` says `version`) was built from,
+/// with its headers installed beside it; or why there is none. Found by looking at files only:
+/// every compile asks, and the answer is part of the cached plugin's key.
+fn llvm_config(compiler: &OsStr, version: &str) -> Result<PathBuf, String> {
+    let major = llvm_major(version).unwrap_or_default();
     let missing = || {
         format!(
-            "LLVM's development files for clang {major} are not installed (no llvm-config {major} \
-             with llvm/Passes/PassPlugin.h; on Debian or Ubuntu: apt-get install llvm-{major}-dev)"
+            "LLVM's development files for clang {major} are not installed (no llvm-config \
+             {major} with llvm/Passes/PassPlugin.h; on Debian or Ubuntu: apt-get install \
+             llvm-{major}-dev)"
         )
     };
     if major.is_empty() {
         return Err(missing());
     }
-    for config in candidates.into_iter().filter(|c| !c.as_os_str().is_empty()) {
-        let says = |flag| compiler_says(config.as_os_str(), flag);
-        let same_llvm = says("--version").split('.').next() == Some(major);
-        let header = Path::new(&says("--includedir")).join("llvm/Passes/PassPlugin.h");
-        if same_llvm && header.exists() {
-            return Ok(config);
-        }
-    }
-    Err(missing())
+    // The compiler's own directory first (Debian's clang is a link into /usr/lib/llvm-N/bin),
+    // then the versioned names.
+    let beside = std::fs::canonicalize(which(compiler))
+        .ok()
+        .and_then(|c| c.parent().map(|dir| dir.join("llvm-config")));
+    let candidates = [
+        beside,
+        Some(PathBuf::from(format!(
+            "/usr/lib/llvm-{major}/bin/llvm-config"
+        ))),
+        Some(which(format!("llvm-config-{major}").as_ref())),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .filter_map(|config| std::fs::canonicalize(config).ok())
+        .find(|config| {
+            // LLVM installs bin/llvm-config beside include/, which says its version.
+            config.parent().and_then(Path::parent).is_some_and(|root| {
+                let include = root.join("include/llvm");
+                include.join("Passes/PassPlugin.h").is_file()
+                    && headers_major(&include).as_deref() == Some(major)
+            })
+        })
+        .ok_or_else(missing)
+}
+
+/// The major version LLVM's headers under `include` (…/include/llvm) are of.
+fn headers_major(include: &Path) -> Option<String> {
+    let config = std::fs::read_to_string(include.join("Config/llvm-config.h")).ok()?;
+    config.lines().find_map(|line| {
+        let value = line.strip_prefix("#define LLVM_VERSION_MAJOR ")?;
+        Some(value.trim().to_string())
+    })
+}
+
+/// The major version in `clang --version`'s "clang version 14.0.6 …".
+fn llvm_major(version: &str) -> Option<&str> {
+    let rest = &version[version.find("clang version ")? + "clang version ".len()..];
+    let major = rest.split('.').next()?;
+    (!major.is_empty() && major.bytes().all(|b| b.is_ascii_digit())).then_some(major)
 }
 
 /// Where `compiler` is: itself when it names a path, else the first match on `PATH`.
@@ -171,10 +194,53 @@ mod tests {
         assert_eq!(flag, "-fpass-plugin=/cache/llvm-plugin-1/numalens_llvm.so");
     }
 
-    /// Without LLVM's headers (a compiler that answers nothing), the reason says what to install.
+    /// Without LLVM's headers, the reason says what to install.
     #[test]
     fn missing_development_files_say_which_package_to_install() {
-        let why = llvm_config(OsStr::new("false")).unwrap_err();
-        assert!(why.contains("-dev"), "{why}");
+        let why = llvm_config(OsStr::new("false"), "clang version 9999.0.1").unwrap_err();
+        assert!(why.contains("apt-get install llvm-9999-dev"), "{why}");
+    }
+
+    #[test]
+    fn the_major_version_is_read_from_clangs_banner() {
+        let debian = "Debian clang version 14.0.6\nTarget: x86_64-pc-linux-gnu\n";
+        assert_eq!(llvm_major(debian), Some("14"));
+        assert_eq!(
+            llvm_major("clang version 18.1.3 (Fedora 18.1.3-1)"),
+            Some("18")
+        );
+        assert_eq!(llvm_major("gcc (Debian 12.2.0-14) 12.2.0"), None);
+    }
+
+    /// An LLVM tree laid out as installed (bin/llvm-config beside include/) is found beside the
+    /// compiler, and not once its headers are gone.
+    #[test]
+    fn llvm_config_is_found_beside_the_compiler_with_its_headers() {
+        let root = tempfile::tempdir().unwrap();
+        let bin = root.path().join("bin");
+        let headers = root.path().join("include/llvm/Passes");
+        let config = root.path().join("include/llvm/Config");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&headers).unwrap();
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(bin.join("llvm-config"), "").unwrap();
+        std::fs::write(bin.join("clang"), "").unwrap();
+        std::fs::write(headers.join("PassPlugin.h"), "").unwrap();
+        let major =
+            |n: u32| format!("#define LLVM_VERSION_MAJOR {n}\n#define LLVM_VERSION_MINOR 0\n");
+        std::fs::write(config.join("llvm-config.h"), major(9998)).unwrap();
+        let clang = bin.join("clang");
+        let version = "clang version 9998.0.0";
+        let found = llvm_config(clang.as_os_str(), version).unwrap();
+        assert_eq!(
+            found,
+            std::fs::canonicalize(bin.join("llvm-config")).unwrap()
+        );
+        // Headers of another LLVM are not this clang's.
+        std::fs::write(config.join("llvm-config.h"), major(9997)).unwrap();
+        assert!(llvm_config(clang.as_os_str(), version).is_err());
+        std::fs::write(config.join("llvm-config.h"), major(9998)).unwrap();
+        std::fs::remove_file(headers.join("PassPlugin.h")).unwrap();
+        assert!(llvm_config(clang.as_os_str(), version).is_err());
     }
 }
