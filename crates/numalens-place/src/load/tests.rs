@@ -63,6 +63,11 @@ fn write_profile(dir: &std::path::Path, loads: bool) -> Profile {
                 .unwrap();
         }
     }
+    finished(w, dir)
+}
+
+/// The profile `w` wrote into `dir`, finished as a complete recording.
+fn finished(w: ProfileWriter, dir: &std::path::Path) -> Profile {
     w.finish(Completeness {
         complete: true,
         exit: None,
@@ -159,13 +164,7 @@ fn a_large_page_belongs_to_the_object_of_its_earliest_exact_row_whatever_the_row
         })
         .unwrap();
     }
-    w.finish(Completeness {
-        complete: true,
-        exit: None,
-        reasons: vec![],
-    })
-    .unwrap();
-    let a = load(&Profile::open(dir.path()).unwrap(), &LoadOptions::default()).unwrap();
+    let a = load(&finished(w, dir.path()), &LoadOptions::default()).unwrap();
     assert_eq!(a.pages.len(), 1);
     let object = a.pages[0].object.map(|o| a.objects[o as usize].id);
     assert_eq!(object, Some(1));
