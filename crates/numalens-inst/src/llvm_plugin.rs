@@ -7,7 +7,8 @@
 //! time a wrapper needs it, once per compiler ([`super::per_compiler`]): a plugin loads only into
 //! the LLVM it was built for. A small instrumented object is then compiled with it, and must show
 //! the pass's work. Without it the hooks are inlined all the same; each access then steps the
-//! countdowns itself, which costs sampled recordings of loops about a third more (docs/INST.md).
+//! countdowns itself, and sampled recordings of the real codes of `bench/real` took up to four
+//! times as long (docs/INST.md).
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
