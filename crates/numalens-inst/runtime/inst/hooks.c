@@ -90,6 +90,19 @@ NL_HOOK void __tsan_vptr_update(void **vptr_p, void *new_val)
     nl_access((uintptr_t)vptr_p, 1, sizeof(void *), NL_TAIL_IP);
 }
 
+/* Exact counting alone, of @p words 8-byte words at @p a: what LLVM's pass (llvm_plugin.cc)
+ * calls for each access of a run in a thread that only counts, having read the mode word once
+ * for the run. Never called otherwise. */
+NL_HOOK void __numalens_count_read(void *a, unsigned long words)
+{
+    nl_count(nl_ith, (uintptr_t)a, 0, words);
+}
+
+NL_HOOK void __numalens_count_write(void *a, unsigned long words)
+{
+    nl_count(nl_ith, (uintptr_t)a, 1, words);
+}
+
 /* Function entry and exit carry no access; the sampled IP already names the code. */
 NL_HOOK void __tsan_func_entry(void *call_pc) { (void)call_pc; }
 NL_HOOK void __tsan_func_exit(void) {}

@@ -12,7 +12,10 @@
 // taken out of its place and put at the run's end, behind one test:
 //
 //   fast = nl_fast
-//   if (fast & EXACT)        -> the run's calls, in order         (counting: as before)
+//   if (fast == EXACT)       -> __numalens_count_{read,write}(address, words) for each access
+//                                                                  (counting only: the hooks'
+//                                                                   exact path, inlined)
+//   if (fast & EXACT)        -> the run's calls, in order         (counting and sampling)
 //   else if (!(fast & SAMPLE)) -> nothing                         (not recorded)
 //   else if (countdown_read - R > 0 && countdown_write - W > 0)
 //                            -> countdowns -= R and W             (no sample due in the run)
@@ -121,6 +124,7 @@ GlobalVariable *runtime_tls(Module &m, StringRef name, Type *type)
 
 struct State {
     GlobalVariable *fast, *countdown_read, *countdown_write;
+    FunctionCallee count_read, count_write;
 };
 
 // Puts @p run behind one step of the countdowns, before its end.
@@ -133,6 +137,8 @@ void step_once(Run &run, const State &s)
     Function *f = head->getParent();
     LLVMContext &ctx = f->getContext();
     BasicBlock *tail = head->splitBasicBlock(run.end, head->getName() + ".nl.after");
+    BasicBlock *other_modes = BasicBlock::Create(ctx, "nl.other_modes", f, tail);
+    BasicBlock *counts = BasicBlock::Create(ctx, "nl.counts", f, tail);
     BasicBlock *counting = BasicBlock::Create(ctx, "nl.not_exact", f, tail);
     BasicBlock *step = BasicBlock::Create(ctx, "nl.step", f, tail);
     BasicBlock *stepped = BasicBlock::Create(ctx, "nl.stepped", f, tail);
@@ -142,8 +148,19 @@ void step_once(Run &run, const State &s)
     IRBuilder<> b(head);
     Type *i32 = b.getInt32Ty(), *i64 = b.getInt64Ty();
     Value *fast = b.CreateLoad(i32, s.fast, "nl.fast");
+    b.CreateCondBr(b.CreateICmpEQ(fast, b.getInt32(NL_FAST_EXACT)), counts, other_modes);
+
+    b.SetInsertPoint(other_modes);
     Value *exact = b.CreateICmpNE(b.CreateAnd(fast, NL_FAST_EXACT), b.getInt32(0));
     b.CreateCondBr(exact, calls, counting);
+
+    b.SetInsertPoint(counts);
+    for (const Access &a : run.accesses) {
+        FunctionCallee count = a.is_write ? s.count_write : s.count_read;
+        CallInst *c = b.CreateCall(count, {a.call->getArgOperand(0), b.getInt64(a.words)});
+        c->setDebugLoc(a.call->getDebugLoc());
+    }
+    b.CreateBr(tail);
 
     b.SetInsertPoint(counting);
     Value *sampling = b.CreateICmpNE(b.CreateAnd(fast, NL_FAST_SAMPLE), b.getInt32(0));
@@ -208,9 +225,14 @@ void step_runs(Function &f)
     Module &m = *f.getParent();
     Type *i32 = Type::getInt32Ty(m.getContext()), *i64 = Type::getInt64Ty(m.getContext());
     State s{runtime_tls(m, "nl_fast", i32), runtime_tls(m, "nl_countdown_read", i64),
-            runtime_tls(m, "nl_countdown_write", i64)};
+            runtime_tls(m, "nl_countdown_write", i64), {}, {}};
     if (!s.fast || !s.countdown_read || !s.countdown_write)
         return;
+    // The address operand as ThreadSanitizer passes it (i8*), and the words.
+    Type *address = runs.front().accesses.front().call->getArgOperand(0)->getType();
+    FunctionType *count = FunctionType::get(Type::getVoidTy(m.getContext()), {address, i64}, false);
+    s.count_read = m.getOrInsertFunction("__numalens_count_read", count);
+    s.count_write = m.getOrInsertFunction("__numalens_count_write", count);
     // A later run's calls and end are in the block the one before left after it.
     for (Run &run : runs)
         step_once(run, s);
