@@ -12,7 +12,7 @@ mod inst_build;
 mod inst_common;
 mod prerequisites;
 
-use inst_build::{allocated_at, build_with, marker, prog};
+use inst_build::{allocated_at, build_with, marker, object_at, prog, weighted};
 use inst_common::{PRIVATE_BLOCKS_SMALL, STENCIL_SMALL, SmallRun, code_locations, logical_threads};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -697,10 +697,7 @@ fn samples_of_a_run_ending_at_a_return_name_its_function() {
             .and_then(|c| c.function.clone())
             .unwrap_or_default()
     };
-    let objects = p.read_all::<Object>().unwrap();
-    let frames = p.read_all::<SiteFrame>().unwrap();
-    let marked = marker(&source, "cells");
-    let cells = allocated_at(&objects, &frames, "run_at_return.c", marked)[0].object_id;
+    let cells = object_at(&p, "run_at_return.c", "cells");
     let stores: Vec<String> = p
         .read_all::<Sample>()
         .unwrap()
@@ -733,9 +730,6 @@ fn a_vectorised_runs_samples_weigh_what_its_accesses_count() {
     let (out, sampled) = record_inst(dir.path(), "sampled", &program, &[]);
     assert!(out.status.success(), "{}", common::text(&out.stderr));
     let p = Profile::open(&sampled).unwrap();
-    let objects = p.read_all::<Object>().unwrap();
-    let frames = p.read_all::<SiteFrame>().unwrap();
-    let samples = p.read_all::<Sample>().unwrap();
     for (array, kind) in [
         ("a", SampleKind::Load),
         ("b", SampleKind::Load),
@@ -749,12 +743,8 @@ fn a_vectorised_runs_samples_weigh_what_its_accesses_count() {
         } else {
             writes
         } as f64;
-        let id = allocated_at(&objects, &frames, "vector_run.c", line)[0].object_id;
-        let weighted: u64 = samples
-            .iter()
-            .filter(|s| s.object_id == Some(id) && s.kind == kind)
-            .map(|s| u64::from(s.weight))
-            .sum();
+        let id = object_at(&p, "vector_run.c", array);
+        let weighted = weighted(&p, id).get(&kind).copied().unwrap_or(0);
         // 2.6 M words an array: about 2,500 samples.
         let error = (weighted as f64 - expected).abs() / expected;
         assert!(error < 0.15, "{array} {kind:?}: {weighted} vs {expected}");
@@ -788,12 +778,9 @@ fn check_sampled_sites(compiler: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let (source, profile, tallies) = record_sites(dir.path(), "sampled", compiler);
     let p = Profile::open(&profile).unwrap();
-    let objects = p.read_all::<Object>().unwrap();
-    let frames = p.read_all::<SiteFrame>().unwrap();
-    let samples = p.read_all::<Sample>().unwrap();
     let mut checked = 0;
     for (array, reads, writes) in &tallies {
-        let id = allocated_at(&objects, &frames, "sites.c", marker(&source, array))[0].object_id;
+        let by_kind = weighted(&p, object_at(&p, "sites.c", array));
         // clang loads `wide` fewer times than the source says (see check_exact_sites): the
         // exact counts of the same program are what its samples stand for.
         let reads = match (compiler, array.as_str()) {
@@ -811,11 +798,7 @@ fn check_sampled_sites(compiler: Option<&str>) {
             if expected < 500_000.0 {
                 continue;
             }
-            let weighted: u64 = samples
-                .iter()
-                .filter(|s| s.object_id == Some(id) && s.kind == kind)
-                .map(|s| u64::from(s.weight))
-                .sum();
+            let weighted = by_kind.get(&kind).copied().unwrap_or(0);
             let error = (weighted as f64 - expected).abs() / expected;
             assert!(error < 0.2, "{array} {kind:?}: {weighted} vs {expected}");
             checked += 1;

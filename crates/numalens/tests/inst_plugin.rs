@@ -6,13 +6,12 @@
 mod common;
 mod inst_build;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use inst_build::{allocated_at, build_with, marker, prog};
+use inst_build::{build_with, object_at, prog, weighted};
 
-use numalens_format::{Object, PageStat, Profile, Sample, SampleKind, SiteFrame};
+use numalens_format::{PageStat, Profile, SampleKind};
 
 fn build(wrapper: &str, source: &str, out: &Path) -> PathBuf {
     build_with(wrapper, None, &prog(source), out, &[])
@@ -29,28 +28,6 @@ fn record(program: &Path, profile: &Path, args: &[&str]) -> String {
         .unwrap();
     assert!(out.status.success(), "{}", common::text(&out.stderr));
     common::text(&out.stdout)
-}
-
-/// The object allocated at the line of `source` marked `@object TAG`.
-fn object_at(profile: &Profile, source: &str, tag: &str) -> u64 {
-    let objects = profile.read_all::<Object>().unwrap();
-    let frames = profile.read_all::<SiteFrame>().unwrap();
-    let line = marker(&prog(source), tag);
-    allocated_at(&objects, &frames, source, line)
-        .first()
-        .unwrap_or_else(|| panic!("no object allocated at {source}:{line}"))
-        .object_id
-}
-
-/// Weighted load and store samples of an object.
-fn weighted(profile: &Profile, object: u64) -> HashMap<SampleKind, u64> {
-    let mut by_kind = HashMap::new();
-    for s in profile.read_all::<Sample>().unwrap() {
-        if s.object_id == Some(object) {
-            *by_kind.entry(s.kind).or_default() += u64::from(s.weight);
-        }
-    }
-    by_kind
 }
 
 #[test]

@@ -1,10 +1,11 @@
 //! Building the test programs of `tests/inst_progs` with the wrappers and finding their marked
 //! objects in a profile, shared by the `inst` tests.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use numalens_format::{Object, SiteFrame};
+use numalens_format::{Object, Profile, Sample, SampleKind, SiteFrame};
 
 /// A test program's source.
 pub fn prog(name: &str) -> PathBuf {
@@ -68,4 +69,26 @@ pub fn build_with(
         super::common::text(&built.stderr)
     );
     out.to_path_buf()
+}
+
+/// The object allocated at the line of `source` marked `@object TAG`.
+pub fn object_at(profile: &Profile, source: &str, tag: &str) -> u64 {
+    let objects = profile.read_all::<Object>().unwrap();
+    let frames = profile.read_all::<SiteFrame>().unwrap();
+    let line = marker(&prog(source), tag);
+    allocated_at(&objects, &frames, source, line)
+        .first()
+        .unwrap_or_else(|| panic!("no object allocated at {source}:{line}"))
+        .object_id
+}
+
+/// Weighted load and store samples of an object.
+pub fn weighted(profile: &Profile, object: u64) -> HashMap<SampleKind, u64> {
+    let mut by_kind = HashMap::new();
+    for s in profile.read_all::<Sample>().unwrap() {
+        if s.object_id == Some(object) {
+            *by_kind.entry(s.kind).or_default() += u64::from(s.weight);
+        }
+    }
+    by_kind
 }
