@@ -118,6 +118,21 @@ struct Interval {
 
 const NONE: usize = usize::MAX;
 
+/// Who wins an interval of the list among its objects still live: its winner, else the object
+/// that came second there (none if there was none); `None` when both are freed, and what lay
+/// under them is not in the list.
+fn live_winner(state: &[u32], interval: Interval) -> Option<Option<usize>> {
+    if state[interval.winner] != GONE {
+        Some(Some(interval.winner))
+    } else if interval.runner_up == NONE {
+        Some(None)
+    } else if state[interval.runner_up] != GONE {
+        Some(Some(interval.runner_up))
+    } else {
+        None
+    }
+}
+
 /// Addresses `[from, to)` of a process, where one object wins every address (or none does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span {
@@ -233,10 +248,7 @@ impl<'a> LiveIndex<'a> {
         // The winner among the objects of the list that are still live, if the list knows it.
         let listed = match p.listed(address) {
             None => Some(None),
-            Some(i) if self.state[i.winner] != GONE => Some(Some(i.winner)),
-            Some(i) if i.runner_up == NONE => Some(None),
-            Some(i) if self.state[i.runner_up] != GONE => Some(Some(i.runner_up)),
-            Some(_) => None,
+            Some(i) => live_winner(&self.state, i),
         };
         let found = if let Some(listed) = listed {
             if p.added.is_empty() {
@@ -305,15 +317,7 @@ impl<'a> LiveIndex<'a> {
                 winner: None,
             });
         };
-        let winner = if self.state[interval.winner] != GONE {
-            Some(interval.winner)
-        } else if interval.runner_up == NONE {
-            None
-        } else if self.state[interval.runner_up] != GONE {
-            Some(interval.runner_up)
-        } else {
-            return None;
-        };
+        let winner = live_winner(&self.state, interval)?;
         Some(Span {
             from: p.starts[p.last_interval],
             to: interval.end,
