@@ -16,7 +16,9 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::per_compiler::{PerCompiler, compiler_says, run, write_probe, write_sources};
+use super::per_compiler::{
+    PerCompiler, compiler_says, plugin_recipe, run, write_probe, write_sources,
+};
 use super::toolchain::{Family, Hooks, Invocation, wrapped_args};
 
 /// The plugin, in a compiler's `gcc-plugin-<hash>` directory.
@@ -82,19 +84,13 @@ pub fn plugin_for(compiler: &OsStr, version: &str, lib_dir: &Path) -> Result<Pat
     product.get(lib_dir, |work| prepare(compiler, lib_dir, work))
 }
 
-/// What the plugin is made from. Whether gcc's plugin headers are installed is part of it: a
-/// failure kept because they were missing is not the answer any more once they are there, so
-/// the next build tries again instead of keeping the slow hooks until a file is deleted.
+/// What the plugin is made from, gcc's plugin headers included.
 fn recipe(compiler: &OsStr) -> Vec<u8> {
-    let mut recipe = PLUGIN_FLAGS.join(" ").into_bytes();
-    for (_, text) in SOURCES {
-        recipe.extend_from_slice(text.as_bytes());
-    }
-    match plugin_headers(compiler) {
-        Ok(include) => recipe.extend_from_slice(include.as_os_str().as_encoded_bytes()),
-        Err(_) => recipe.extend_from_slice(b"no plugin headers"),
-    }
-    recipe
+    plugin_recipe(
+        &PLUGIN_FLAGS,
+        &SOURCES,
+        plugin_headers(compiler).ok().as_deref(),
+    )
 }
 
 /// gcc's plugin headers, or why there are none.

@@ -14,7 +14,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::per_compiler::{PerCompiler, compiler_says, run, write_sources};
+use super::per_compiler::{PerCompiler, compiler_says, plugin_recipe, run, write_sources};
 use super::toolchain::{Family, Hooks, Invocation, wrapped_args};
 
 /// The plugin, in a compiler's `llvm-plugin-<hash>` directory.
@@ -48,15 +48,7 @@ pub fn compile_flag(plugin: &Path) -> OsString {
 /// the first time; why not when it cannot be.
 pub fn plugin_for(compiler: &OsStr, version: &str, lib_dir: &Path) -> Result<PathBuf, String> {
     let llvm = llvm_config(compiler, version);
-    let mut recipe = PLUGIN_FLAGS.join(" ").into_bytes();
-    for (_, text) in SOURCES {
-        recipe.extend_from_slice(text.as_bytes());
-    }
-    // Installing LLVM's headers later must make a new attempt, not find this failure kept.
-    match &llvm {
-        Ok(config) => recipe.extend_from_slice(config.as_os_str().as_encoded_bytes()),
-        Err(_) => recipe.extend_from_slice(b"no llvm-config"),
-    }
+    let recipe = plugin_recipe(&PLUGIN_FLAGS, &SOURCES, llvm.as_deref().ok());
     let product = PerCompiler {
         kind: "llvm-plugin",
         compiler,

@@ -89,6 +89,26 @@ impl PerCompiler<'_> {
     }
 }
 
+/// What a compiler plugin is made from: its flags, its sources and the development files it is
+/// built against (`None`: not installed). Whether those are installed is part of it: a failure
+/// kept because they were missing is not the answer any more once they are there, so the next
+/// build tries again instead of keeping the slower hooks until a file is deleted.
+pub fn plugin_recipe(
+    flags: &[&str],
+    sources: &[(&str, &str)],
+    built_against: Option<&Path>,
+) -> Vec<u8> {
+    let mut recipe = flags.join(" ").into_bytes();
+    for (_, text) in sources {
+        recipe.extend_from_slice(text.as_bytes());
+    }
+    match built_against {
+        Some(path) => recipe.extend_from_slice(path.as_os_str().as_encoded_bytes()),
+        None => recipe.extend_from_slice(b"not installed"),
+    }
+    recipe
+}
+
 /// A program whose one load (4 bytes) is instrumented: what each product is checked on.
 const PROBE_SOURCE: &str = "int nl_probe_value;\nint main(void) { return nl_probe_value; }\n";
 
