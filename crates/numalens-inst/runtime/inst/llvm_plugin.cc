@@ -139,7 +139,7 @@ void step_once(Run &run, const State &s)
     BasicBlock *tail = head->splitBasicBlock(run.end, head->getName() + ".nl.after");
     BasicBlock *other_modes = BasicBlock::Create(ctx, "nl.other_modes", f, tail);
     BasicBlock *counts = BasicBlock::Create(ctx, "nl.counts", f, tail);
-    BasicBlock *counting = BasicBlock::Create(ctx, "nl.not_exact", f, tail);
+    BasicBlock *not_counting = BasicBlock::Create(ctx, "nl.not_counting", f, tail);
     BasicBlock *step = BasicBlock::Create(ctx, "nl.step", f, tail);
     BasicBlock *stepped = BasicBlock::Create(ctx, "nl.stepped", f, tail);
     BasicBlock *calls = BasicBlock::Create(ctx, "nl.calls", f, tail);
@@ -152,7 +152,7 @@ void step_once(Run &run, const State &s)
 
     b.SetInsertPoint(other_modes);
     Value *exact = b.CreateICmpNE(b.CreateAnd(fast, NL_FAST_EXACT), b.getInt32(0));
-    b.CreateCondBr(exact, calls, counting);
+    b.CreateCondBr(exact, calls, not_counting);
 
     b.SetInsertPoint(counts);
     for (const Access &a : run.accesses) {
@@ -162,7 +162,7 @@ void step_once(Run &run, const State &s)
     }
     b.CreateBr(tail);
 
-    b.SetInsertPoint(counting);
+    b.SetInsertPoint(not_counting);
     Value *sampling = b.CreateICmpNE(b.CreateAnd(fast, NL_FAST_SAMPLE), b.getInt32(0));
     b.CreateCondBr(sampling, step, tail);
 
