@@ -291,7 +291,7 @@ pub(crate) fn read_inst_dir_after(
         ..InstData::default()
     };
     let mut counted = Vec::with_capacity(page_files.len());
-    let read = on_all_cores(page_files.clone(), |path| read_pages_file(&path));
+    let read = on_all_cores(page_files.iter().collect(), |path| read_pages_file(path));
     for (path, file) in page_files.into_iter().zip(read) {
         let PagesFile {
             header: h,
