@@ -43,8 +43,7 @@ pub struct KmafParams {
     /// of the window touched, between two pages of its process at most this many pages apart
     /// that the window moved by locality from its node to one same node, goes with them.
     /// Sparse samples name only some of a range's pages each window; the rest would follow a
-    /// window or more later. 0 moves sampled pages only, as the paper does; more than 64 counts
-    /// as 64.
+    /// window or more later. 0 moves sampled pages only, as the paper does.
     #[serde(default = "default_fill_gap_pages")]
     pub fill_gap_pages: u32,
 }

@@ -19,10 +19,6 @@ use super::online::{Step, StepInput};
 /// far: below it, a thread move buys less than the cache it leaves behind.
 const REMAP_GAIN: f64 = 0.05;
 
-/// The widest gap filled, whatever `fill_gap_pages` says: each page of a gap is looked up, and
-/// a range's neighbours are pages, not the holes between mappings.
-const MOST_GAP_PAGES: u32 = 64;
-
 pub(super) fn schedule(input: &Input) -> Schedule {
     let base = super::first_touch::schedule(input);
     super::online::run_batch(super::Policy::KmafOnline, input, base)
@@ -165,7 +161,7 @@ impl Online {
                 }
             }
         }
-        let gap = input.params.kmaf.fill_gap_pages.min(MOST_GAP_PAGES);
+        let gap = input.params.kmaf.fill_gap_pages;
         let filled = fill_gaps(&mut self.pages, &mut by_locality, &touched, gap, input);
         if !filled.is_empty() {
             self.filled += filled.len();
