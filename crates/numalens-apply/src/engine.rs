@@ -487,21 +487,14 @@ impl Engine {
                 .map(Cell::total)
                 .sum::<u64>()
         };
-        let used: Vec<u64> = step.moves.iter().map(|m| accesses(m.page)).collect();
-        // A page moved with its sampled neighbours (kMAF's gaps) had no access in the window:
-        // it is taken to be as used as the window's sampled moves on average, not put behind
-        // every other page of the backlog.
-        let sampled = used.iter().filter(|&&u| u > 0).count() as u64;
-        let typical = (used.iter().sum::<u64>() / sampled.max(1)).max(1);
         let mut decided = 0;
-        for (m, used) in step.moves.into_iter().zip(used) {
+        for m in step.moves {
             if m.kind == MoveKind::Replicate {
                 // User space cannot replicate transparently: the page stays where it is.
                 self.stats.replications_skipped += 1;
                 continue;
             }
-            let used = if used == 0 { typical } else { used };
-            self.moves.request(m.page, m.to, used);
+            self.moves.request(m.page, m.to, accesses(m.page));
             decided += 1;
         }
         decided
