@@ -324,9 +324,8 @@ impl Engine {
     /// The epoch's accesses as a window of cells; pages seen for the first time get the next
     /// indices in the order of their first access and are given to the policy placed where
     /// their first toucher runs (first touch).
-    /// The window's page numbers come with it, by page index (with their process), for the
-    /// policy to read.
-    fn close_window(&mut self) -> (Vec<Cell>, Vec<(u32, u64, u32)>) {
+    /// The window's page numbers come with it, by page index, for the policy to read.
+    fn close_window(&mut self) -> (Vec<Cell>, Vec<(u32, u64)>) {
         let mut pending: Vec<((u32, u32, u64), Pending)> = self.current.drain().collect();
         self.current.shrink_to(pending.len() / 2);
         pending.sort_unstable_by_key(|(key, p)| (p.first_ns, *key));
@@ -339,7 +338,7 @@ impl Engine {
             if new {
                 new_pages.push(self.thread_node[thread as usize]);
             }
-            numbers.push((page, number, pid));
+            numbers.push((page, number));
             cells.push(Cell {
                 page,
                 thread,
@@ -453,12 +452,14 @@ impl Engine {
 
     /// The policy's step on the epoch's window: its thread moves made at once, its page moves
     /// added to the backlog; how many page moves it decided.
-    fn decide(&mut self, cells: &[Cell], numbers: &[(u32, u64, u32)]) -> u64 {
+    fn decide(&mut self, cells: &[Cell], numbers: &[(u32, u64)]) -> u64 {
         let table = &self.pages;
-        // The policy asks for the numbers of the window's pages only, and for pages near them.
-        let of = |p: u32| numbers.binary_search_by_key(&p, |n| n.0).ok();
-        let page_number = |p: u32| of(p).map_or(0, |i| numbers[i].1);
-        let page_at = |p: u32, number: u64| table.get(numbers[of(p)?].2, number);
+        // The policy asks for the numbers of the window's pages only.
+        let page_number = |p: u32| {
+            numbers
+                .binary_search_by_key(&p, |n| n.0)
+                .map_or(0, |i| numbers[i].1)
+        };
         let step = self.stepper.step(
             &StepInput {
                 machine: &self.machine,
@@ -466,7 +467,6 @@ impl Engine {
                 threads: &self.thread_node,
                 pages: table.len(),
                 page_number: &page_number,
-                page_at: &page_at,
                 page_size: self.page_size,
                 window_ns: self.opts.epoch_ns,
                 sample_period: 1,

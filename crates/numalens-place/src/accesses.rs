@@ -147,16 +147,6 @@ pub struct Accesses {
 }
 
 impl Accesses {
-    /// The index of page `number` of process `pid`, if the run has it (pages are sorted by
-    /// (pid, number)).
-    pub fn page_at(&self, pid: u32, number: u64) -> Option<u32> {
-        let at = self
-            .pages
-            .partition_point(|p| (p.pid, p.number) < (pid, number));
-        let page = self.pages.get(at)?;
-        (page.pid == pid && page.number == number).then_some(at as u32)
-    }
-
     /// Sum of every access counted.
     pub fn total(&self) -> u64 {
         self.pages

@@ -39,21 +39,10 @@ pub struct KmafParams {
     /// ones four to one. 0 keeps the counts of the whole run (the paper leaves ageing open).
     #[serde(default = "default_age_shift")]
     pub age_shift: u32,
-    /// Online kMAF moves with their neighbours the pages of a window's gaps: a page no sample
-    /// of the window touched, between two pages of its process at most this many pages apart
-    /// that the window moved by locality from its node to one same node, goes with them.
-    /// Sparse samples name only some of a range's pages each window; the rest would follow a
-    /// window or more later. 0 moves sampled pages only, as the paper does.
-    #[serde(default = "default_fill_gap_pages")]
-    pub fill_gap_pages: u32,
 }
 
 fn default_age_shift() -> u32 {
     1
-}
-
-fn default_fill_gap_pages() -> u32 {
-    4
 }
 
 impl Default for KmafParams {
@@ -64,7 +53,6 @@ impl Default for KmafParams {
             map_threads: true,
             min_threads_to_map: 4,
             age_shift: default_age_shift(),
-            fill_gap_pages: default_fill_gap_pages(),
         }
     }
 }

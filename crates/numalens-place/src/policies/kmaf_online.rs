@@ -42,56 +42,6 @@ pub struct Online {
     to_node: Vec<Vec<u64>>,
     remaps: usize,
     thread_moves: usize,
-    /// Pages moved with their neighbours (`fill_gaps`).
-    filled: usize,
-}
-
-/// A page a window moved by kMAF's locality rule.
-struct LocalityMove {
-    number: u64,
-    page: u32,
-    from: usize,
-    to: usize,
-}
-
-/// The pages of the window's gaps, moved with their neighbours: between two pages of one
-/// process at most `gap` pages apart that the window moved by locality from one node to one
-/// node, each page known but not touched in the window that is still on that first node goes
-/// where they went. `touched` is sorted; `moves` is sorted here by page number.
-fn fill_gaps(
-    pages: &mut PageNodes,
-    moves: &mut [LocalityMove],
-    touched: &[u32],
-    gap: u32,
-    input: &StepInput,
-) -> Vec<Move> {
-    let mut filled = Vec::new();
-    if gap == 0 {
-        return filled;
-    }
-    moves.sort_unstable_by_key(|m| (m.number, m.page));
-    for (i, low) in moves.iter().enumerate() {
-        let reach = low.number.saturating_add(u64::from(gap) + 1);
-        // The next move of the same process (numbers alone may name pages of two).
-        let next = moves[i + 1..]
-            .iter()
-            .take_while(|m| m.number <= reach)
-            .find(|m| (input.page_at)(low.page, m.number) == Some(m.page));
-        let Some(high) = next else { continue };
-        if (low.from, low.to) != (high.from, high.to) {
-            continue;
-        }
-        for number in low.number + 1..high.number {
-            let Some(page) = (input.page_at)(low.page, number) else {
-                continue;
-            };
-            if touched.binary_search(&page).is_err() && pages.get(page) == low.from {
-                pages.set(page, low.to);
-                filled.push(Move::migrate(page, low.to));
-            }
-        }
-    }
-    filled
 }
 
 impl Online {
@@ -138,8 +88,7 @@ impl Online {
         }
         let mut step = Step::default();
         let mut row = vec![0u64; n];
-        let mut by_locality: Vec<LocalityMove> = Vec::new();
-        for &page in &touched {
+        for page in touched {
             nv.counts(page, &mut row);
             let number = (input.page_number)(page);
             let decision = kmaf_decide(&row, number, &memory, &input.params.kmaf);
@@ -147,26 +96,10 @@ impl Online {
                 KmafDecision::Locality(t) | KmafDecision::Balance(t) => t,
                 KmafDecision::None => continue,
             };
-            let from = self.pages.get(page);
-            if from != target {
+            if self.pages.get(page) != target {
                 self.pages.set(page, target);
                 step.moves.push(Move::migrate(page, target));
-                if matches!(decision, KmafDecision::Locality(_)) {
-                    by_locality.push(LocalityMove {
-                        number,
-                        page,
-                        from,
-                        to: target,
-                    });
-                }
             }
-        }
-        let gap = input.params.kmaf.fill_gap_pages;
-        let filled = fill_gaps(&mut self.pages, &mut by_locality, &touched, gap, input);
-        if !filled.is_empty() {
-            self.filled += filled.len();
-            step.moves.extend(filled);
-            step.moves.sort_unstable_by_key(|m| m.page);
         }
         add_communication(&mut self.comm, cells);
         if !input.last {
@@ -209,17 +142,6 @@ impl Online {
     }
 
     pub(super) fn notes(&self) -> Vec<String> {
-        let mut notes = self.remap_notes();
-        if self.filled > 0 {
-            notes.push(format!(
-                "{} pages moved with their sampled neighbours (kmaf.fill_gap_pages)",
-                self.filled
-            ));
-        }
-        notes
-    }
-
-    fn remap_notes(&self) -> Vec<String> {
         vec![if self.remaps == 0 {
             "threads stay on the default spread: no remap by communication paid".to_string()
         } else {
@@ -327,7 +249,7 @@ fn add_communication(comm: &mut [Vec<u64>], cells: &[Cell]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accesses::{Accesses, Cell, Page};
+    use crate::accesses::{Accesses, Page};
     use crate::fixture::{self, cell, exact};
     use crate::layout::spread_threads;
     use crate::policies::Params;
@@ -353,88 +275,6 @@ mod tests {
             1_000_000,
             vec![window; 3],
         )
-    }
-
-    /// Pages of process 1 numbered 1000.. then process 2's with the same numbers, first touched
-    /// by thread 0 (thread 1 for those in `on_node_1`); window 0: thread 0 touches the others
-    /// of process 1; window 1: thread 2 uses the pages of process 1 in `sampled` a lot and those
-    /// in `barely` a little, and process 2's page 1001 (1001 in what the tests compare).
-    fn sparse(count: u64, sampled: &[u64], barely: &[u64], on_node_1: &[u64]) -> Accesses {
-        let page = |pid: u32, number: u64| Page {
-            pid,
-            number: 1000 + number,
-            first_toucher: Some(u32::from(on_node_1.contains(&number) && pid == 1)),
-            ..Page::default()
-        };
-        let pages: Vec<Page> = (0..count)
-            .map(|n| page(1, n))
-            .chain((0..count).map(|n| page(2, n)))
-            .collect();
-        let init = (0..count)
-            .filter(|n| !on_node_1.contains(n))
-            .map(|n| cell(n as u32, 0, 0, 100))
-            .collect();
-        let mut used: Vec<Cell> = sampled
-            .iter()
-            .map(|&n| cell(n as u32, 2, 1000, 0))
-            .chain(barely.iter().map(|&n| cell(n as u32, 2, 1, 0)))
-            .collect();
-        used.push(cell(count as u32 + 1, 2, 1000, 0));
-        exact(
-            fixture::threads(1, 100, 4),
-            Vec::new(),
-            pages,
-            1_000_000,
-            vec![init, used],
-        )
-    }
-
-    fn moved_in_window_1(a: &Accesses, fill_gap_pages: u32) -> Vec<u64> {
-        let m = machine("machine-b");
-        let mut params = Params::default();
-        params.kmaf.fill_gap_pages = fill_gap_pages;
-        let threads = [0, 1, 2, 3];
-        let input = Input {
-            accesses: a,
-            machine: &m,
-            threads: &threads,
-            params: &params,
-        };
-        let s = schedule(&input);
-        assert!(s.moves[0].is_empty(), "{:?}", s.moves[0]);
-        assert!(s.moves[1].iter().all(|m| m.to == 2), "{:?}", s.moves[1]);
-        s.moves[1]
-            .iter()
-            .map(|m| &a.pages[m.page as usize])
-            // Process 2's pages from 1000 on.
-            .map(|p| p.number - 1000 + 1000 * u64::from(p.pid - 1))
-            .collect()
-    }
-
-    #[test]
-    fn a_range_sampled_every_third_page_moves_whole_in_the_window_that_shows_its_user() {
-        let sampled: Vec<u64> = (0..64).step_by(3).collect();
-        let a = sparse(64, &sampled, &[], &[]);
-        let mut only_sampled = sampled.clone();
-        only_sampled.push(1001); // process 2's page, its own sample.
-        assert_eq!(moved_in_window_1(&a, 0), only_sampled);
-        let mut all: Vec<u64> = (0..=63).collect();
-        all.push(1001);
-        let mut moved = moved_in_window_1(&a, 4);
-        moved.sort_unstable();
-        assert_eq!(moved, all);
-    }
-
-    #[test]
-    fn only_untouched_pages_of_the_first_node_between_close_neighbours_are_filled() {
-        // Gaps: 1–2 holds a page the window barely touched (1: kMAF's own call, no move) and one
-        // on node 1 (2); 5–9 is wider than 4 pages; 11 is filled; 13–14 are the last sampled
-        // page's right side, never filled. Process 2's pages 1010–1012 share the numbers of
-        // the gap 11 and are left alone.
-        let a = sparse(16, &[0, 3, 4, 10, 12], &[1], &[2]);
-        let mut moved = moved_in_window_1(&a, 4);
-        moved.sort_unstable();
-        assert_eq!(moved, vec![0, 3, 4, 10, 11, 12, 1001]);
     }
 
     #[test]

@@ -63,15 +63,13 @@ fn peak_bytes_per_page(policy: Policy, m: &Machine, shared_every: u32) -> (f64, 
         } else if w == 1 {
             stepper.add_pages(&initial[half..]);
         }
-        let known = if w == 0 { half } else { PAGES as usize };
         let step = stepper.step(
             &StepInput {
                 machine: m,
                 params: &params,
                 threads: &threads,
-                pages: known,
+                pages: if w == 0 { half } else { PAGES as usize },
                 page_number: &number,
-                page_at: &|_, n| u32::try_from(n).ok().filter(|&p| (p as usize) < known),
                 page_size: 4096,
                 window_ns: 1_000_000,
                 sample_period: 1,

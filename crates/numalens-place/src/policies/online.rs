@@ -19,11 +19,8 @@ pub struct StepInput<'a> {
     pub threads: &'a [usize],
     /// Pages known so far (what [`Stepper::add_pages`] was given in all).
     pub pages: usize,
-    /// The virtual page number of a page index (of the window's pages).
+    /// The virtual page number of a page index.
     pub page_number: &'a dyn Fn(u32) -> u64,
-    /// The index of the page numbered `number` in the process of page `of` (one of the
-    /// window's pages), when it is known (a live run knows the pages seen so far).
-    pub page_at: &'a dyn Fn(u32, u64) -> Option<u32>,
     pub page_size: u64,
     pub window_ns: u64,
     /// Accesses one sample stands for (see `Accesses::sample_period`).
@@ -125,7 +122,6 @@ pub(super) fn run_batch(policy: Policy, input: &Input, base: Schedule) -> Schedu
     };
     stepper.add_pages(&base.initial.page_node);
     let page_number = |p: u32| a.pages[p as usize].number;
-    let page_at = |of: u32, number: u64| a.page_at(a.pages[of as usize].pid, number);
     let mut moves = Vec::with_capacity(windows);
     let mut thread_moves = Vec::with_capacity(windows);
     for (w, cells) in a.windows.cells.iter().enumerate() {
@@ -136,7 +132,6 @@ pub(super) fn run_batch(policy: Policy, input: &Input, base: Schedule) -> Schedu
                 threads: input.threads,
                 pages: a.pages.len(),
                 page_number: &page_number,
-                page_at: &page_at,
                 page_size: a.page_size,
                 window_ns: a.windows.length_ns,
                 sample_period: a.sample_period,

@@ -88,11 +88,6 @@ fn incremental(
             .collect();
         stepper.add_pages(&initial);
         known = upto;
-        // Live, only the pages seen so far have indices.
-        let page_at = |of: u32, number: u64| {
-            a.page_at(a.pages[of as usize].pid, number)
-                .filter(|&p| (p as usize) < known)
-        };
         out.push(stepper.step(
             &StepInput {
                 machine: m,
@@ -100,7 +95,6 @@ fn incremental(
                 threads,
                 pages: known,
                 page_number: &page_number,
-                page_at: &page_at,
                 page_size: a.page_size,
                 window_ns: a.windows.length_ns,
                 sample_period: a.sample_period,
