@@ -253,6 +253,11 @@ pub fn hotspot() -> Scenario {
 /// Each thread its rows (one page each); the first and last row of a block are read by the
 /// neighbouring thread.
 pub fn stencil() -> Scenario {
+    stencil_with_edge_reads(2048)
+}
+
+/// `stencil()` whose neighbours read each edge page `reads` times.
+pub fn stencil_with_edge_reads(reads: u64) -> Scenario {
     let mut s = Scenario::default();
     let u = s.object("u", 64 * PAGE);
     for (p, at) in pages(u, 64) {
@@ -260,10 +265,10 @@ pub fn stencil() -> Scenario {
         s.count(t, at, 6144, 2560, p);
         let block = p % 16;
         if block == 0 && t > 0 {
-            s.count(t - 1, at, 2048, 0, 1000 + p);
+            s.count(t - 1, at, reads, 0, 1000 + p);
         }
         if block == 15 && t + 1 < THREADS {
-            s.count(t + 1, at, 2048, 0, 1000 + p);
+            s.count(t + 1, at, reads, 0, 1000 + p);
         }
     }
     s

@@ -90,11 +90,21 @@ fn data_words(kind: &str) -> &str {
     }
 }
 
+/// A percentage in whole points, or to two significant digits below one point (a threshold of
+/// 0.1 % is not "0%").
+fn percent(p: f64) -> String {
+    if p >= 1.0 || p <= 0.0 || !p.is_finite() {
+        return format!("{p:.0}%");
+    }
+    let decimals = (1.0 - p.log10().floor()).min(6.0) as usize;
+    format!("{p:.decimals$}%")
+}
+
 fn test_words(t: &BasisTest) -> String {
     let share = t.measure.contains("share") || t.measure.ends_with("ratio");
     let number = |v: f64| {
         if share {
-            format!("{:.0}%", 100.0 * v)
+            percent(100.0 * v)
         } else if v.fract() == 0.0 {
             format!("{v:.0}")
         } else {
@@ -117,6 +127,14 @@ fn test_words(t: &BasisTest) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shares_below_one_point_keep_two_significant_digits() {
+        let words = |v, threshold| test_words(&share_at_least("x_share", v, threshold, None));
+        assert_eq!(words(0.0216, 0.001), "x share 2% ≥ 0.10%");
+        assert_eq!(words(0.00026, 0.001), "x share 0.026% ≥ 0.10%");
+        assert_eq!(words(0.0, 0.5), "x share 0% ≥ 50%");
+    }
 
     #[test]
     fn a_share_from_samples_says_its_samples_and_bound() {

@@ -15,6 +15,7 @@ pub(crate) const THRESHOLDS: Thresholds = Thresholds {
     read_ratio: 0.75,
     hotspot_cv: 0.5,
     neighbour_share: 0.9,
+    min_communication_share: 0.001,
     false_sharing_share: 0.1,
     hammer_writes_per_word: HAMMER_WRITES_PER_WORD,
     confidence: crate::stats::CONFIDENCE,

@@ -258,8 +258,10 @@ fn neighbours(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
     let comm = agg.neighbour_comm.saturating_add(agg.other_comm);
     let on = agg.communicating;
     let share = THRESHOLDS.neighbour_share;
+    let comm_share = comm as f64 / acc.max(1) as f64;
     if comm == 0
         || agg.neighbour_pairs < 2
+        || comm_share < THRESHOLDS.min_communication_share
         || !judge.reaches_on(agg.neighbour_comm, comm, on, acc, share)
     {
         return None;
@@ -271,6 +273,7 @@ fn neighbours(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
             agg.neighbour_comm as f64 / comm as f64,
         ),
         ("communication", comm as f64),
+        ("communication_share", comm_share),
     ];
     evidence.extend(judge.evidence_on(agg.neighbour_comm, comm, on, acc));
     Some(Fired {
@@ -281,6 +284,11 @@ fn neighbours(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
         data_count: None,
         tests: vec![
             at_least("neighbour_pairs", agg.neighbour_pairs as f64, 2.0),
+            at_least(
+                "communication_share",
+                comm_share,
+                THRESHOLDS.min_communication_share,
+            ),
             judge.test_on(
                 "neighbour_communication_share",
                 agg.neighbour_comm,

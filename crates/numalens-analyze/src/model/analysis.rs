@@ -110,6 +110,10 @@ pub struct Thresholds {
     /// Neighbour sharing: communication between logical neighbours is at least this share of the
     /// object's communication (kMAF/SPCD pairs).
     pub neighbour_share: f64,
+    /// Neighbour sharing: the object's communication is at least this share of its accesses;
+    /// below it no thread mapping changes its time.
+    #[serde(default = "default_min_communication_share")]
+    pub min_communication_share: f64,
     /// False sharing: lines written by several threads at distinct bytes hold at least this share
     /// of the object's writes.
     pub false_sharing_share: f64,
@@ -129,6 +133,10 @@ fn default_confidence() -> f64 {
 }
 
 /// `mismatch_share` of a model written before it was a threshold of its own: the majority.
+fn default_min_communication_share() -> f64 {
+    0.001
+}
+
 fn default_mismatch_share() -> f64 {
     0.5
 }
