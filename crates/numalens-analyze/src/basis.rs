@@ -91,12 +91,19 @@ fn data_words(kind: &str) -> &str {
 }
 
 /// A percentage in whole points, or to two significant digits below one point (a threshold of
-/// 0.1 % is not "0%").
+/// 0.1 % is not "0%"), in scientific notation below 0.0001 point.
 fn percent(p: f64) -> String {
-    if p >= 1.0 || p <= 0.0 || !p.is_finite() {
+    if !p.is_finite() || p <= 0.0 || p >= 0.995 {
         return format!("{p:.0}%");
     }
-    let decimals = (1.0 - p.log10().floor()).min(6.0) as usize;
+    if p < 1e-4 {
+        return format!("{p:.1e}%");
+    }
+    let mut decimals = (1.0 - p.log10().floor()) as usize;
+    // 0.0999 rounds up to a third digit: one decimal fewer.
+    if (p * 10f64.powi(decimals as i32)).round() >= 100.0 {
+        decimals -= 1;
+    }
     format!("{p:.decimals$}%")
 }
 
@@ -134,6 +141,16 @@ mod tests {
         assert_eq!(words(0.0216, 0.001), "x share 2% ≥ 0.10%");
         assert_eq!(words(0.00026, 0.001), "x share 0.026% ≥ 0.10%");
         assert_eq!(words(0.0, 0.5), "x share 0% ≥ 50%");
+        for (share, text) in [
+            (0.0099999, "1%"),
+            (0.00996, "1%"),
+            (0.0009999, "0.10%"),
+            (0.000999, "0.10%"),
+            (0.00994, "0.99%"),
+            (1e-9, "1.0e-7%"),
+        ] {
+            assert_eq!(percent(100.0 * share), text, "{share}");
+        }
     }
 
     #[test]

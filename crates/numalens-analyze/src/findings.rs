@@ -273,7 +273,7 @@ fn neighbours(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
             agg.neighbour_comm as f64 / comm as f64,
         ),
         ("communication", comm as f64),
-        ("communication_share", comm_share),
+        ("communication_access_share", comm_share),
     ];
     evidence.extend(judge.evidence_on(agg.neighbour_comm, comm, on, acc));
     Some(Fired {
@@ -285,7 +285,7 @@ fn neighbours(agg: &ObjAgg, acc: u64, judge: Judge) -> Option<Fired> {
         tests: vec![
             at_least("neighbour_pairs", agg.neighbour_pairs as f64, 2.0),
             at_least(
-                "communication_share",
+                "communication_access_share",
                 comm_share,
                 THRESHOLDS.min_communication_share,
             ),

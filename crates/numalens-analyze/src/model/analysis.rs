@@ -110,8 +110,8 @@ pub struct Thresholds {
     /// Neighbour sharing: communication between logical neighbours is at least this share of the
     /// object's communication (kMAF/SPCD pairs).
     pub neighbour_share: f64,
-    /// Neighbour sharing: the object's communication is at least this share of its accesses;
-    /// below it no thread mapping changes its time.
+    /// Neighbour sharing: the object's communication is at least this share of its accesses
+    /// (what co-locating the threads can save at most); a point estimate on samples.
     #[serde(default = "default_min_communication_share")]
     pub min_communication_share: f64,
     /// False sharing: lines written by several threads at distinct bytes hold at least this share
@@ -132,11 +132,13 @@ fn default_confidence() -> f64 {
     crate::stats::CONFIDENCE
 }
 
-/// `mismatch_share` of a model written before it was a threshold of its own: the majority.
+/// `min_communication_share` of a model written before it existed: its findings were judged
+/// without it.
 fn default_min_communication_share() -> f64 {
-    0.001
+    0.0
 }
 
+/// `mismatch_share` of a model written before it was a threshold of its own: the majority.
 fn default_mismatch_share() -> f64 {
     0.5
 }
