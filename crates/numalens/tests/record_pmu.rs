@@ -412,9 +412,11 @@ fn a_killed_stand_in_recording_is_recovered_with_its_spilled_samples() {
         m
     });
     // The worker's two threads write a fresh 4 MiB mapping every round: the spill of the first
-    // 300 ms holds their loads, and as many first touches and faults from the other ring.
+    // 300 ms holds their loads, and first touches and faults from the other ring. How many
+    // rounds fit in 300 ms depends on the machine's load (834 loads beside other tests, a few
+    // thousand alone); none would mean the spill lost them.
     let loads = by_kind.get(&SampleKind::Load).copied().unwrap_or(0);
-    assert!(loads > 1000, "{by_kind:?}");
+    assert!(loads > 100, "{by_kind:?}");
     let threads = |kind| -> BTreeSet<u32> {
         samples
             .iter()
