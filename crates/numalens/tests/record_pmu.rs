@@ -389,7 +389,15 @@ fn a_killed_stand_in_recording_is_recovered_with_its_spilled_samples() {
     let out = dir.path().join("recorded.out");
     let mut cmd = record_command(&worker, "pmu", &profile, &out);
     cmd.env(STAND_IN.0, STAND_IN.1);
-    killed_mid_run(cmd, &profile, &out, &native);
+    // Killed once the spill holds some of the run (the loop writes it every 100 ms of its own
+    // turns, which a loaded machine delays).
+    killed_at(
+        cmd,
+        &profile,
+        &out,
+        &native,
+        KillAt::SpillAtLeast(64 * 1024),
+    );
     // The program has written its output; its exit may still be under way.
     let waiting = std::time::Instant::now();
     let (status, stderr) = loop {
@@ -411,10 +419,8 @@ fn a_killed_stand_in_recording_is_recovered_with_its_spilled_samples() {
         *m.entry(s.kind).or_insert(0u64) += 1;
         m
     });
-    // The worker's two threads write a fresh 4 MiB mapping every round: the spill of the first
-    // 300 ms holds their loads, and first touches and faults from the other ring. How many
-    // rounds fit in 300 ms depends on the machine's load (834 loads beside other tests, a few
-    // thousand alone); none would mean the spill lost them.
+    // The worker's two threads write a fresh 4 MiB mapping every round: the spill holds their
+    // loads, and first touches and faults from the other ring; none would mean it lost them.
     let loads = by_kind.get(&SampleKind::Load).copied().unwrap_or(0);
     assert!(loads > 100, "{by_kind:?}");
     let threads = |kind| -> BTreeSet<u32> {

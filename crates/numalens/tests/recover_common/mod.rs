@@ -63,6 +63,12 @@ pub fn native_output(worker: &Path, dir: &Path) -> String {
 pub enum KillAt {
     /// This long after it started.
     After(Duration),
+    /// This long after the program started (wrote its start marker): a loaded machine can
+    /// take longer than that to start the recorder and the program.
+    AfterProgramStart(Duration),
+    /// Once the recorder's spill (`.events/recorder.spill`) holds this many bytes: what a
+    /// recovery must find, whatever the machine's load did to the recorder's turns.
+    SpillAtLeast(u64),
     /// This long after the program wrote its output: while the profile is written.
     AfterProgram(Duration),
 }
@@ -104,15 +110,27 @@ pub fn record_command(worker: &Path, backend: &str, profile: &Path, out: &Path) 
     cmd
 }
 
-/// Runs `cmd` (a recording of the worker), killed 300 ms after it started, and checks that it
-/// was killed and that the program wrote `native`, what it writes undisturbed.
+/// Runs `cmd` (a recording of the worker), killed 300 ms after the program started, and checks
+/// that it was killed and that the program wrote `native`, what it writes undisturbed.
 pub fn killed_mid_run(cmd: Command, profile: &Path, out: &Path, native: &str) -> Recording {
-    let rec = record_with(
+    killed_at(
         cmd,
         profile,
         out,
-        Some(KillAt::After(Duration::from_millis(300))),
-    );
+        native,
+        KillAt::AfterProgramStart(Duration::from_millis(300)),
+    )
+}
+
+/// [`killed_mid_run`], killed at `kill`.
+pub fn killed_at(
+    cmd: Command,
+    profile: &Path,
+    out: &Path,
+    native: &str,
+    kill: KillAt,
+) -> Recording {
+    let rec = record_with(cmd, profile, out, Some(kill));
     assert!(
         rec.killed,
         "the recording ended before it was killed: make ROUNDS larger"
@@ -135,11 +153,16 @@ pub fn record_with(
         .spawn()
         .expect("start numalens record");
     let started = Instant::now();
+    let mut program_started: Option<Instant> = None;
     let mut program_ended: Option<Instant> = None;
     let mut killed = false;
+    let marker = started_marker(out);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
+        }
+        if program_started.is_none() && marker.exists() {
+            program_started = Some(Instant::now());
         }
         if program_ended.is_none() && out.exists() {
             program_ended = Some(Instant::now());
@@ -147,6 +170,11 @@ pub fn record_with(
         let due = match kill {
             None => false,
             Some(KillAt::After(d)) => started.elapsed() >= d,
+            Some(KillAt::AfterProgramStart(d)) => program_started.is_some_and(|t| t.elapsed() >= d),
+            Some(KillAt::SpillAtLeast(bytes)) => {
+                std::fs::metadata(profile.join(".events/recorder.spill"))
+                    .is_ok_and(|m| m.len() >= bytes)
+            }
             Some(KillAt::AfterProgram(d)) => program_ended.is_some_and(|t| t.elapsed() >= d),
         };
         if due {
