@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use numalens_assemble::spill::SPILL_FILE;
+use numalens_format::EVENTS_DIR;
+
 /// Rounds of the worker: about half a second of program under the recorder.
 pub const ROUNDS: &str = "40";
 
@@ -172,8 +175,8 @@ pub fn record_with(
             Some(KillAt::After(d)) => started.elapsed() >= d,
             Some(KillAt::AfterProgramStart(d)) => program_started.is_some_and(|t| t.elapsed() >= d),
             Some(KillAt::SpillAtLeast(bytes)) => {
-                std::fs::metadata(profile.join(".events/recorder.spill"))
-                    .is_ok_and(|m| m.len() >= bytes)
+                let spill = profile.join(EVENTS_DIR).join(SPILL_FILE);
+                std::fs::metadata(spill).is_ok_and(|m| m.len() >= bytes)
             }
             Some(KillAt::AfterProgram(d)) => program_ended.is_some_and(|t| t.elapsed() >= d),
         };
