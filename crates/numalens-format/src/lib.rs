@@ -15,6 +15,7 @@ pub mod error;
 pub mod meta;
 mod migrations;
 mod page_headers;
+mod parallel_encoder;
 mod reader;
 mod rungs;
 pub mod synth;

@@ -46,8 +46,8 @@ pub trait Row: Sized {
     const SINCE_MINOR: u32 = 0;
     const COLUMNS: &'static [ColumnSpec];
     fn schema() -> SchemaRef;
-    /// Column arrays for rows, in `COLUMNS` order.
-    fn to_arrays(rows: &[&Self]) -> Vec<ArrayRef>;
+    /// A write batch of these rows, stored column by column.
+    type Columns: Columns<Self>;
     /// Rows with equal keys are stored next to each other within a write batch (keeping their
     /// order), which lets per-thread columns compress to almost nothing; `None` keeps row order.
     fn cluster_key(&self) -> Option<u64> {
@@ -55,6 +55,23 @@ pub trait Row: Sized {
     }
     /// Rows of a batch that holds every column of the table (extra columns are ignored).
     fn from_batch(batch: &RecordBatch, path: &Path) -> Result<Vec<Self>>;
+}
+
+/// A write batch of rows stored column by column: each row is split into its columns as it comes,
+/// so that building a column's array later reads one contiguous vector, not every row again (a
+/// samples row is over a hundred bytes, and reading every row once per column made the Arrow
+/// columns as costly as their Parquet encoding).
+pub trait Columns<R>: Default + Send + Sync + 'static {
+    fn push(&mut self, row: R);
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn clear(&mut self);
+    /// Room for `rows` rows in every column.
+    fn reserve(&mut self, rows: usize);
+    /// The Arrow array of `column` (an index into `Row::COLUMNS`) of the rows at `order`.
+    fn array(&self, column: usize, order: &[u32]) -> ArrayRef;
 }
 
 /// How the compressed columns of a table are compressed.
@@ -122,7 +139,7 @@ fn is_label(schema: &SchemaRef, column: &str) -> bool {
 macro_rules! table {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident in $table:literal $(since $since:literal)? $(, cluster $row:ident => $key:block)? {
+        pub struct $name:ident in $table:literal $(since $since:literal)?, columns $columns:ident $(, cluster $row:ident => $key:block)? {
             $( #[doc = $doc:literal] pub $field:ident : $ty:ty => $enc:ident, )*
         }
     ) => {
@@ -130,8 +147,38 @@ macro_rules! table {
         #[derive(Debug, Clone, PartialEq)]
         pub struct $name { $( #[doc = $doc] pub $field: $ty, )* }
 
+        #[doc = concat!("A write batch of [`", stringify!($name), "`] rows, column by column.")]
+        #[derive(Debug, Default)]
+        pub struct $columns { $( $field: Vec<$ty>, )* }
+
+        impl $crate::table::Columns<$name> for $columns {
+            fn push(&mut self, row: $name) {
+                $( self.$field.push(row.$field); )*
+            }
+            fn len(&self) -> usize {
+                [$( self.$field.len(), )*][0]
+            }
+            fn clear(&mut self) {
+                $( self.$field.clear(); )*
+            }
+            fn reserve(&mut self, rows: usize) {
+                $( self.$field.reserve_exact(rows); )*
+            }
+            fn array(&self, column: usize, order: &[u32]) -> arrow_array::ArrayRef {
+                use $crate::columns::ColumnValue;
+                type Build<C> = fn(&C, &[u32]) -> arrow_array::ArrayRef;
+                let builds: &[Build<Self>] = &[$(
+                    |c, order| <$ty as ColumnValue>::build(
+                        order.iter().map(|&i| &c.$field[i as usize]),
+                    ),
+                )*];
+                builds[column](self, order)
+            }
+        }
+
         impl $crate::table::Row for $name {
             const TABLE: &'static str = $table;
+            type Columns = $columns;
             $( const SINCE_MINOR: u32 = $since; )?
             const COLUMNS: &'static [$crate::table::ColumnSpec] = &[$(
                 $crate::table::ColumnSpec {
@@ -157,11 +204,6 @@ macro_rules! table {
                         <$ty as ColumnValue>::nullable(),
                     ),
                 )*]))
-            }
-
-            fn to_arrays(rows: &[&Self]) -> Vec<arrow_array::ArrayRef> {
-                use $crate::columns::ColumnValue;
-                vec![$( <$ty as ColumnValue>::build(rows.iter().map(|r| &r.$field)), )*]
             }
 
             fn from_batch(

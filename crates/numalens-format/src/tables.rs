@@ -70,7 +70,7 @@ label_enum! {
 
 table! {
     /// One sampled memory access (or page fault).
-    pub struct Sample in "samples", cluster s => { ((s.pid as u64) << 32) | s.tid as u64 } {
+    pub struct Sample in "samples", columns SampleColumns, cluster s => { ((s.pid as u64) << 32) | s.tid as u64 } {
         /// Time in ns since the profile's clock origin (`meta.json` `clock`); non-decreasing within a thread.
         pub time_ns: u64 => Delta,
         /// Process id.
@@ -104,7 +104,7 @@ table! {
 
 table! {
     /// One thread of the profiled program.
-    pub struct Thread in "threads" {
+    pub struct Thread in "threads", columns ThreadColumns {
         /// Process id.
         pub pid: u32 => Dict,
         /// Kernel thread id.
@@ -126,7 +126,7 @@ table! {
 
 table! {
     /// One frame of an allocation call site; a site has one row per frame.
-    pub struct SiteFrame in "sites" {
+    pub struct SiteFrame in "sites", columns SiteFrameColumns {
         /// Stable site key: hash of (module build id, offset) of every frame; survives ASLR.
         pub site_key: u64 => Dict,
         /// Frame depth, 0 = the allocation call itself; functions inlined at a return address are frames of their own, at the same offset.
@@ -156,7 +156,7 @@ pub fn is_system_source(file: &str) -> bool {
 
 table! {
     /// A data object: heap block, mapping, static variable, stack, TLS block, file mapping.
-    pub struct Object in "objects" {
+    pub struct Object in "objects", columns ObjectColumns {
         /// Object id, unique within the profile; samples refer to it.
         pub object_id: u64 => Plain,
         /// Process id.
@@ -182,7 +182,7 @@ table! {
 
 table! {
     /// Exact per-thread access counts of one page (instrumentation backend).
-    pub struct PageStat in "page_stats" {
+    pub struct PageStat in "page_stats", columns PageStatColumns {
         /// Process id.
         pub pid: u32 => Dict,
         /// Kernel thread id.
@@ -202,7 +202,7 @@ table! {
 
 table! {
     /// One placement action: pages moved (or attempted) between nodes.
-    pub struct Migration in "migrations" {
+    pub struct Migration in "migrations", columns MigrationColumns {
         /// Time of the action, ns since the clock origin.
         pub time_ns: u64 => Plain,
         /// Process id.
@@ -226,7 +226,7 @@ table! {
 
 table! {
     /// Where a run of pages was at a moment: the answer of a `move_pages` query.
-    pub struct PageNodes in "page_nodes" {
+    pub struct PageNodes in "page_nodes", columns PageNodesColumns {
         /// Time of the query, ns since the clock origin.
         pub time_ns: u64 => Delta,
         /// Process id.
@@ -249,7 +249,7 @@ table! {
 table! {
     /// Where the instruction of sampled accesses is: one row per distinct (pid, ip) of the samples,
     /// symbolised when the profile was written so it reads on any machine.
-    pub struct CodeLocation in "code_locations" since 1 {
+    pub struct CodeLocation in "code_locations" since 1, columns CodeLocationColumns {
         /// Process id.
         pub pid: u32 => Dict,
         /// Instruction address (`samples.ip`).

@@ -2,39 +2,43 @@
 //! as they fill, and flushed to disk, so memory stays bounded whatever the number of rows.
 //!
 //! A table that outgrows one batch is encoded on a thread of its own from then on: the recorder
-//! keeps producing rows (attributing faults) while the previous batch is encoded and compressed,
-//! which on a two-core machine roughly halves the time to write a large samples table. The
-//! producing thread groups each batch by thread and turns it into Arrow columns itself before it
-//! hands it over: Parquet's encoding and compression are the larger part, and that split keeps
-//! the two threads about equally busy.
+//! keeps producing rows (attributing faults) while earlier batches are grouped by thread, turned
+//! into Arrow columns, encoded and compressed, column by column on two threads
+//! (`parallel_encoder.rs`). The producing thread only hands its rows over: when it had to build
+//! the Arrow columns itself, that was half of its work after a program's end, and it finished
+//! last.
 
 use std::fs::File;
 use std::io::BufWriter;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 use arrow_array::RecordBatch;
 use parquet::arrow::ArrowWriter;
 
-use crate::cluster::clustered;
+use crate::cluster::cluster_order;
 use crate::error::{FormatError, Result};
 use crate::meta::{Completeness, Meta, TableInfo, unix_now_ns};
-use crate::table::{Row, TableSize, writer_properties};
+use crate::parallel_encoder::ParallelEncoder;
+use crate::table::{Columns, Row, TableSize, writer_properties};
 use crate::tables::{
     CodeLocation, Migration, Object, PageNodes, PageStat, Sample, SiteFrame, Thread,
 };
 
-/// Rows converted to Arrow at a time. Small enough to stay in cache-sized buffers, large enough
-/// that per-batch overhead is negligible.
-const BATCH_ROWS: usize = 64 * 1024;
+/// Rows handed to the encoder at a time, and the largest table that is small (LZ4). Small batches
+/// let the encoding start soon after the rows do and leave little to encode after the last one;
+/// their columns are reused once encoded, where 65,536-row batches were faulted in afresh (a fifth
+/// of the recorder's work after a sampled program's end). Per batch, Parquet's overhead is a
+/// few microseconds.
+const BATCH_ROWS: usize = 16 * 1024;
 
 /// Bytes of write buffer per table file: under glibc's mmap threshold.
 const SINK_BUFFER: usize = 64 * 1024;
 
-/// Full batches, as Arrow columns, waiting for the encoding thread: enough to ride out an uneven
-/// batch, few enough to bound memory (a samples batch is a few MiB).
+/// Full batches of rows waiting for the encoding thread: enough to ride out an uneven batch, few
+/// enough to bound memory (a samples batch is a few MiB).
 const QUEUED_BATCHES: usize = 2;
 
 /// Where a table's encoded row groups go: the file alone until the table's size is known (it
@@ -69,7 +73,7 @@ impl<R: Row> BatchEncoder<R> {
         }
     }
 
-    fn encode(&mut self, rows: &[R], size: TableSize) -> Result<()> {
+    fn encode(&mut self, rows: &RowBatch<R>, size: TableSize) -> Result<()> {
         let batch = record_batch(rows, &self.path)?;
         self.write(&batch, size)
     }
@@ -81,67 +85,140 @@ impl<R: Row> BatchEncoder<R> {
             .map_err(|e| FormatError::table(&path, format!("write failed: {e}")))
     }
 
-    /// Writes the footer. A table that never reached a second batch is small.
-    fn close(mut self) -> Result<()> {
-        self.writer(TableSize::Small)?;
+    /// The Parquet writer, for a caller that writes the rows itself.
+    fn into_writer(mut self, size: TableSize) -> Result<ArrowWriter<BufWriter<File>>> {
+        self.writer(size)?;
         let Sink::Parquet(writer) = self.sink else {
             unreachable!("made by writer() above")
         };
-        writer
+        Ok(*writer)
+    }
+
+    /// Writes the footer. A table that never reached a second batch is small.
+    fn close(self) -> Result<()> {
+        let path = self.path.clone();
+        self.into_writer(TableSize::Small)?
             .close()
             .map(|_| ())
-            .map_err(|e| FormatError::table(&self.path, format!("could not finish: {e}")))
+            .map_err(|e| FormatError::table(&path, format!("could not finish: {e}")))
     }
 }
 
 /// A batch of rows grouped by thread (`cluster.rs`) as Arrow columns.
-fn record_batch<R: Row>(rows: &[R], path: &Path) -> Result<RecordBatch> {
-    RecordBatch::try_new(R::schema(), R::to_arrays(&clustered(rows)))
-        .map_err(|e| FormatError::table(path, e.to_string()))
+fn record_batch<R: Row>(rows: &RowBatch<R>, path: &Path) -> Result<RecordBatch> {
+    let order = rows.order();
+    let arrays = (0..R::COLUMNS.len())
+        .map(|column| rows.columns.array(column, &order))
+        .collect();
+    RecordBatch::try_new(R::schema(), arrays).map_err(|e| FormatError::table(path, e.to_string()))
+}
+
+/// Rows waiting to be encoded: their columns, and each row's cluster key.
+struct RowBatch<R: Row> {
+    columns: R::Columns,
+    keys: Vec<Option<u64>>,
+}
+
+impl<R: Row> Default for RowBatch<R> {
+    fn default() -> Self {
+        RowBatch {
+            columns: R::Columns::default(),
+            keys: Vec::new(),
+        }
+    }
+}
+
+impl<R: Row> RowBatch<R> {
+    fn push(&mut self, row: R) {
+        self.keys.push(row.cluster_key());
+        self.columns.push(row);
+    }
+
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Room for `rows` more rows; a no-op when there is (a batch given back is reused).
+    fn reserve(&mut self, rows: usize) {
+        self.keys.reserve_exact(rows);
+        self.columns.reserve(rows);
+    }
+
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.columns.clear();
+    }
+
+    /// The rows grouped by thread (`cluster.rs`).
+    fn order(&self) -> Vec<u32> {
+        cluster_order(&self.keys)
+    }
 }
 
 /// Where full batches go: encoded right away, or handed to the table's encoding thread.
-enum Encoder<R> {
+enum Encoder<R: Row> {
     Inline(Box<BatchEncoder<R>>),
     Thread {
-        batches: SyncSender<RecordBatch>,
-        handle: JoinHandle<Result<Box<BatchEncoder<R>>>>,
+        batches: SyncSender<RowBatch<R>>,
+        /// Batches the thread is done with, emptied, to be filled again: a fresh one is a few
+        /// MiB of pages to fault in.
+        emptied: Receiver<RowBatch<R>>,
+        handle: JoinHandle<Result<()>>,
     },
 }
 
-impl<R: Row + Send + 'static> Encoder<R> {
-    fn on_thread(mut encoder: Box<BatchEncoder<R>>) -> Self {
-        let (batches, queue) = sync_channel::<RecordBatch>(QUEUED_BATCHES);
+impl<R: Row + Send + Sync + 'static> Encoder<R> {
+    fn on_thread(encoder: Box<BatchEncoder<R>>) -> Self {
+        let (batches, queue) = sync_channel::<RowBatch<R>>(QUEUED_BATCHES);
+        let (give_back, emptied) = sync_channel::<RowBatch<R>>(QUEUED_BATCHES);
         let handle = std::thread::spawn(move || {
-            for batch in queue {
-                encoder.write(&batch, TableSize::Large)?;
+            let path = encoder.path.clone();
+            let failed = |e: parquet::errors::ParquetError| {
+                FormatError::table(&path, format!("write failed: {e}"))
+            };
+            let writer = encoder.into_writer(TableSize::Large)?;
+            let mut columns = ParallelEncoder::new(writer, R::schema()).map_err(failed)?;
+            for mut batch in queue {
+                columns
+                    .write_batch::<R>(&batch.columns, &batch.order())
+                    .map_err(failed)?;
+                batch.clear();
+                // Full when the producer has enough already: then this one is freed.
+                let _ = give_back.try_send(batch);
             }
-            Ok(encoder)
+            columns
+                .close()
+                .map_err(|e| FormatError::table(&path, format!("could not finish: {e}")))
         });
-        Encoder::Thread { batches, handle }
+        Encoder::Thread {
+            batches,
+            emptied,
+            handle,
+        }
     }
+}
 
-    /// The thread's result once it has ended (after an error, or when the sender is gone).
-    fn join(
-        handle: JoinHandle<Result<Box<BatchEncoder<R>>>>,
-        path: &Path,
-    ) -> Result<Box<BatchEncoder<R>>> {
-        handle
-            .join()
-            .unwrap_or_else(|_| Err(FormatError::table(path, "the encoding thread panicked")))
-    }
+/// The encoding thread's result once it has ended (after an error, or when the sender is gone).
+fn join_encoder(handle: JoinHandle<Result<()>>, path: &Path) -> Result<()> {
+    handle
+        .join()
+        .unwrap_or_else(|_| Err(FormatError::table(path, "the encoding thread panicked")))
 }
 
 /// Writes one table, `TABLE.parquet`.
-pub struct TableWriter<R: Row + Send + 'static> {
+pub struct TableWriter<R: Row + Send + Sync + 'static> {
     path: PathBuf,
     /// `None` only while switching to a thread, or after an encoding error.
     encoder: Option<Encoder<R>>,
-    buffer: Vec<R>,
+    buffer: RowBatch<R>,
     rows: u64,
 }
 
-impl<R: Row + Send + 'static> TableWriter<R> {
+impl<R: Row + Send + Sync + 'static> TableWriter<R> {
     /// Creates `dir/TABLE.parquet`.
     pub fn create(dir: &Path) -> Result<Self> {
         let path = dir.join(format!("{}.parquet", R::TABLE));
@@ -157,15 +234,15 @@ impl<R: Row + Send + 'static> TableWriter<R> {
         Ok(TableWriter {
             path,
             encoder: Some(Encoder::Inline(Box::new(encoder))),
-            buffer: Vec::new(),
+            buffer: RowBatch::default(),
             rows: 0,
         })
     }
 
     /// Appends one row.
     pub fn push(&mut self, row: R) -> Result<()> {
-        if self.buffer.capacity() == 0 {
-            self.buffer.reserve_exact(BATCH_ROWS);
+        if self.buffer.is_empty() {
+            self.buffer.reserve(BATCH_ROWS);
         }
         self.buffer.push(row);
         if self.buffer.len() == BATCH_ROWS {
@@ -186,22 +263,30 @@ impl<R: Row + Send + 'static> TableWriter<R> {
             Some(thread) => thread,
             None => return Err(self.stopped()),
         };
-        let Encoder::Thread { batches, handle } = encoder else {
+        let Encoder::Thread {
+            batches,
+            emptied,
+            handle,
+        } = encoder
+        else {
             unreachable!("switched to a thread above")
         };
-        // Converted here, so the buffer is reused at once; an error leaves the encoder gone.
-        let batch = record_batch(&self.buffer, &self.path)?;
-        let count = self.buffer.len() as u64;
-        self.buffer.clear();
+        let next = emptied.try_recv().unwrap_or_default();
+        let batch = std::mem::replace(&mut self.buffer, next);
+        let count = batch.len() as u64;
         if batches.send(batch).is_err() {
-            // The thread stopped at an error: report it.
+            // The thread stopped at an error (the encoder is gone from now on): report it.
             drop(batches);
-            return Err(Encoder::join(handle, &self.path)
+            return Err(join_encoder(handle, &self.path)
                 .err()
                 .unwrap_or_else(|| self.stopped()));
         }
         self.rows += count;
-        self.encoder = Some(Encoder::Thread { batches, handle });
+        self.encoder = Some(Encoder::Thread {
+            batches,
+            emptied,
+            handle,
+        });
         Ok(())
     }
 
@@ -211,27 +296,33 @@ impl<R: Row + Send + 'static> TableWriter<R> {
 
     /// Writes buffered rows and the Parquet footer; returns the number of rows.
     pub fn finish(mut self) -> Result<u64> {
-        let mut encoder = match self.encoder.take() {
-            Some(Encoder::Inline(encoder)) => encoder,
+        match self.encoder.take() {
+            Some(Encoder::Inline(mut encoder)) => {
+                // Never outgrew one batch: a small table, encoded here.
+                if !self.buffer.is_empty() {
+                    encoder.encode(&self.buffer, TableSize::Small)?;
+                    self.rows += self.buffer.len() as u64;
+                }
+                encoder.close()?;
+            }
             Some(Encoder::Thread {
                 batches, handle, ..
             }) => {
+                // The rest goes to the thread too, whose columns two threads build and encode.
+                let sent = if self.buffer.is_empty() {
+                    Ok(())
+                } else {
+                    self.rows += self.buffer.len() as u64;
+                    batches.send(std::mem::take(&mut self.buffer))
+                };
                 drop(batches);
-                Encoder::join(handle, &self.path)?
+                join_encoder(handle, &self.path)?;
+                if sent.is_err() {
+                    return Err(self.stopped());
+                }
             }
             None => return Err(self.stopped()),
-        };
-        if !self.buffer.is_empty() {
-            // Rows left after batches went to the thread belong to a large table.
-            let size = if self.rows > 0 {
-                TableSize::Large
-            } else {
-                TableSize::Small
-            };
-            encoder.encode(&self.buffer, size)?;
-            self.rows += self.buffer.len() as u64;
         }
-        encoder.close()?;
         Ok(self.rows)
     }
 }
@@ -385,10 +476,10 @@ type FourWriters<A, B, C, D> = (
 /// Creates four table files in `dir`.
 fn create_four<A, B, C, D>(dir: &Path) -> Result<FourWriters<A, B, C, D>>
 where
-    A: Row + Send + 'static,
-    B: Row + Send + 'static,
-    C: Row + Send + 'static,
-    D: Row + Send + 'static,
+    A: Row + Send + Sync + 'static,
+    B: Row + Send + Sync + 'static,
+    C: Row + Send + Sync + 'static,
+    D: Row + Send + Sync + 'static,
 {
     Ok((
         TableWriter::create(dir)?,

@@ -113,6 +113,11 @@ fn projected_parallel_read_sees_every_row() {
         })
         .unwrap();
     assert_eq!(rows.into_inner(), n);
+    // Every row came back, across the row group the encoder closed in the middle of a table.
+    assert_eq!(
+        by_thread(profile.read_all::<Sample>().unwrap()),
+        by_thread(samples)
+    );
 }
 
 /// The codec of every compressed column chunk of `table` in the profile at `dir`.
