@@ -30,8 +30,10 @@ pub(crate) struct ParallelEncoder {
     factory: ArrowRowGroupWriterFactory,
     schema: SchemaRef,
     /// The open row group's column writers, one per field; empty between row groups.
-    columns: Vec<ArrowColumnWriter>,
+    writers: Vec<ArrowColumnWriter>,
     rows_in_group: usize,
+    /// Rows per row group: [`ROW_GROUP_ROWS`] but in tests.
+    group_rows: usize,
 }
 
 impl ParallelEncoder {
@@ -45,8 +47,9 @@ impl ParallelEncoder {
             file,
             factory,
             schema,
-            columns: Vec::new(),
+            writers: Vec::new(),
             rows_in_group: 0,
+            group_rows: ROW_GROUP_ROWS,
         })
     }
 
@@ -59,14 +62,14 @@ impl ParallelEncoder {
     ) -> Result<(), ParquetError> {
         let mut rest = order;
         while !rest.is_empty() {
-            if self.columns.is_empty() {
+            if self.writers.is_empty() {
                 self.open_row_group()?;
             }
-            let take = rest.len().min(ROW_GROUP_ROWS - self.rows_in_group);
+            let take = rest.len().min(self.group_rows - self.rows_in_group);
             let (part, tail) = rest.split_at(take);
             rest = tail;
             let schema = &self.schema;
-            in_parallel(self.columns.iter_mut().enumerate(), |(i, writer)| {
+            in_parallel(self.writers.iter_mut().enumerate(), |(i, writer)| {
                 let array = columns.array(i, part);
                 for leaf in compute_leaves(schema.field(i), &array)? {
                     writer.write(&leaf)?;
@@ -74,7 +77,7 @@ impl ParallelEncoder {
                 Ok(())
             })?;
             self.rows_in_group += take;
-            if self.rows_in_group == ROW_GROUP_ROWS {
+            if self.rows_in_group == self.group_rows {
                 self.close_row_group()?;
             }
         }
@@ -83,33 +86,33 @@ impl ParallelEncoder {
 
     /// Closes the last row group and writes the footer.
     pub(crate) fn close(mut self) -> Result<(), ParquetError> {
-        if !self.columns.is_empty() {
+        if !self.writers.is_empty() {
             self.close_row_group()?;
         }
         self.file.close().map(|_| ())
     }
 
     fn open_row_group(&mut self) -> Result<(), ParquetError> {
-        let columns = self
+        let writers = self
             .factory
             .create_column_writers(self.file.flushed_row_groups().len())?;
         // Field i is column writer i only when every field is one leaf, as in every table here.
-        if columns.len() != self.schema.fields().len() {
+        if writers.len() != self.schema.fields().len() {
             return Err(ParquetError::General(format!(
                 "{} column writers for {} fields: nested fields are not supported",
-                columns.len(),
+                writers.len(),
                 self.schema.fields().len()
             )));
         }
-        self.columns = columns;
+        self.writers = writers;
         self.rows_in_group = 0;
         Ok(())
     }
 
     /// Flushes each column's last page (in parallel too) and appends the chunks in field order.
     fn close_row_group(&mut self) -> Result<(), ParquetError> {
-        let columns = std::mem::take(&mut self.columns);
-        let chunks = in_parallel(columns, ArrowColumnWriter::close)?;
+        let writers = std::mem::take(&mut self.writers);
+        let chunks = in_parallel(writers, ArrowColumnWriter::close)?;
         let mut group = self.file.next_row_group()?;
         for chunk in chunks {
             chunk.append_to_row_group(&mut group)?;
@@ -119,7 +122,8 @@ impl ParallelEncoder {
 }
 
 /// `work` applied to every item, by the calling thread and one helper, each taking the next item
-/// not taken yet; the results in the items' order, or the first error in that order.
+/// not taken yet; the results in the items' order, or the first error in that order. When no
+/// helper can be started (a limit on threads), the calling thread does it all.
 fn in_parallel<T, U, F>(items: impl IntoIterator<Item = T>, work: F) -> Result<Vec<U>, ParquetError>
 where
     T: Send,
@@ -142,7 +146,8 @@ where
     };
     std::thread::scope(|s| {
         if items.len() > 1 {
-            s.spawn(take_and_work);
+            // A helper that cannot be made is no error: its items are left to this thread.
+            let _ = std::thread::Builder::new().spawn_scoped(s, take_and_work);
         }
         take_and_work();
     });
@@ -159,6 +164,70 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::synth::{SynthConfig, SynthSamples};
+    use crate::table::{TableSize, writer_properties};
+    use crate::tables::Sample;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn two_threads_work_at_once() {
+        // Each of the first two items waits until both are being worked: one thread alone
+        // would wait out the deadline on the first.
+        let inside = AtomicUsize::new(0);
+        let met = in_parallel(0..2u32, |_| {
+            inside.fetch_add(1, Ordering::SeqCst);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while inside.load(Ordering::SeqCst) < 2 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(inside.load(Ordering::SeqCst) == 2)
+        })
+        .unwrap();
+        assert_eq!(met, vec![true, true]);
+    }
+
+    #[test]
+    fn row_groups_close_inside_a_batch_and_every_row_comes_back_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("samples.parquet");
+        let file = BufWriter::new(File::create(&path).unwrap());
+        let props = writer_properties::<Sample>(TableSize::Large);
+        let writer = ArrowWriter::try_new(file, Sample::schema(), Some(props)).unwrap();
+        let mut encoder = ParallelEncoder::new(writer, Sample::schema()).unwrap();
+        encoder.group_rows = 1000;
+        let rows: Vec<Sample> = SynthSamples::new(SynthConfig::default())
+            .take(2100)
+            .collect();
+        for batch in rows.chunks(700) {
+            let mut columns = <Sample as Row>::Columns::default();
+            for row in batch {
+                columns.push(row.clone());
+            }
+            let order: Vec<u32> = (0..batch.len() as u32).collect();
+            encoder.write_batch::<Sample>(&columns, &order).unwrap();
+        }
+        encoder.close().unwrap();
+
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        let groups: Vec<i64> = reader
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|g| g.num_rows())
+            .collect();
+        assert_eq!(groups, vec![1000, 1000, 100]);
+        let mut back = Vec::new();
+        for batch in ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
+            .unwrap()
+            .build()
+            .unwrap()
+        {
+            back.extend(Sample::from_batch(&batch.unwrap(), &path).unwrap());
+        }
+        assert_eq!(back, rows);
+    }
 
     #[test]
     fn every_item_is_worked_once_and_results_keep_the_items_order() {

@@ -63,10 +63,6 @@ pub trait Row: Sized {
 /// columns as costly as their Parquet encoding).
 pub trait Columns<R>: Default + Send + Sync + 'static {
     fn push(&mut self, row: R);
-    fn len(&self) -> usize;
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
     fn clear(&mut self);
     /// Room for `rows` rows in every column.
     fn reserve(&mut self, rows: usize);
@@ -77,10 +73,10 @@ pub trait Columns<R>: Default + Send + Sync + 'static {
 /// How the compressed columns of a table are compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableSize {
-    /// More rows than one write batch: zstd level 1, fast, and it halves what the encodings
+    /// At least one full write batch: zstd level 1, fast, and it halves what the encodings
     /// leave.
     Large,
-    /// One batch at most: LZ4_RAW. A zstd compressor and decompressor are made for every column
+    /// Fewer rows than one write batch: LZ4_RAW. A zstd compressor and decompressor are made for every column
     /// of a row group, and making one probes the CPU (`cpuid`, which a VM traps: about 6 us
     /// each here), so zstd cost a small profile's eight tables more to set up than to compress.
     /// LZ4 needs no set-up, and on a few thousand rows the difference in size is a few KiB.
@@ -154,9 +150,6 @@ macro_rules! table {
         impl $crate::table::Columns<$name> for $columns {
             fn push(&mut self, row: $name) {
                 $( self.$field.push(row.$field); )*
-            }
-            fn len(&self) -> usize {
-                [$( self.$field.len(), )*][0]
             }
             fn clear(&mut self) {
                 $( self.$field.clear(); )*

@@ -113,7 +113,7 @@ fn projected_parallel_read_sees_every_row() {
         })
         .unwrap();
     assert_eq!(rows.into_inner(), n);
-    // Every row came back, across the row group the encoder closed in the middle of a table.
+    // Every row came back, across the two row groups the encoder made.
     assert_eq!(
         by_thread(profile.read_all::<Sample>().unwrap()),
         by_thread(samples)
@@ -142,6 +142,17 @@ fn small_tables_use_lz4_and_large_ones_zstd() {
         .collect();
     common::write_samples(&small, &samples[..1000]);
     assert_eq!(codecs(&small, "samples"), ["LZ4_RAW".to_string()].into());
+    // One row short of a full write batch is still small; a full batch is large.
+    let edge = dir.path().join("edge.numalens");
+    common::write_samples(&edge, &samples[..16_383]);
+    assert_eq!(codecs(&edge, "samples"), ["LZ4_RAW".to_string()].into());
+    let full = dir.path().join("full.numalens");
+    common::write_samples(&full, &samples[..16_384]);
+    assert!(
+        codecs(&full, "samples")
+            .iter()
+            .all(|c| c.starts_with("ZSTD"))
+    );
     // A table with no rows is small too, and still a valid file.
     assert_eq!(codecs(&small, "threads"), Default::default());
     assert_eq!(
