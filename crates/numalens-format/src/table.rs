@@ -76,10 +76,11 @@ pub enum TableSize {
     /// At least one full write batch: zstd level 1, fast, and it halves what the encodings
     /// leave.
     Large,
-    /// Fewer rows than one write batch: LZ4_RAW. A zstd compressor and decompressor are made for every column
-    /// of a row group, and making one probes the CPU (`cpuid`, which a VM traps: about 6 us
-    /// each here), so zstd cost a small profile's eight tables more to set up than to compress.
-    /// LZ4 needs no set-up, and on a few thousand rows the difference in size is a few KiB.
+    /// Fewer rows than one write batch: LZ4_RAW. A zstd compressor and decompressor are made for
+    /// every column of a row group, and making one probes the CPU (`cpuid`, which a VM traps:
+    /// about 6 us each here), so zstd cost a small profile's eight tables more to set up than to
+    /// compress. LZ4 needs no set-up, and on a few thousand rows the difference in size is a few
+    /// KiB.
     Small,
 }
 

@@ -74,15 +74,12 @@ impl<R: Row> BatchEncoder<R> {
         }
     }
 
-    fn encode(&mut self, rows: &RowBatch<R>, size: TableSize) -> Result<()> {
+    /// Encodes the rows of a table that never filled a batch (large tables go to a thread).
+    fn encode_small(&mut self, rows: &RowBatch<R>) -> Result<()> {
         let batch = record_batch(rows, &self.path)?;
-        self.write(&batch, size)
-    }
-
-    fn write(&mut self, batch: &RecordBatch, size: TableSize) -> Result<()> {
         let path = self.path.clone();
-        self.writer(size)?
-            .write(batch)
+        self.writer(TableSize::Small)?
+            .write(&batch)
             .map_err(|e| FormatError::table(&path, format!("write failed: {e}")))
     }
 
@@ -302,7 +299,7 @@ impl<R: Row + Send + 'static> TableWriter<R> {
             Some(Encoder::Inline(mut encoder)) => {
                 // Never outgrew one batch: a small table, encoded here.
                 if !self.buffer.is_empty() {
-                    encoder.encode(&self.buffer, TableSize::Small)?;
+                    encoder.encode_small(&self.buffer)?;
                     self.rows += self.buffer.len() as u64;
                 }
                 encoder.close()?;
