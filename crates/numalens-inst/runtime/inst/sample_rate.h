@@ -8,7 +8,9 @@
  * writing was most of the recorder's work after the program's end and a fifth of the program's
  * own slowdown. A thread's first NL_RATE_FREE samples are never capped: a short program's
  * findings rest on all of them (the stencil workload's four threads take 2,000 each in 10 ms,
- * over 200,000 a second, and its neighbour sharing needs them). After those, under the cap, a
+ * over 200,000 a second, and its neighbour sharing needs them; no ground-truth workload's
+ * thread takes more than 4,100). Every free sample is written after the program's end, in
+ * every thread: at 65,536 they were a third of a two-thread heat-3d's samples. After those, under the cap, a
  * thread counts its samples in windows of NL_RATE_WINDOW: when a
  * window came faster than the cap allows, its mean interval doubles; when it came at under a
  * quarter of it, the interval halves again, never below NUMALENS_INST_EVERY. A countdown keeps
@@ -23,7 +25,7 @@
 #include "inst.h"
 
 /** Samples a thread takes before the cap applies. */
-#define NL_RATE_FREE 65536u
+#define NL_RATE_FREE 16384u
 /** Samples per window: a window at the cap of 100,000 per second lasts about 10 ms. */
 #define NL_RATE_WINDOW 1024u
 /** The longest mean interval: weights stay 32-bit. */
