@@ -22,6 +22,7 @@ pub mod placements;
 pub mod procmaps;
 pub mod raw;
 mod rows;
+mod short_names;
 mod sites;
 pub mod spill;
 pub mod stored;

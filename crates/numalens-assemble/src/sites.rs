@@ -5,6 +5,7 @@ use std::path::Path;
 
 use numalens_format::{SiteFrame, distinct_rungs, is_system_source};
 
+use crate::short_names::short_function_name;
 use crate::symbols::{SourceLocation, Symbolizer};
 
 /// A module loaded in a process.
@@ -107,12 +108,16 @@ fn naming_frame(frames: &[SiteFrame]) -> Option<usize> {
 
 /// `function (file:line)`, or `module+offset` without a function name.
 fn frame_name(frame: &SiteFrame) -> String {
-    let function = frame.function.clone().unwrap_or_else(|| {
-        let module = Path::new(&frame.module)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned());
-        format!("{}+{:#x}", module.unwrap_or_default(), frame.offset)
-    });
+    let function = frame
+        .function
+        .as_deref()
+        .map(short_function_name)
+        .unwrap_or_else(|| {
+            let module = Path::new(&frame.module)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            format!("{}+{:#x}", module.unwrap_or_default(), frame.offset)
+        });
     match (&frame.file, frame.line) {
         (Some(file), Some(line)) => {
             let file = Path::new(file)
