@@ -302,11 +302,15 @@ pub(crate) fn finding_object(o: &Object, sites: &HashMap<u64, SiteReport>) -> Fi
 
 pub(crate) fn site_text(site: &SiteReport) -> String {
     let f = &site.location;
-    match (f.function.as_deref(), &f.file, f.line) {
+    let function = f
+        .function
+        .as_deref()
+        .map(numalens_format::short_function_name);
+    match (function, &f.file, f.line) {
         (Some(function), Some(file), Some(line)) => format!("{function} {file}:{line}"),
         // A static's definition outside any function.
         (None, Some(file), Some(line)) => format!("{file}:{line}"),
-        (function, _, _) => function.unwrap_or("?").to_string(),
+        (function, _, _) => function.unwrap_or_else(|| "?".into()),
     }
 }
 

@@ -43,6 +43,8 @@ use numalens_format::{Object, Profile, Thread};
 
 pub use error::{AnalyzeError, Result};
 pub use model::ReportModel;
+/// How reports shorten a long function name (a C++ template's) where they name a site.
+pub use numalens_format::short_function_name;
 pub use placement::{DEFAULT_PRESET, WhatIf};
 
 use access::ThreadIds;

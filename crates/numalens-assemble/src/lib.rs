@@ -22,7 +22,6 @@ pub mod placements;
 pub mod procmaps;
 pub mod raw;
 mod rows;
-mod short_names;
 mod sites;
 pub mod spill;
 pub mod stored;

@@ -3,9 +3,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use numalens_format::{SiteFrame, distinct_rungs, is_system_source};
+use numalens_format::{SiteFrame, distinct_rungs, is_system_source, short_function_name};
 
-use crate::short_names::short_function_name;
 use crate::symbols::{SourceLocation, Symbolizer};
 
 /// A module loaded in a process.

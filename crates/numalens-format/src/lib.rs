@@ -18,6 +18,7 @@ mod page_headers;
 mod parallel_encoder;
 mod reader;
 mod rungs;
+mod short_names;
 pub mod synth;
 pub mod table;
 pub mod tables;
@@ -32,6 +33,7 @@ pub use meta::{
 };
 pub use reader::{Batches, EVENTS_DIR, Profile};
 pub use rungs::distinct_rungs;
+pub use short_names::short_function_name;
 pub use table::{ColumnEncoding, ColumnSpec, ROW_GROUP_ROWS, Row};
 pub use tables::{
     CodeLocation, DataSource, Migration, Object, ObjectKind, PageNodes, PageStat, Sample,

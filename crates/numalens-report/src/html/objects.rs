@@ -184,7 +184,10 @@ pub(crate) fn short_site(site: Option<&SiteReport>) -> String {
         .and_then(|f| f.file.as_deref())
         .map(|p| p.rsplit('/').next().unwrap_or(p));
     let line = f.and_then(|f| f.line);
-    let brief = match (f.and_then(|f| f.function.as_deref()), file) {
+    let function = f
+        .and_then(|f| f.function.as_deref())
+        .map(numalens_analyze::short_function_name);
+    let brief = match (function, file) {
         (Some(func), Some(file)) => match line {
             Some(line) => format!("{func} {file}:{line}"),
             None => format!("{func} {file}"),

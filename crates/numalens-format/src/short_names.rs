@@ -8,7 +8,7 @@ const LONG_NAME: usize = 80;
 
 /// `name` as a site shows it: whole when short; else with its return type dropped and the
 /// contents of its template arguments and parameter list elided (`ns::f<…>(…) const`).
-pub(crate) fn short_function_name(name: &str) -> String {
+pub fn short_function_name(name: &str) -> String {
     if name.chars().count() <= LONG_NAME {
         return name.to_string();
     }
