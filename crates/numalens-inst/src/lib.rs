@@ -60,9 +60,9 @@ pub struct InstOptions {
     pub mode: InstMode,
     /// Mean accesses per sample of each thread (sampled mode).
     pub sample_every: u32,
-    /// Samples per second a thread takes at most (0: no cap): above it, the thread's interval
-    /// doubles, and each sample's weight says how many accesses it stands for
-    /// (`runtime/inst/sample_rate.h`).
+    /// Samples per second the program's sampling threads take at most together (0: no cap):
+    /// above its share, a thread's interval doubles, and each sample's weight says how many
+    /// accesses it stands for (`runtime/inst/sample_rate.h`).
     pub max_sample_rate: u32,
 }
 
@@ -72,11 +72,15 @@ pub struct InstOptions {
 /// intervals are randomised around it so loops cannot alias with it (docs/INST.md).
 pub const DEFAULT_SAMPLE_EVERY: u32 = 1024;
 
-/// Default cap on a thread's samples per second. Below it a thread samples every
-/// `DEFAULT_SAMPLE_EVERY` accesses; a busy loop makes ten to a hundred times more (jacobi-2d's
-/// two threads took 4.7 M samples in a second), whose writing after the program's end took most
-/// of the recorder's time. At the cap, a second of a thread's run still has 100,000 samples, and
-/// a finding needs a few hundred (docs/INST.md).
+/// Default cap on a process's samples per second, shared among its sampling threads. Below
+/// its share a thread samples every `DEFAULT_SAMPLE_EVERY` accesses; a busy loop makes ten to a
+/// hundred times more (jacobi-2d's two threads took 4.7 M samples in a second), whose writing
+/// after the program's end took most of the recorder's time. At the cap, a second of a busy
+/// two-thread run still has 25,000 to 100,000 samples (a thread's interval doubles above its
+/// share and halves under a quarter of it), and a finding needs a few hundred. A cap per
+/// thread (100,000, then 50,000) let the samples, and the work after the end, grow with the
+/// threads; four real codes' findings were the same at 100,000 and 50,000 a thread
+/// (docs/INST.md).
 pub const DEFAULT_MAX_SAMPLE_RATE: u32 = 100_000;
 
 impl Default for InstOptions {

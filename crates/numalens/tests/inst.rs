@@ -820,7 +820,7 @@ fn a_sampling_cap_keeps_weights_adding_up() {
         .args(["--max-sample-rate", "1000", "-o"])
         .arg(&profile)
         .arg(&program)
-        // Twelve times the sweeps: a thread's first 16,384 samples are never capped.
+        // Twelve times the sweeps: a thread's first 8,192 samples are never capped.
         .arg("12")
         .output()
         .unwrap();
@@ -840,7 +840,7 @@ fn a_sampling_cap_keeps_weights_adding_up() {
         .collect();
     let weighted: u64 = samples.iter().map(|s| u64::from(s.weight)).sum();
     let heaviest = samples.iter().map(|s| s.weight).max().unwrap_or(0);
-    // About 470 M accesses: 460,000 samples at one per 1024, the 16,384 free ones and a few
+    // About 470 M accesses: 460,000 samples at one per 1024, the 8,192 free ones and a few
     // thousand more under the cap.
     assert!(
         exact > 400_000_000 && (samples.len() as u64) < exact / 1024 / 4,

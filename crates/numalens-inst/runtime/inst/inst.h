@@ -79,6 +79,7 @@ struct nl_sample_rate {
     uint32_t taken;             /* samples taken, counted up to NL_RATE_FREE */
     uint32_t window_samples;    /* samples since window_ns */
     uint64_t window_ns;         /* when the current rate window began */
+    uint32_t sharing;           /* 1 while counted in the process's sampling threads */
 };
 
 struct nl_ithread {
@@ -104,7 +105,8 @@ struct nl_iglobal {
     int keyed;                  /* the thread-exit key and the fork handler are installed */
     unsigned mode;              /* NL_INST_EXACT | NL_INST_SAMPLED */
     uint32_t every;             /* mean sampling interval a thread starts with (accesses) */
-    uint32_t max_rate;          /* samples per second a thread takes at most; 0: no cap */
+    uint32_t max_rate;          /* samples per second the process's sampling threads take at
+                                   most together; 0: no cap */
     char dir[512];
     uint64_t copy_id;
 };
