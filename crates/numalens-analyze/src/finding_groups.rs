@@ -78,8 +78,9 @@ fn group(
     };
     FindingGroup {
         summary: format!(
-            "{id} on {} objects allocated in {function}{place}",
-            members.len()
+            "{id} on {} objects allocated in {}{place}",
+            members.len(),
+            numalens_format::short_function_name(&function)
         ),
         advice: first.advice.clone(),
         why: first.why.clone(),

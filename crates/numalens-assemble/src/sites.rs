@@ -135,11 +135,24 @@ fn frame_name(frame: &SiteFrame) -> String {
 /// (`main (jacobi-2d-omp.c:88)`). Returns the new name of each renamed site by site key.
 pub fn name_wrapped_sites(sites: &mut SiteTable) -> HashMap<u64, String> {
     let mut renamed = HashMap::new();
-    let ladders: Vec<Vec<String>> = sites.done.values().map(|s| own_names(&s.frames)).collect();
-    let rungs = distinct_rungs(&ladders, MAX_WRAPPER_DEPTH);
-    for ((site, ladder), rung) in sites.done.values_mut().zip(&ladders).zip(rungs) {
-        if rung > 0 {
-            site.name = ladder[rung].clone();
+    let ladders: Vec<Vec<&SiteFrame>> =
+        sites.done.values().map(|s| own_frames(&s.frames)).collect();
+    // Frames are told apart by what the analysis compares (`numalens-analyze` `sites.rs`): the
+    // whole function name, the file's path and the line, not the shortened name shown; a frame
+    // without a function by its module and offset.
+    let places: Vec<Vec<FramePlace>> = ladders
+        .iter()
+        .map(|l| l.iter().map(|f| frame_place(f)).collect())
+        .collect();
+    let rungs = distinct_rungs(&places, MAX_WRAPPER_DEPTH);
+    let names: Vec<Option<String>> = ladders
+        .iter()
+        .zip(rungs)
+        .map(|(ladder, rung)| (rung > 0).then(|| frame_name(ladder[rung])))
+        .collect();
+    for (site, name) in sites.done.values_mut().zip(names) {
+        if let Some(name) = name {
+            site.name = name;
             renamed.insert(site.key, site.name.clone());
         }
     }
@@ -149,24 +162,35 @@ pub fn name_wrapped_sites(sites: &mut SiteTable) -> HashMap<u64, String> {
 /// How many wrappers deep a site's name may climb.
 const MAX_WRAPPER_DEPTH: usize = 4;
 
-/// The names of a site's own frames from its naming frame outward, consecutive repeats once.
-fn own_names(frames: &[SiteFrame]) -> Vec<String> {
+type FramePlace<'a> = (
+    Result<&'a str, (&'a str, u64)>,
+    Option<&'a str>,
+    Option<u32>,
+);
+
+fn frame_place(f: &SiteFrame) -> FramePlace<'_> {
+    let function = f.function.as_deref().ok_or((f.module.as_str(), f.offset));
+    (function, f.file.as_deref(), f.line)
+}
+
+/// A site's own frames from its naming frame outward, consecutive repeats of a place once.
+fn own_frames(frames: &[SiteFrame]) -> Vec<&SiteFrame> {
     let Some(at) = naming_frame(frames) else {
         return Vec::new();
     };
-    let mut names: Vec<String> = vec![frame_name(&frames[at])];
+    let place = frame_place;
+    let mut own: Vec<&SiteFrame> = vec![&frames[at]];
     // Only callers with a source line: `_start` and other frames without debug information say
     // nothing a programmer can act on.
-    for name in frames[at + 1..]
+    for frame in frames[at + 1..]
         .iter()
         .filter(|f| own_frame(f) && f.line.is_some())
-        .map(frame_name)
     {
-        if names.last() != Some(&name) {
-            names.push(name);
+        if own.last().map(|l| place(l)) != Some(place(frame)) {
+            own.push(frame);
         }
     }
-    names
+    own
 }
 
 /// The site of a static variable: one frame, its definition's file and line, at the variable's

@@ -313,11 +313,20 @@ fn object_details(
 
 /// `function file:line`, or what is known of the frame.
 pub(crate) fn frame(f: &Frame) -> String {
-    match (f.function.as_deref(), &f.file, f.line) {
+    let function = f
+        .function
+        .as_deref()
+        .map(numalens_analyze::short_function_name);
+    match (function, &f.file, f.line) {
         (Some(function), Some(file), Some(line)) => format!("{function} {file}:{line}"),
         // A static's definition outside any function.
         (None, Some(file), Some(line)) => format!("{file}:{line}"),
-        (function, _, _) => format!("{} ({}+{:#x})", function.unwrap_or("?"), f.module, f.offset),
+        (function, _, _) => format!(
+            "{} ({}+{:#x})",
+            function.as_deref().unwrap_or("?"),
+            f.module,
+            f.offset
+        ),
     }
 }
 

@@ -248,7 +248,7 @@ pub struct RecordingArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub sample_every: Option<u32>,
     /// With `--backend inst` only: at most this many samples per second in each process, shared
-    /// among its sampling threads, after each thread's first 8192; a thread that samples faster
+    /// among its threads that sample, after each thread's first 8192; a thread that samples faster
     /// than its share doubles its interval until it is under, and each sample says how many
     /// accesses it stands for (default: 100000; 0: every --sample-every accesses always)
     #[arg(long, value_name = "PER_SECOND")]

@@ -240,11 +240,12 @@ fn finding_group(out: &mut String, rank: usize, m: &ReportModel, g: &FindingGrou
     let _ = write!(
         out,
         "<article class=\"finding finding-group\" id=\"finding-{rank}\">\n<h3><span class=\"rank\">{rank}</span> \
-         <span class=\"pattern\">{}</span> on {} objects allocated in <code>{}</code>{place}</h3>\n\
+         <span class=\"pattern\">{}</span> on {} objects allocated in <code title=\"{}\">{}</code>{place}</h3>\n\
          <table class=\"facts\">",
         esc(&g.id),
         g.members.len(),
         esc(&g.function),
+        esc(&numalens_analyze::short_function_name(&g.function)),
     );
     fact(
         out,

@@ -96,11 +96,16 @@ fn objects(m: &ReportModel) -> Table {
                     .as_ref()
                     .zip(f.line)
                     .map(|(file, l)| format!("{file}:{l}"));
-                match (f.function.as_deref(), at) {
+                // Shortened as the findings' `site` is, so that the two read alike.
+                let function = f
+                    .function
+                    .as_deref()
+                    .map(numalens_analyze::short_function_name);
+                match (function, at) {
                     (Some(function), Some(at)) => format!("{function} {at}"),
                     // A static's definition outside any function.
                     (None, Some(at)) => at,
-                    (function, None) => function.unwrap_or("?").to_string(),
+                    (function, None) => function.unwrap_or_else(|| "?".into()),
                 }
             });
             vec![
