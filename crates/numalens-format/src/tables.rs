@@ -74,8 +74,8 @@ table! {
         /// Time in ns since the profile's clock origin (`meta.json` `clock`); non-decreasing within a thread.
         pub time_ns: u64 => Delta,
         // pid, tid and weight are runs within a thread's rows: zstd shrinks their plain values to
-        // under 0.01 byte a row, as a dictionary does, and a dictionary hashes every value as it is written (a
-        // quarter of the instructions of writing a sampled profile's rows went to hashing).
+        // under 0.01 byte a row, as a dictionary does, and a dictionary hashes every value as it
+        // is written (a fifth of the column writers' instructions on a sampled profile's rows).
         /// Process id.
         pub pid: u32 => Plain,
         /// Kernel thread id.
