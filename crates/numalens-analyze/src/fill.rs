@@ -300,7 +300,9 @@ pub(crate) fn finding_object(o: &Object, sites: &HashMap<u64, SiteReport>) -> Fi
     }
 }
 
-pub(crate) fn site_text(site: &SiteReport) -> String {
+/// `function file:line` of an allocation site (its function shortened when long), `file:line`
+/// of a static's definition, or what is known.
+pub fn site_text(site: &SiteReport) -> String {
     let f = &site.location;
     let function = f
         .function

@@ -42,6 +42,7 @@ use std::collections::HashMap;
 use numalens_format::{Object, Profile, Thread};
 
 pub use error::{AnalyzeError, Result};
+pub use fill::site_text;
 pub use model::ReportModel;
 /// How reports shorten a long function name (a C++ template's) where they name a site.
 pub use numalens_format::short_function_name;

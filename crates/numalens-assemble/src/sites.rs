@@ -178,7 +178,6 @@ fn own_frames(frames: &[SiteFrame]) -> Vec<&SiteFrame> {
     let Some(at) = naming_frame(frames) else {
         return Vec::new();
     };
-    let place = frame_place;
     let mut own: Vec<&SiteFrame> = vec![&frames[at]];
     // Only callers with a source line: `_start` and other frames without debug information say
     // nothing a programmer can act on.
@@ -186,7 +185,7 @@ fn own_frames(frames: &[SiteFrame]) -> Vec<&SiteFrame> {
         .iter()
         .filter(|f| own_frame(f) && f.line.is_some())
     {
-        if own.last().map(|l| place(l)) != Some(place(frame)) {
+        if own.last().map(|l| frame_place(l)) != Some(frame_place(frame)) {
             own.push(frame);
         }
     }

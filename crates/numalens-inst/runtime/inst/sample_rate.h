@@ -13,8 +13,8 @@
  * every thread: at 65,536 they were a third of a two-thread heat-3d's samples. After those, a
  * thread counts its samples in windows of NL_RATE_WINDOW: when a window came faster than its
  * share of the cap (the cap over the threads that have sampled and not ended: a waiting thread
- * keeps its share), its mean interval doubles; when it
- * came at under a quarter of it, the interval halves again, never below NUMALENS_INST_EVERY.
+ * keeps its share), its mean interval doubles; when it came at under a quarter of it, the
+ * interval halves again, never below NUMALENS_INST_EVERY.
  * The cap is the process's because the samples are written after the end by the recorder
  * alone: a cap per thread let eight threads take eight times the samples. A countdown keeps
  * the mean it was drawn from, and its sample carries that mean as its weight, so weighted

@@ -70,7 +70,7 @@ static void nl_fast_reset(void)
 static __thread int nl_ith_done __attribute__((tls_model("initial-exec")));
 NL_INST_STATE static pthread_key_t nl_exit_key;
 NL_INST_STATE static uint32_t nl_seq;
-/* Threads sampling now: the rate cap is shared among them (sample_rate.h). */
+/* Threads that have sampled and not ended: the rate cap is shared among them (sample_rate.h). */
 NL_INST_STATE static uint32_t nl_sampling_threads;
 
 /* Memory comes straight from the kernel: the preloaded allocation runtime interposes mmap, and

@@ -89,25 +89,8 @@ fn objects(m: &ReportModel) -> Table {
         .iter()
         .map(|o| {
             let a = o.access.as_ref();
-            let site = o.site.as_ref().map(|s| {
-                let f = &s.location;
-                let at = f
-                    .file
-                    .as_ref()
-                    .zip(f.line)
-                    .map(|(file, l)| format!("{file}:{l}"));
-                // Shortened as the findings' `site` is, so that the two read alike.
-                let function = f
-                    .function
-                    .as_deref()
-                    .map(numalens_analyze::short_function_name);
-                match (function, at) {
-                    (Some(function), Some(at)) => format!("{function} {at}"),
-                    // A static's definition outside any function.
-                    (None, Some(at)) => at,
-                    (function, None) => function.unwrap_or_else(|| "?".into()),
-                }
-            });
+            // The same text as the findings' `site`, so that the two read alike.
+            let site = o.site.as_ref().map(numalens_analyze::site_text);
             vec![
                 o.id.into(),
                 o.pid.into(),
