@@ -1,5 +1,6 @@
 //! The hooks' rate cap (runtime/inst/sample_rate.h) on a simulated clock: a C program that
-//! includes the header and checks the rates it allows.
+//! includes the header and checks the rates it allows and how it counts the threads sharing
+//! the cap.
 
 use std::path::Path;
 use std::process::Command;
@@ -37,7 +38,7 @@ fn each_thread_takes_its_share_of_the_process_cap() {
     assert!(run.status.success(), "{report}");
     assert_eq!(
         report.lines().filter(|l| l.starts_with("ok ")).count(),
-        6,
+        13,
         "{report}"
     );
 }

@@ -79,7 +79,7 @@ struct nl_sample_rate {
     uint32_t taken;             /* samples taken, counted up to NL_RATE_FREE */
     uint32_t window_samples;    /* samples since window_ns */
     uint64_t window_ns;         /* when the current rate window began */
-    uint32_t sharing;           /* 1 while counted in the process's sampling threads */
+    uint64_t active_period;     /* the last activity period it counted itself in, plus one */
 };
 
 struct nl_ithread {

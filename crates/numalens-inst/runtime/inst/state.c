@@ -70,8 +70,8 @@ static void nl_fast_reset(void)
 static __thread int nl_ith_done __attribute__((tls_model("initial-exec")));
 NL_INST_STATE static pthread_key_t nl_exit_key;
 NL_INST_STATE static uint32_t nl_seq;
-/* Threads that have sampled and not ended: the rate cap is shared among them (sample_rate.h). */
-NL_INST_STATE static uint32_t nl_sampling_threads;
+/* The threads that sampled lately: the rate cap is shared among them (sample_rate.h). */
+NL_INST_STATE static struct nl_rate_activity nl_activity;
 
 /* Memory comes straight from the kernel: the preloaded allocation runtime interposes mmap, and
  * the hooks' own tables are not the program's objects. */
@@ -481,8 +481,6 @@ static void nl_thread_files(struct nl_ithread *t)
     }
     if (nl_grow_on(&t->samples)) {
         nl_rate_start(&t->rate, nl_inst_now());
-        t->rate.sharing = 1;
-        __atomic_fetch_add(&nl_sampling_threads, 1, __ATOMIC_RELAXED);
         nl_countdown_read = (int64_t)nl_next_interval(t);
         nl_countdown_write = (int64_t)nl_next_interval(t);
     }
@@ -516,10 +514,6 @@ static struct nl_ithread *nl_thread_setup(void)
 
 static void nl_thread_release(struct nl_ithread *t)
 {
-    if (t->rate.sharing) {
-        t->rate.sharing = 0;
-        __atomic_fetch_sub(&nl_sampling_threads, 1, __ATOMIC_RELAXED);
-    }
     nl_grow_close(&t->pages);
     nl_grow_close(&t->samples);
     if (t->index.cap) {
@@ -591,9 +585,10 @@ static void nl_after_fork_child(void)
         nl_thread_release(t);
     }
     /* The child has this one thread, which counts itself in when it samples. (A fork no handler
-     * sees keeps the parent's count: its threads then sample less than their share, never
-     * with wrong weights.) */
-    __atomic_store_n(&nl_sampling_threads, 0, __ATOMIC_RELAXED);
+     * sees keeps the parent's counts for at most two activity periods: its thread samples less
+     * than its share meanwhile, never with wrong weights.) */
+    __atomic_store_n(&nl_activity.period[0], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&nl_activity.period[1], 0, __ATOMIC_RELAXED);
 }
 
 /* ---- slow paths ---- */
@@ -709,8 +704,10 @@ static void nl_sample_due(struct nl_ithread *t, uintptr_t addr, unsigned is_writ
     }
     t->busy = 1;
     uint64_t now = nl_sample_write(t, addr, is_write, size, ip, t->rate.drawn_every[is_write]);
-    if (now)
-        nl_rate_step(&t->rate, now, __atomic_load_n(&nl_sampling_threads, __ATOMIC_RELAXED));
+    if (now) {
+        nl_rate_mark(&nl_activity, &t->rate, now);
+        nl_rate_step(&t->rate, now, nl_rate_active(&nl_activity, now));
+    }
     *countdown = (int64_t)nl_next_interval(t);
     t->rate.drawn_every[is_write] = t->rate.every;
     t->busy = 0;
