@@ -119,3 +119,50 @@ fn the_default_backend_counts_the_accesses_of_a_build_with_numalens_cc() {
     assert_eq!(backend, "faults", "{stderr}");
     assert!(!stderr.contains("numalens cc"), "{stderr}");
 }
+
+/// `numalens record ARGS… -o DIR/NAME EXE` with the default backend.
+fn record_default_with(dir: &Path, exe: &Path, name: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_numalens"))
+        .arg("record")
+        .args(args)
+        .arg("-o")
+        .arg(dir.join(name))
+        .arg(exe)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("numalens record runs")
+}
+
+#[test]
+fn the_default_backend_takes_inst_settings_for_a_build_with_numalens_cc_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("built");
+    assert!(
+        numalens_cc(&["-x", "c", "-"], &exe),
+        "numalens cc builds it"
+    );
+    let settings = ["--inst-mode", "sampled", "--sample-every", "64"];
+    let out = record_default_with(dir.path(), &exe, "built.numalens", &settings);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let meta: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("built.numalens/meta.json")).unwrap(),
+    )
+    .unwrap();
+    let backend = &meta["backend"];
+    assert_eq!(backend["name"], "inst", "{meta}");
+    assert_eq!(backend["settings"]["inst_mode"], "sampled", "{meta}");
+    assert_eq!(backend["settings"]["sample_every"], 64, "{meta}");
+    // A plain build: the settings cannot apply, and the error says why and what to change.
+    let plain = dir.path().join("plain");
+    std::fs::copy("/bin/true", &plain).unwrap();
+    let out = record_default_with(dir.path(), &plain, "plain.numalens", &settings);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("plain is not one. Rebuild it with the compiler wrappers")
+            && stderr.contains("or leave them out"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("plain.numalens").exists());
+}

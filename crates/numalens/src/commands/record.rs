@@ -27,7 +27,6 @@ pub fn record_options(
     args: &RecordingArgs,
     command: &[std::ffi::OsString],
 ) -> Result<(RecordOptions, BackendArg)> {
-    let mut inst = inst_options(args)?;
     if let Some(runtime) = &args.runtime {
         numalens_preload::runtime::check_runtime(runtime)
             .map_err(|e| UsageError(format!("--runtime: {e}")))?;
@@ -36,11 +35,11 @@ pub fn record_options(
     if program.is_empty() {
         return Err(UsageError("the program to record is an empty name".into()).into());
     }
+    let mut inst = inst_options(args, &program)?;
     let pmu_events = pmu_events(args, inst.is_some(), &program)?;
     if args.backend == BackendArg::Auto
         && pmu_events.is_empty()
-        && inst.is_none()
-        && numalens_inst::check_program(&program).is_ok()
+        && (inst.is_some() || numalens_inst::check_program(&program).is_ok())
     {
         // A build with `numalens cc` carries the hooks: its accesses are what it was built for.
         eprintln!(
@@ -48,7 +47,7 @@ pub fn record_options(
              --backend faults records first touches only)",
             program.to_string_lossy()
         );
-        inst = Some(InstOptions::default());
+        inst.get_or_insert_with(InstOptions::default);
     }
     let output = args
         .output
@@ -136,32 +135,55 @@ pub fn record_with_fallback(
     Ok(recorded)
 }
 
-/// The `inst` backend's settings; `--inst-mode`, `--sample-every` and `--max-sample-rate`
-/// without it are a usage error rather than settings silently ignored.
-fn inst_options(args: &RecordingArgs) -> Result<Option<InstOptions>, UsageError> {
-    if args.backend != BackendArg::Inst {
-        let given: Vec<&str> = [
-            args.inst_mode.map(|_| "--inst-mode"),
-            args.sample_every.map(|_| "--sample-every"),
-            args.max_sample_rate.map(|_| "--max-sample-rate"),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if !given.is_empty() {
-            let (verb, them) = if given.len() > 1 {
-                ("apply", "them")
-            } else {
-                ("applies", "it")
-            };
+/// The `inst` backend's settings. `--inst-mode`, `--sample-every` and `--max-sample-rate` are
+/// taken with `--backend inst`, and with `--backend auto` for a program built with `numalens
+/// cc` (which auto records with inst); elsewhere they are a usage error rather than settings
+/// silently ignored.
+fn inst_options(
+    args: &RecordingArgs,
+    program: &std::ffi::OsStr,
+) -> Result<Option<InstOptions>, UsageError> {
+    let given: Vec<&str> = [
+        args.inst_mode.map(|_| "--inst-mode"),
+        args.sample_every.map(|_| "--sample-every"),
+        args.max_sample_rate.map(|_| "--max-sample-rate"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let (verb, them) = if given.len() > 1 {
+        ("apply", "them")
+    } else {
+        ("applies", "it")
+    };
+    match args.backend {
+        BackendArg::Inst => {}
+        _ if given.is_empty() => return Ok(None),
+        BackendArg::Auto => {
+            if let Err(e) = numalens_inst::check_program(program) {
+                let why = match e {
+                    numalens_inst::InstCheckError::NotInstrumented(name) => {
+                        format!("{name} is not one")
+                    }
+                    other => other.to_string(),
+                };
+                return Err(UsageError(format!(
+                    "{} only {verb} to `--backend inst`, which `--backend auto` takes for a \
+                     program built with `numalens cc`: {why}. Rebuild it with the compiler \
+                     wrappers (e.g. `make CC=\"numalens cc\" CXX=\"numalens c++\"`) or leave \
+                     {them} out",
+                    given.join(" and ")
+                )));
+            }
+        }
+        other => {
             return Err(UsageError(format!(
                 "{} only {verb} to `--backend inst` (a program built with `numalens cc`), and \
                  this recording uses `--backend {}`: add `--backend inst` or leave {them} out",
                 given.join(" and "),
-                format!("{:?}", args.backend).to_lowercase()
+                format!("{other:?}").to_lowercase()
             )));
         }
-        return Ok(None);
     }
     let defaults = InstOptions::default();
     Ok(Some(InstOptions {
