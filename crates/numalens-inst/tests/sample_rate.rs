@@ -38,7 +38,7 @@ fn each_thread_takes_its_share_of_the_process_cap() {
     assert!(run.status.success(), "{report}");
     assert_eq!(
         report.lines().filter(|l| l.starts_with("ok ")).count(),
-        14,
+        18,
         "{report}"
     );
 }

@@ -240,15 +240,17 @@ pub struct RecordingArgs {
     /// operations on Arm SPE).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub sample_period: Option<u64>,
-    /// With `--backend inst` only: exact counts, samples, or both (default: both).
+    /// With `--backend inst` (or `auto` on a build with `numalens cc`) only: exact counts,
+    /// samples, or both (default: both).
     #[arg(long, value_enum, value_name = "MODE")]
     pub inst_mode: Option<InstModeArg>,
-    /// With `--backend inst` only: one sample per this many accesses of each thread, on average
-    /// (default: 1024).
+    /// With `--backend inst` (or `auto` on a build with `numalens cc`) only: one sample per this
+    /// many accesses of each thread, on average (default: 1024).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub sample_every: Option<u32>,
-    /// With `--backend inst` only: at most this many samples per second in each process, shared
-    /// among its threads that sample, after each thread's first 8192; a thread that samples faster
+    /// With `--backend inst` (or `auto` on a build with `numalens cc`) only: at most this many
+    /// samples per second in each process, shared among its threads that sample, after each
+    /// thread's first 8192; a thread that samples faster
     /// than its share doubles its interval until it is under, and each sample says how many
     /// accesses it stands for (default: 100000; 0: every --sample-every accesses always)
     #[arg(long, value_name = "PER_SECOND")]

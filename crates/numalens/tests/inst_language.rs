@@ -161,7 +161,7 @@ fn the_default_backend_takes_inst_settings_for_a_build_with_numalens_cc_only() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("plain is not one. Rebuild it with the compiler wrappers")
-            && stderr.contains("or leave them out"),
+            && stderr.contains("; or leave them out"),
         "{stderr}"
     );
     assert!(!dir.path().join("plain.numalens").exists());

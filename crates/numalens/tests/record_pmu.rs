@@ -390,13 +390,15 @@ fn a_killed_stand_in_recording_is_recovered_with_its_spilled_samples() {
     let mut cmd = record_command(&worker, "pmu", &profile, &out);
     cmd.env(STAND_IN.0, STAND_IN.1);
     // Killed once the spill holds some of the run (the loop writes it every 100 ms of its own
-    // turns, which a loaded machine delays).
+    // turns, which a loaded machine delays). The two rings are drained in turns of their own:
+    // at 64 KiB a loaded machine's spill once held the stand-in's loads and none of the
+    // page-fault ring's first touches yet; 256 KiB is several writes of both.
     killed_at(
         cmd,
         &profile,
         &out,
         &native,
-        KillAt::SpillAtLeast(64 * 1024),
+        KillAt::SpillAtLeast(256 * 1024),
     );
     // The program has written its output; its exit may still be under way.
     let waiting = std::time::Instant::now();

@@ -12,8 +12,8 @@
  * thread takes more than 4,100). Every free sample is written after the program's end, in
  * every thread: at 65,536 they were a third of a two-thread heat-3d's samples. After those, a
  * thread counts its samples in windows of NL_RATE_WINDOW: when a window came faster than its
- * share of the cap (the cap over the threads that took a sample in the current activity period
- * or the one before), its mean interval doubles; when it came at under a quarter of it, the
+ * share of the cap (the cap over the threads that took a sample in an activity period: the
+ * larger count of the current period and the one before), its mean interval doubles; when it came at under a quarter of it, the
  * interval halves again, never below NUMALENS_INST_EVERY. A thread that waits (a pool's idle
  * thread, a server's main thread in its event loop) leaves its share to the others after one or
  * two periods, and counts itself in again at its next sample.

@@ -82,6 +82,8 @@ static int activity_counts(void)
         for (int i = 0; i < 3; i++)
             nl_rate_mark(&a, &r[i], t0 + (uint64_t)round * 1000 + (uint64_t)i);
     ok &= check("three threads, each counted once in its period", nl_rate_active(&a, t0), 3, 3);
+    /* Two periods on, nobody has sampled: both words are older than the previous period. */
+    ok &= check("a stale word two periods on", nl_rate_active(&a, t0 + 3 * p), 1, 1);
     nl_rate_mark(&a, &r[0], t0 + p);
     ok &= check("one of them in the next period", nl_rate_active(&a, t0 + p), 3, 3);
     nl_rate_mark(&a, &r[0], t0 + 2 * p);
@@ -93,6 +95,24 @@ static int activity_counts(void)
      * period's now, and stays so. */
     nl_rate_mark(&a, &r[3], t0);
     ok &= check("after a late mark of an old period", nl_rate_active(&a, t0 + 2 * p + 3), 3, 3);
+    /* A full count stays full, and does not carry into the period's number. */
+    struct nl_rate_activity full = {{0, 0}};
+    struct nl_sample_rate late = {0};
+    const uint64_t t9 = 9 * p;
+    full.period[9 & 1] = (9ull << NL_RATE_COUNT_BITS) | NL_RATE_COUNT_MASK;
+    nl_rate_mark(&full, &late, t9);
+    ok &= check("a full count", nl_rate_active(&full, t9), NL_RATE_COUNT_MASK, NL_RATE_COUNT_MASK);
+    /* The period in seconds: a thread that sampled 0.2 s ago (in the period before) still
+     * counts, one that sampled 0.6 s ago no longer does. */
+    struct nl_rate_activity b = {{0, 0}};
+    struct nl_sample_rate s[2] = {{0}};
+    const uint64_t second = 1000000000ull, t1 = 3600 * second + second / 10;
+    nl_rate_mark(&b, &s[0], t1);
+    nl_rate_mark(&b, &s[1], t1);
+    nl_rate_mark(&b, &s[0], t1 + second / 5);
+    ok &= check("a thread that sampled 0.2 s ago", nl_rate_active(&b, t1 + second / 5), 2, 2);
+    nl_rate_mark(&b, &s[0], t1 + 3 * second / 5);
+    ok &= check("a thread that sampled 0.6 s ago", nl_rate_active(&b, t1 + 3 * second / 5), 1, 1);
     return ok;
 }
 
@@ -129,7 +149,9 @@ int main(void)
     double busy = shared_rate(8, 1e9, 6);
     ok &= check("one of eight sampling threads, counted by activity", busy, 100000 / 8 / 2.0,
                 100000 / 8);
-    /* When seven of them wait (without ending), the eighth takes the whole cap back. */
+    /* When seven of them wait (without ending), the eighth's share is the whole cap again: its
+     * interval halves while it takes under a quarter of it, so it climbs back to a quarter or
+     * more. */
     double alone = shared_rate(8, 3, 12);
     ok &= check("the one of eight still sampling", alone, 100000 / 4.0, 100000);
     return ok ? 0 : 1;

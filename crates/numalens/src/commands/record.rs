@@ -161,17 +161,18 @@ fn inst_options(
         _ if given.is_empty() => return Ok(None),
         BackendArg::Auto => {
             if let Err(e) = numalens_inst::check_program(program) {
+                // The check's own message says what to do about a script or libtsan; only a
+                // plain build needs telling how to rebuild.
                 let why = match e {
-                    numalens_inst::InstCheckError::NotInstrumented(name) => {
-                        format!("{name} is not one")
-                    }
+                    numalens_inst::InstCheckError::NotInstrumented(name) => format!(
+                        "{name} is not one. Rebuild it with the compiler wrappers (e.g. `make \
+                         CC=\"numalens cc\" CXX=\"numalens c++\"`)"
+                    ),
                     other => other.to_string(),
                 };
                 return Err(UsageError(format!(
                     "{} only {verb} to `--backend inst`, which `--backend auto` takes for a \
-                     program built with `numalens cc`: {why}. Rebuild it with the compiler \
-                     wrappers (e.g. `make CC=\"numalens cc\" CXX=\"numalens c++\"`) or leave \
-                     {them} out",
+                     program built with `numalens cc`: {why}; or leave {them} out",
                     given.join(" and ")
                 )));
             }
