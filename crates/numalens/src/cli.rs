@@ -250,9 +250,9 @@ pub struct RecordingArgs {
     pub sample_every: Option<u32>,
     /// With `--backend inst` (or `auto` on a build with `numalens cc`) only: at most this many
     /// samples per second in each process, shared among its threads that sample, after each
-    /// thread's first 8192; a thread that samples faster
-    /// than its share doubles its interval until it is under, and each sample says how many
-    /// accesses it stands for (default: 100000; 0: every --sample-every accesses always)
+    /// thread's first 8192; a thread that samples faster than its share doubles its interval
+    /// until it is under, and each sample says how many accesses it stands for (default:
+    /// 100000; 0: every --sample-every accesses always)
     #[arg(long, value_name = "PER_SECOND")]
     pub max_sample_rate: Option<u32>,
 }

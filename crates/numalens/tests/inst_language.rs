@@ -72,14 +72,7 @@ fn a_language_given_with_x_applies_to_the_users_files_only() {
 /// `numalens record PROGRAM` with the default backend, the profile's backend and the stderr.
 fn record_by_default(dir: &Path, exe: &Path, name: &str) -> (String, String) {
     let profile = dir.join(name);
-    let out = Command::new(env!("CARGO_BIN_EXE_numalens"))
-        .arg("record")
-        .arg("-o")
-        .arg(&profile)
-        .arg(exe)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("numalens record runs");
+    let out = record_default_with(dir, exe, name, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     let meta: serde_json::Value =

@@ -13,8 +13,8 @@
  * every thread: at 65,536 they were a third of a two-thread heat-3d's samples. After those, a
  * thread counts its samples in windows of NL_RATE_WINDOW: when a window came faster than its
  * share of the cap (the cap over the threads that took a sample in an activity period: the
- * larger count of the current period and the one before), its mean interval doubles; when it came at under a quarter of it, the
- * interval halves again, never below NUMALENS_INST_EVERY. A thread that waits (a pool's idle
+ * larger count of the current period and the one before), its mean interval doubles; when it
+ * came at under a quarter of it, the interval halves again, never below NUMALENS_INST_EVERY. A thread that waits (a pool's idle
  * thread, a server's main thread in its event loop) leaves its share to the others after one or
  * two periods, and counts itself in again at its next sample.
  * The cap is the process's because the samples are written after the end by the recorder
@@ -96,7 +96,8 @@ static void nl_rate_start(struct nl_sample_rate *r, uint64_t now)
 }
 
 /** After a sample taken at @p now: at the end of a window, the interval for the next one. The
- * cap is the process's: a thread is allowed its share among @p sampling threads (nl_rate_active). */
+ * cap is the process's: a thread is allowed its share among @p sampling threads
+ * (nl_rate_active). */
 static void nl_rate_step(struct nl_sample_rate *r, uint64_t now, uint32_t sampling)
 {
     if (!nl_ig.max_rate)

@@ -35,12 +35,12 @@ pub fn record_options(
     if program.is_empty() {
         return Err(UsageError("the program to record is an empty name".into()).into());
     }
-    let mut inst = inst_options(args, &program)?;
-    let pmu_events = pmu_events(args, inst.is_some(), &program)?;
-    if args.backend == BackendArg::Auto
-        && pmu_events.is_empty()
-        && (inst.is_some() || numalens_inst::check_program(&program).is_ok())
-    {
+    // What auto records depends on whether the program carries the hooks: read it once.
+    let hooks = (args.backend == BackendArg::Auto).then(|| numalens_inst::check_program(&program));
+    let auto_inst = matches!(hooks, Some(Ok(_)));
+    let mut inst = inst_options(args, hooks.as_ref())?;
+    let pmu_events = pmu_events(args, inst.is_some() || auto_inst, &program)?;
+    if auto_inst && pmu_events.is_empty() {
         // A build with `numalens cc` carries the hooks: its accesses are what it was built for.
         eprintln!(
             "numalens: {} is built with `numalens cc`: recording its accesses (--backend inst; \
@@ -137,11 +137,11 @@ pub fn record_with_fallback(
 
 /// The `inst` backend's settings. `--inst-mode`, `--sample-every` and `--max-sample-rate` are
 /// taken with `--backend inst`, and with `--backend auto` for a program built with `numalens
-/// cc` (which auto records with inst); elsewhere they are a usage error rather than settings
-/// silently ignored.
+/// cc` (which auto records with inst; `hooks` is the program's check under auto); elsewhere
+/// they are a usage error rather than settings silently ignored.
 fn inst_options(
     args: &RecordingArgs,
-    program: &std::ffi::OsStr,
+    hooks: Option<&Result<numalens_inst::InstProgram, numalens_inst::InstCheckError>>,
 ) -> Result<Option<InstOptions>, UsageError> {
     let given: Vec<&str> = [
         args.inst_mode.map(|_| "--inst-mode"),
@@ -160,7 +160,7 @@ fn inst_options(
         BackendArg::Inst => {}
         _ if given.is_empty() => return Ok(None),
         BackendArg::Auto => {
-            if let Err(e) = numalens_inst::check_program(program) {
+            if let Some(Err(e)) = hooks {
                 // The check's own message says what to do about a script or libtsan; only a
                 // plain build needs telling how to rebuild.
                 let why = match e {
@@ -199,8 +199,9 @@ fn inst_options(
     }))
 }
 
-/// The precise events `--backend pmu` records, or `auto` when the program is not built with
-/// `numalens cc` and the machine has them; none for the other backends. Says which it chose.
+/// The precise events `--backend pmu` records, or `auto` when the recording does not use the
+/// hooks (`inst`: the program is not built with `numalens cc`) and the machine has them; none
+/// for the other backends. Says which it chose.
 fn pmu_events(
     args: &RecordingArgs,
     inst: bool,
@@ -208,8 +209,8 @@ fn pmu_events(
 ) -> Result<Vec<LiveEvent>, UsageError> {
     let wanted = match args.backend {
         BackendArg::Pmu => true,
-        // A build with `numalens cc` records every access with `inst`: auto takes that.
-        BackendArg::Auto => !inst && numalens_inst::check_program(program).is_err(),
+        // A build with `numalens cc` records every access with the hooks: auto takes that.
+        BackendArg::Auto => !inst,
         _ => false,
     };
     let chosen = match args.backend {
