@@ -30,6 +30,16 @@ fn numalens_cc(args: &[&str], exe: &Path) -> bool {
     cc.wait().unwrap().success()
 }
 
+/// `SOURCE` built by `numalens cc -x c -` as `dir/name`.
+fn built_from_stdin(dir: &Path, name: &str) -> std::path::PathBuf {
+    let exe = dir.join(name);
+    assert!(
+        numalens_cc(&["-x", "c", "-"], &exe),
+        "numalens cc builds it"
+    );
+    exe
+}
+
 fn records_with_inst(dir: &Path, exe: &Path) {
     let out = Command::new(env!("CARGO_BIN_EXE_numalens"))
         .args(["record", "--backend", "inst", "-o"])
@@ -48,11 +58,7 @@ fn records_with_inst(dir: &Path, exe: &Path) {
 #[test]
 fn a_source_on_stdin_is_instrumented() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("from_stdin");
-    assert!(
-        numalens_cc(&["-x", "c", "-"], &exe),
-        "numalens cc builds it"
-    );
+    let exe = built_from_stdin(dir.path(), "from_stdin");
     records_with_inst(dir.path(), &exe);
 }
 
@@ -86,11 +92,7 @@ fn record_by_default(dir: &Path, exe: &Path, name: &str) -> (String, String) {
 #[test]
 fn the_default_backend_counts_the_accesses_of_a_build_with_numalens_cc() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("built");
-    assert!(
-        numalens_cc(&["-x", "c", "-"], &exe),
-        "numalens cc builds it"
-    );
+    let exe = built_from_stdin(dir.path(), "built");
     let (backend, stderr) = record_by_default(dir.path(), &exe, "built.numalens");
     assert_eq!(backend, "inst", "{stderr}");
     assert!(stderr.contains("is built with `numalens cc`"), "{stderr}");
@@ -129,11 +131,7 @@ fn record_default_with(dir: &Path, exe: &Path, name: &str, args: &[&str]) -> std
 #[test]
 fn the_default_backend_takes_inst_settings_for_a_build_with_numalens_cc_only() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("built");
-    assert!(
-        numalens_cc(&["-x", "c", "-"], &exe),
-        "numalens cc builds it"
-    );
+    let exe = built_from_stdin(dir.path(), "built");
     let settings = ["--inst-mode", "sampled", "--sample-every", "64"];
     let out = record_default_with(dir.path(), &exe, "built.numalens", &settings);
     let stderr = String::from_utf8_lossy(&out.stderr);
